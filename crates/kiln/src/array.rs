@@ -1,0 +1,280 @@
+//! `Array`: a cheap-clone handle to a node of the lazy graph.
+//!
+//! A node knows its shape, dtype, weak-scalar flag and stream from the moment it is built. Until
+//! evaluated it holds its op and input handles; evaluation replaces them with a [`Buffer`], which
+//! drops the node's references to its inputs so intermediates are freed as soon as their last
+//! consumer has run.
+
+use crate::buffer::{Buffer, Storage};
+use crate::device::{current_stream, Stream};
+use crate::dtype::{Dtype, Element};
+use crate::error::{Error, ErrorKind, Result};
+use crate::primitive::Op;
+use crate::shape::{fmt_shape, numel, row_major_strides, Shape};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A lazily evaluated n-dimensional array. Cloning is cheap (a reference count).
+#[derive(Clone)]
+pub struct Array(pub(crate) Arc<Node>);
+
+/// One graph node.
+pub(crate) struct Node {
+    pub(crate) shape: Shape,
+    pub(crate) dtype: Dtype,
+    pub(crate) weak: bool,
+    /// The exact value of a weak literal, so promotion can materialise it in the target dtype
+    /// without rounding through its default dtype.
+    pub(crate) literal: Option<Literal>,
+    pub(crate) stream: Stream,
+    pub(crate) state: Mutex<State>,
+}
+
+/// The exact value of a weak scalar literal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Literal {
+    /// A Rust/Python integer.
+    Int(i64),
+    /// A Rust/Python float.
+    Float(f64),
+}
+
+/// Whether a node still has to be computed, or has data.
+pub(crate) enum State {
+    /// Not yet computed: the op and its inputs.
+    Pending { op: Op, inputs: Vec<Array> },
+    /// Computed (or created with data).
+    Ready(Buffer),
+}
+
+impl Drop for Node {
+    /// Drops long chains of pending nodes iteratively, so deep graphs cannot overflow the stack.
+    fn drop(&mut self) {
+        let mut stack = take_inputs(self.state.get_mut().unwrap_or_else(|e| e.into_inner()));
+        while let Some(a) = stack.pop() {
+            if let Ok(mut node) = Arc::try_unwrap(a.0) {
+                stack.extend(take_inputs(node.state.get_mut().unwrap_or_else(|e| e.into_inner())));
+            }
+        }
+    }
+}
+
+fn take_inputs(state: &mut State) -> Vec<Array> {
+    match state {
+        State::Pending { inputs, .. } => std::mem::take(inputs),
+        State::Ready(_) => Vec::new(),
+    }
+}
+
+impl Array {
+    /// Builds a node computing `op` on `inputs` on the current stream; shape and dtype come from
+    /// [`Op::infer`]. The result is weak only when every input is weak and the op is elementwise.
+    pub(crate) fn from_op(op: Op, inputs: Vec<Array>) -> Result<Array> {
+        let refs: Vec<&Array> = inputs.iter().collect();
+        let (shape, dtype) = op.infer(&refs)?;
+        let weak = !inputs.is_empty()
+            && inputs.iter().all(|a| a.is_weak())
+            && matches!(op, Op::Unary(_) | Op::Binary(_));
+        Ok(Array(Arc::new(Node {
+            shape,
+            dtype,
+            weak,
+            literal: None,
+            stream: current_stream(),
+            state: Mutex::new(State::Pending { op, inputs }),
+        })))
+    }
+
+    /// An evaluated array wrapping `buffer`.
+    pub(crate) fn from_buffer(shape: Shape, dtype: Dtype, buffer: Buffer) -> Array {
+        Array(Arc::new(Node {
+            shape,
+            dtype,
+            weak: false,
+            literal: None,
+            stream: current_stream(),
+            state: Mutex::new(State::Ready(buffer)),
+        }))
+    }
+
+    /// An array holding a copy of `data` with `shape`; fails if the sizes differ.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Array> {
+        if numel(shape) != data.len() {
+            return Err(Error::shape(
+                "array",
+                format!("{} elements cannot fill shape {}", data.len(), fmt_shape(shape)),
+            ));
+        }
+        let storage = Storage::new(std::mem::size_of_val(data));
+        // Safety: the new block holds at least size_of_val(data) bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), storage.ptr() as *mut T, data.len());
+        }
+        let buf = Buffer { storage, offset: 0, strides: row_major_strides(shape) };
+        Ok(Array::from_buffer(shape.into(), T::DTYPE, buf))
+    }
+
+    /// A 1-d array holding `data`.
+    pub fn from_vec<T: Element>(data: Vec<T>) -> Array {
+        let n = data.len();
+        Array::from_slice(&data, &[n]).expect("a vector fills its own length")
+    }
+
+    /// A 0-d array of `value` with the dtype of `T`.
+    pub fn scalar<T: Element>(value: T) -> Array {
+        Array::from_slice(&[value], &[]).expect("one element fills shape ()")
+    }
+
+    /// A 0-d *weak* float scalar: like a Python float, it adopts the dtype of a float array it
+    /// meets (`x_f16 * 2.0` stays float16) and is float32 otherwise.
+    pub fn weak_float(value: f64) -> Array {
+        Array::weak_literal(Array::scalar(value as f32), Literal::Float(value))
+    }
+
+    /// A 0-d *weak* integer scalar: like a Python int, it adopts the dtype of the array it meets
+    /// and is int32 otherwise.
+    pub fn weak_int(value: i64) -> Array {
+        Array::weak_literal(Array::scalar(value as i32), Literal::Int(value))
+    }
+
+    fn weak_literal(default: Array, literal: Literal) -> Array {
+        let node = Node {
+            shape: Shape::new(),
+            dtype: default.dtype(),
+            weak: true,
+            literal: Some(literal),
+            stream: current_stream(),
+            state: Mutex::new(State::Ready(default.buffer().expect("a scalar has data"))),
+        };
+        Array(Arc::new(node))
+    }
+
+    /// The exact value of a weak literal scalar, if this is one.
+    pub fn literal(&self) -> Option<Literal> {
+        self.0.literal
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.0.shape
+    }
+
+    /// The extent of `axis` (negative counts from the end).
+    pub fn dim(&self, axis: i64) -> Result<usize> {
+        Ok(self.shape()[crate::shape::normalize_axis("dim", axis, self.ndim())?])
+    }
+
+    /// The number of axes.
+    pub fn ndim(&self) -> usize {
+        self.0.shape.len()
+    }
+
+    /// The number of elements.
+    pub fn size(&self) -> usize {
+        numel(&self.0.shape)
+    }
+
+    /// The number of bytes of the elements.
+    pub fn nbytes(&self) -> usize {
+        self.size() * self.dtype().size()
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> Dtype {
+        self.0.dtype
+    }
+
+    /// Whether this is a weak scalar (a Rust/Python number that adopts its partner's dtype).
+    pub fn is_weak(&self) -> bool {
+        self.0.weak
+    }
+
+    /// The stream the node runs on.
+    pub fn stream(&self) -> Stream {
+        self.0.stream
+    }
+
+    /// Whether the array has data (was evaluated or created with data).
+    pub fn is_evaluated(&self) -> bool {
+        matches!(*self.lock(), State::Ready(_))
+    }
+
+    /// Whether two handles refer to the same node.
+    pub fn same_node(&self, other: &Array) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The node's op and inputs, or `None` once evaluated.
+    pub fn op_and_inputs(&self) -> Option<(Op, Vec<Array>)> {
+        match &*self.lock() {
+            State::Pending { op, inputs } => Some((op.clone(), inputs.clone())),
+            State::Ready(_) => None,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The data buffer, if evaluated.
+    pub(crate) fn buffer(&self) -> Option<Buffer> {
+        match &*self.lock() {
+            State::Ready(b) => Some(b.clone()),
+            State::Pending { .. } => None,
+        }
+    }
+
+    /// Computes this array (and everything it depends on) if not done yet.
+    pub fn eval(&self) -> Result<()> {
+        crate::eval::eval(std::slice::from_ref(self))
+    }
+
+    /// Evaluates and copies the elements out in row-major order. `T` must be the array's dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::dtype(
+                "to_vec",
+                format!(
+                    "requested {} elements from an array of dtype {}; call astype first",
+                    T::DTYPE,
+                    self.dtype()
+                ),
+            ));
+        }
+        self.eval()?;
+        let buf = self.buffer().ok_or_else(|| Error::new("to_vec", ErrorKind::NoData, "no data"))?;
+        let mut out = Vec::with_capacity(self.size());
+        crate::backend::cpu::strided::for_each_offset(self.shape(), &buf.strides, |off| {
+            // Safety: every offset produced lies inside the view.
+            out.push(unsafe { *buf.ptr::<T>().offset(off) });
+        });
+        Ok(out)
+    }
+
+    /// Evaluates and copies the elements out as f64 whatever the dtype (handy for tests/printing).
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        crate::with_dtype!(self.dtype(), T => Ok(self.to_vec::<T>()?.into_iter().map(Element::to_f64).collect()))
+    }
+
+    /// The single element of a size-1 array.
+    pub fn item<T: Element>(&self) -> Result<T> {
+        if self.size() != 1 {
+            return Err(Error::shape(
+                "item",
+                format!("item() needs an array of one element, got shape {}", fmt_shape(self.shape())),
+            ));
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+}
+
+/// Evaluates several arrays together, sharing the work they have in common.
+pub fn eval(arrays: &[&Array]) -> Result<()> {
+    let owned: Vec<Array> = arrays.iter().map(|a| (*a).clone()).collect();
+    crate::eval::eval(&owned)
+}
+
+impl std::fmt::Debug for Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}

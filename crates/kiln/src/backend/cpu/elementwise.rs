@@ -1,0 +1,198 @@
+//! Eager elementwise kernels (unary, binary, where, astype) over any strides.
+//!
+//! The output is row-major. It is split into chunks spread over the thread pool; inside a chunk,
+//! inputs that are row-major with the output's shape are read in place, and others (broadcast,
+//! transposed, sliced, reversed) are gathered tile by tile into L1-sized scratch, so every op runs
+//! its contiguous loop from [`super::scalar`]. float16/bfloat16 are converted to float32 per tile.
+//! An input whose storage nobody else can see, of the output's dtype and layout, is donated: the
+//! output is written over it.
+
+use super::parallel::for_chunks;
+use super::scalar::{CastTo, Compute, Scalar};
+use super::strided::{alloc, gather_range};
+use crate::backend::Input;
+use crate::buffer::Buffer;
+use crate::dtype::{Dtype, Element};
+use crate::error::Result;
+use crate::primitive::{BinaryOp, UnaryOp};
+use crate::shape::{collapse_dims, numel, Shape, Strides};
+use std::sync::Mutex;
+
+/// Elements per scratch tile: three float32 tiles fit in a 32 KiB L1 cache.
+pub const TILE: usize = 2048;
+/// Elements per parallel task.
+const CHUNK: usize = 1 << 16;
+
+/// How one input is read for a range of output positions.
+enum Source {
+    /// Row-major with the output's shape: read in place at `base + start`.
+    Direct(usize),
+    /// One element repeated.
+    Splat(usize),
+    /// Any other layout: gather through collapsed shape and strides.
+    Strided(usize, Shape, Strides),
+}
+
+impl Source {
+    fn new<S>(input: &Input, shape: &[usize]) -> Source {
+        let base = input.buffer.ptr::<S>() as usize;
+        if input.is_contiguous_as(shape) {
+            return Source::Direct(base);
+        }
+        let strides = input.strides_for(shape);
+        if strides.iter().all(|&s| s == 0) {
+            return Source::Splat(base);
+        }
+        let (s, st) = collapse_dims(shape, &[&strides]);
+        Source::Strided(base, s, st.into_iter().next().unwrap())
+    }
+
+    /// A pointer to `len` elements of this input for output positions `start..start+len`,
+    /// gathering into `scratch` when needed.
+    unsafe fn read<S: Copy>(&self, start: usize, len: usize, scratch: &mut [S]) -> *const S {
+        match self {
+            Source::Direct(base) => (*base as *const S).add(start),
+            Source::Splat(base) => {
+                scratch[..len].fill(*(*base as *const S));
+                scratch.as_ptr()
+            }
+            Source::Strided(base, s, st) => {
+                gather_range(*base as *const S, s, st, start, len, scratch.as_mut_ptr());
+                scratch.as_ptr()
+            }
+        }
+    }
+
+    fn is_direct(&self) -> bool {
+        matches!(self, Source::Direct(_))
+    }
+}
+
+/// The output buffer: a donated input of the same dtype and layout when one is offered, else new.
+fn output(inputs: &[&Input], shape: &[usize], dtype: Dtype) -> Buffer {
+    inputs
+        .iter()
+        .find(|i| i.donatable && i.dtype == dtype && i.is_contiguous_as(shape) && i.buffer.offset == 0)
+        .map(|i| i.buffer.clone())
+        .unwrap_or_else(|| alloc(shape, dtype))
+}
+
+/// Runs `kernel` over the output in tiles: `kernel(input pointers, output pointer, len)` in
+/// compute types. `I` is the inputs' storage type, `O` the output's.
+fn drive<I: Compute, O: Compute, const N: usize>(
+    inputs: [&Input; N],
+    shape: &[usize],
+    out_dtype: Dtype,
+    kernel: impl Fn([*const I::C; N], *mut O::C, usize) -> Result<()> + Sync,
+) -> Result<Buffer> {
+    let out = output(&inputs, shape, out_dtype);
+    let total = numel(shape);
+    let sources: Vec<Source> = inputs.iter().map(|i| Source::new::<I>(i, shape)).collect();
+    let all_direct = sources.iter().all(Source::is_direct) && !I::CONVERTS && !O::CONVERTS;
+    let out_base = out.ptr::<O>() as usize;
+    let error: Mutex<Option<crate::Error>> = Mutex::new(None);
+    for_chunks(total, CHUNK, |start, len| {
+        let result = unsafe {
+            if all_direct {
+                // Storage and compute types coincide here, so the casts are identities.
+                let ptrs: [*const I::C; N] =
+                    std::array::from_fn(|k| sources[k].read::<I>(start, len, &mut []) as *const I::C);
+                kernel(ptrs, (out_base as *mut O).add(start) as *mut O::C, len)
+            } else {
+                run_tiles::<I, O, N>(&sources, start, len, out_base, &kernel)
+            }
+        };
+        if let Err(e) = result {
+            *error.lock().unwrap() = Some(e);
+        }
+    });
+    match error.into_inner().unwrap() {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+unsafe fn run_tiles<I: Compute, O: Compute, const N: usize>(
+    sources: &[Source],
+    start: usize,
+    len: usize,
+    out_base: usize,
+    kernel: &impl Fn([*const I::C; N], *mut O::C, usize) -> Result<()>,
+) -> Result<()> {
+    let mut raw: Vec<Vec<I>> = (0..N).map(|_| vec![I::default(); TILE]).collect();
+    let mut conv: Vec<Vec<I::C>> =
+        (0..if I::CONVERTS { N } else { 0 }).map(|_| vec![I::C::default(); TILE]).collect();
+    let mut out_tile: Vec<O::C> = vec![O::C::default(); if O::CONVERTS { TILE } else { 0 }];
+    let mut pos = start;
+    while pos < start + len {
+        let n = TILE.min(start + len - pos);
+        let mut ptrs: [*const I::C; N] = [std::ptr::null(); N];
+        for k in 0..N {
+            let p = sources[k].read::<I>(pos, n, &mut raw[k]);
+            ptrs[k] = if I::CONVERTS {
+                I::load(p, conv[k].as_mut_ptr(), n);
+                conv[k].as_ptr()
+            } else {
+                p as *const I::C
+            };
+        }
+        let dst = (out_base as *mut O).add(pos);
+        if O::CONVERTS {
+            kernel(ptrs, out_tile.as_mut_ptr(), n)?;
+            O::store(out_tile.as_ptr(), dst, n);
+        } else {
+            kernel(ptrs, dst as *mut O::C, n)?;
+        }
+        pos += n;
+    }
+    Ok(())
+}
+
+/// An elementwise op of one input.
+pub fn unary(op: UnaryOp, x: &Input, shape: &[usize], out_dtype: Dtype) -> Result<Buffer> {
+    if op.is_predicate() {
+        crate::with_dtype!(x.dtype, T => drive::<T, bool, 1>([x], shape, out_dtype, |[a], o, n| unsafe {
+            <T as Compute>::C::predicate(op, a, o, n)
+        }))
+    } else {
+        crate::with_dtype!(x.dtype, T => drive::<T, T, 1>([x], shape, out_dtype, |[a], o, n| unsafe {
+            <T as Compute>::C::unary(op, a, o, n)
+        }))
+    }
+}
+
+/// An elementwise op of two inputs of one dtype, broadcast to `shape`.
+pub fn binary(op: BinaryOp, a: &Input, b: &Input, shape: &[usize], out_dtype: Dtype) -> Result<Buffer> {
+    if op.is_predicate() {
+        crate::with_dtype!(a.dtype, T => drive::<T, bool, 2>([a, b], shape, out_dtype, |[x, y], o, n| unsafe {
+            <T as Compute>::C::compare(op, x, y, o, n)
+        }))
+    } else {
+        crate::with_dtype!(a.dtype, T => drive::<T, T, 2>([a, b], shape, out_dtype, |[x, y], o, n| unsafe {
+            <T as Compute>::C::binary(op, x, y, o, n)
+        }))
+    }
+}
+
+/// `where(cond, a, b)` broadcast to `shape`.
+pub fn select(cond: &Input, a: &Input, b: &Input, shape: &[usize]) -> Result<Buffer> {
+    // The condition is converted to the value dtype's storage first, so one driver reads all three.
+    let cond_as = astype(cond, a.dtype)?;
+    let cond_in = Input { shape: cond.shape.clone(), dtype: a.dtype, buffer: cond_as, donatable: false };
+    crate::with_dtype!(a.dtype, T => drive::<T, T, 3>([&cond_in, a, b], shape, a.dtype, |[c, x, y], o, n| unsafe {
+        let zero = <<T as Compute>::C as Element>::from_f64(0.0);
+        super::simd::map3(c, x, y, o, n, |c, x, y| if c != zero { x } else { y });
+        Ok(())
+    }))
+}
+
+/// Converts to `dtype` (floats to integers truncate toward zero and saturate; NaN gives 0).
+pub fn astype(x: &Input, dtype: Dtype) -> Result<Buffer> {
+    let shape = x.shape.clone();
+    crate::with_dtype!(x.dtype, S => crate::with_dtype!(dtype, D => {
+        drive::<S, D, 1>([x], &shape, dtype, |[a], o, n| unsafe {
+            super::simd::map1(a, o, n, |v: <S as Compute>::C| -> <D as Compute>::C { v.cast() });
+            Ok(())
+        })
+    }))
+}

@@ -1,0 +1,53 @@
+//! The CPU backend: one function per op family, each accepting inputs of any strides.
+
+pub mod elementwise;
+pub mod math;
+pub mod matmul;
+pub mod parallel;
+pub mod scalar;
+pub mod simd;
+pub mod strided;
+pub mod views;
+
+mod creation;
+mod index;
+mod random;
+mod reduce;
+mod scan;
+mod sort;
+
+use crate::backend::Input;
+use crate::buffer::Buffer;
+use crate::dtype::Dtype;
+use crate::error::Result;
+use crate::primitive::Op;
+
+/// Runs one op on the CPU.
+pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
+    match op {
+        Op::Arange { start, step, .. } => Ok(creation::arange(start.get(), step.get(), shape, dtype)),
+        Op::Unary(u) => elementwise::unary(*u, &inputs[0], shape, dtype),
+        Op::Binary(b) => elementwise::binary(*b, &inputs[0], &inputs[1], shape, dtype),
+        Op::Select => elementwise::select(&inputs[0], &inputs[1], &inputs[2], shape),
+        Op::AsType(d) => elementwise::astype(&inputs[0], *d),
+        Op::Reshape(_) => Ok(views::reshape(&inputs[0], shape)),
+        Op::Transpose(perm) => Ok(views::transpose(&inputs[0], perm)),
+        Op::BroadcastTo(_) => Ok(views::broadcast_to(&inputs[0], shape)),
+        Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),
+        Op::Concatenate { axis } => index::concatenate(inputs, *axis, shape),
+        Op::SliceUpdate { start, step } => index::slice_update(&inputs[0], &inputs[1], start, step),
+        Op::Reduce { op, axes } => reduce::reduce(*op, &inputs[0], axes, shape, dtype),
+        Op::ArgReduce { op, axis } => reduce::arg_reduce(*op, &inputs[0], *axis, shape),
+        Op::Scan { op, axis, reverse, inclusive } => {
+            scan::scan(*op, &inputs[0], *axis, *reverse, *inclusive, dtype)
+        }
+        Op::Sort { axis } => sort::sort(&inputs[0], *axis),
+        Op::ArgSort { axis } => sort::argsort(&inputs[0], *axis),
+        Op::Partition { kth, axis } => sort::partition(&inputs[0], *kth, *axis),
+        Op::ArgPartition { kth, axis } => sort::argpartition(&inputs[0], *kth, *axis),
+        Op::Gather { axes, slice_sizes } => index::gather(inputs, axes, slice_sizes, shape),
+        Op::Scatter { axes, op } => index::scatter(inputs, axes, *op),
+        Op::Matmul => matmul::matmul(&inputs[0], &inputs[1], shape, dtype),
+        Op::RandomBits { width, .. } => random::random_bits(&inputs[0], shape, *width),
+    }
+}

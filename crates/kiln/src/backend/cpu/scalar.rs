@@ -1,0 +1,377 @@
+//! The scalar meaning of every elementwise op, per compute type, applied over contiguous runs.
+//!
+//! This is the one place an elementwise op's semantics live on the CPU: eager kernels call these
+//! on whole contiguous chunks or on gathered tiles, and compiled kernels call them on L1-sized
+//! tiles. float16/bfloat16 are computed in float32 (see [`Compute`]). Integer arithmetic wraps;
+//! integer division and remainder by zero give 0 (numpy gives 0 with a warning; Rust would panic).
+
+use super::math;
+use super::simd::{map1, map2};
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::primitive::{BinaryOp, UnaryOp};
+use half::{bf16, f16};
+
+/// A type elementwise kernels compute in, with the loops of every op it supports.
+pub trait Scalar: Element + PartialOrd {
+    /// `o = op(x)` over n elements for ops that keep the dtype.
+    ///
+    /// # Safety
+    /// Pointers valid for n elements; `o` may alias `x`.
+    unsafe fn unary(op: UnaryOp, x: *const Self, o: *mut Self, n: usize) -> Result<()>;
+    /// `o = op(x)` over n elements for predicate ops (isnan, logical_not, ...).
+    ///
+    /// # Safety
+    /// Pointers valid for n elements.
+    unsafe fn predicate(op: UnaryOp, x: *const Self, o: *mut bool, n: usize) -> Result<()> {
+        match op {
+            UnaryOp::LogicalNot => map1(x, o, n, |v: Self| v == Self::default()),
+            UnaryOp::IsFinite => map1(x, o, n, |_| true),
+            UnaryOp::IsNan | UnaryOp::IsInf | UnaryOp::IsPosInf | UnaryOp::IsNegInf => {
+                map1(x, o, n, |_| false)
+            }
+            _ => return Err(not_defined(op.name(), Self::DTYPE)),
+        }
+        Ok(())
+    }
+    /// `o = op(a, b)` over n elements for ops that keep the dtype.
+    ///
+    /// # Safety
+    /// Pointers valid for n elements; `o` may alias `a` or `b`.
+    unsafe fn binary(op: BinaryOp, a: *const Self, b: *const Self, o: *mut Self, n: usize) -> Result<()>;
+    /// `o = op(a, b)` over n elements for comparisons and logical ops.
+    ///
+    /// # Safety
+    /// Pointers valid for n elements.
+    unsafe fn compare(op: BinaryOp, a: *const Self, b: *const Self, o: *mut bool, n: usize) -> Result<()> {
+        let zero = Self::default();
+        match op {
+            BinaryOp::Equal => map2(a, b, o, n, |x, y| x == y),
+            BinaryOp::NotEqual => map2(a, b, o, n, |x, y| x != y),
+            BinaryOp::Less => map2(a, b, o, n, |x, y| x < y),
+            BinaryOp::LessEqual => map2(a, b, o, n, |x, y| x <= y),
+            BinaryOp::Greater => map2(a, b, o, n, |x, y| x > y),
+            BinaryOp::GreaterEqual => map2(a, b, o, n, |x, y| x >= y),
+            BinaryOp::LogicalAnd => map2(a, b, o, n, |x, y| x != zero && y != zero),
+            BinaryOp::LogicalOr => map2(a, b, o, n, |x, y| x != zero || y != zero),
+            _ => return Err(not_defined(op.name(), Self::DTYPE)),
+        }
+        Ok(())
+    }
+}
+
+/// The error for an op a dtype does not support (constructors normally prevent this).
+pub fn not_defined(op: &str, dtype: crate::Dtype) -> Error {
+    Error::dtype(op, format!("not defined for arrays of dtype {dtype}"))
+}
+
+macro_rules! float_scalar {
+    ($t:ty, $erf:path, $erfinv:path) => {
+        impl Scalar for $t {
+            unsafe fn unary(op: UnaryOp, x: *const $t, o: *mut $t, n: usize) -> Result<()> {
+                use UnaryOp::*;
+                match op {
+                    Abs => map1(x, o, n, |v: $t| v.abs()),
+                    Negative => map1(x, o, n, |v: $t| -v),
+                    Sign => map1(x, o, n, |v: $t| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { v }),
+                    Exp => map1(x, o, n, |v: $t| v.exp()),
+                    Expm1 => map1(x, o, n, |v: $t| v.exp_m1()),
+                    Log => map1(x, o, n, |v: $t| v.ln()),
+                    Log1p => map1(x, o, n, |v: $t| v.ln_1p()),
+                    Log2 => map1(x, o, n, |v: $t| v.log2()),
+                    Log10 => map1(x, o, n, |v: $t| v.log10()),
+                    Sqrt => map1(x, o, n, |v: $t| v.sqrt()),
+                    Rsqrt => map1(x, o, n, |v: $t| 1.0 / v.sqrt()),
+                    Square => map1(x, o, n, |v: $t| v * v),
+                    Reciprocal => map1(x, o, n, |v: $t| 1.0 / v),
+                    Sin => map1(x, o, n, |v: $t| v.sin()),
+                    Cos => map1(x, o, n, |v: $t| v.cos()),
+                    Tan => map1(x, o, n, |v: $t| v.tan()),
+                    ArcSin => map1(x, o, n, |v: $t| v.asin()),
+                    ArcCos => map1(x, o, n, |v: $t| v.acos()),
+                    ArcTan => map1(x, o, n, |v: $t| v.atan()),
+                    Sinh => map1(x, o, n, |v: $t| v.sinh()),
+                    Cosh => map1(x, o, n, |v: $t| v.cosh()),
+                    Tanh => map1(x, o, n, |v: $t| v.tanh()),
+                    ArcSinh => map1(x, o, n, |v: $t| v.asinh()),
+                    ArcCosh => map1(x, o, n, |v: $t| v.acosh()),
+                    ArcTanh => map1(x, o, n, |v: $t| v.atanh()),
+                    Erf => map1(x, o, n, $erf),
+                    ErfInv => map1(x, o, n, $erfinv),
+                    Sigmoid => map1(x, o, n, |v: $t| 1.0 / (1.0 + (-v).exp())),
+                    Floor => map1(x, o, n, |v: $t| v.floor()),
+                    Ceil => map1(x, o, n, |v: $t| v.ceil()),
+                    Round => map1(x, o, n, |v: $t| v.round_ties_even()),
+                    BitwiseInvert | LogicalNot | IsNan | IsInf | IsPosInf | IsNegInf | IsFinite => {
+                        return Err(not_defined(op.name(), <$t>::DTYPE))
+                    }
+                }
+                Ok(())
+            }
+
+            unsafe fn predicate(op: UnaryOp, x: *const $t, o: *mut bool, n: usize) -> Result<()> {
+                use UnaryOp::*;
+                match op {
+                    LogicalNot => map1(x, o, n, |v: $t| v == 0.0),
+                    IsNan => map1(x, o, n, |v: $t| v.is_nan()),
+                    IsInf => map1(x, o, n, |v: $t| v.is_infinite()),
+                    IsPosInf => map1(x, o, n, |v: $t| v == <$t>::INFINITY),
+                    IsNegInf => map1(x, o, n, |v: $t| v == <$t>::NEG_INFINITY),
+                    IsFinite => map1(x, o, n, |v: $t| v.is_finite()),
+                    _ => return Err(not_defined(op.name(), <$t>::DTYPE)),
+                }
+                Ok(())
+            }
+
+            unsafe fn binary(op: BinaryOp, a: *const $t, b: *const $t, o: *mut $t, n: usize) -> Result<()> {
+                use BinaryOp::*;
+                match op {
+                    Add => map2(a, b, o, n, |x: $t, y: $t| x + y),
+                    Subtract => map2(a, b, o, n, |x: $t, y: $t| x - y),
+                    Multiply => map2(a, b, o, n, |x: $t, y: $t| x * y),
+                    Divide => map2(a, b, o, n, |x: $t, y: $t| x / y),
+                    FloorDivide => map2(a, b, o, n, |x: $t, y: $t| (x / y).floor()),
+                    Remainder => map2(a, b, o, n, |x: $t, y: $t| {
+                        let r = x % y;
+                        if r != 0.0 && ((r < 0.0) != (y < 0.0)) { r + y } else { r }
+                    }),
+                    Power => map2(a, b, o, n, |x: $t, y: $t| x.powf(y)),
+                    Maximum => map2(a, b, o, n, |x: $t, y: $t| if x > y || x.is_nan() { x } else { y }),
+                    Minimum => map2(a, b, o, n, |x: $t, y: $t| if x < y || x.is_nan() { x } else { y }),
+                    ArcTan2 => map2(a, b, o, n, |x: $t, y: $t| x.atan2(y)),
+                    LogAddExp => map2(a, b, o, n, |x: $t, y: $t| {
+                        let m = if x > y { x } else { y };
+                        if m == <$t>::NEG_INFINITY || m == <$t>::INFINITY || m.is_nan() {
+                            if x.is_nan() || y.is_nan() { <$t>::NAN } else { m }
+                        } else {
+                            m + (-(x - y).abs()).exp().ln_1p()
+                        }
+                    }),
+                    _ => return Err(not_defined(op.name(), <$t>::DTYPE)),
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+float_scalar!(f32, math::erf_f32, math::erfinv_f32);
+float_scalar!(f64, math::erf_f64, math::erfinv_f64);
+
+macro_rules! int_scalar {
+    ($t:ty, $signed:expr) => {
+        impl Scalar for $t {
+            unsafe fn unary(op: UnaryOp, x: *const $t, o: *mut $t, n: usize) -> Result<()> {
+                use UnaryOp::*;
+                match op {
+                    Abs => map1(x, o, n, |v: $t| if $signed && v < (0 as $t) { v.wrapping_neg() } else { v }),
+                    Negative => map1(x, o, n, |v: $t| v.wrapping_neg()),
+                    Sign => map1(x, o, n, |v: $t| {
+                        if v > (0 as $t) { 1 as $t } else if v == (0 as $t) { 0 as $t } else { (0 as $t).wrapping_sub(1) }
+                    }),
+                    Square => map1(x, o, n, |v: $t| v.wrapping_mul(v)),
+                    Floor | Ceil | Round => map1(x, o, n, |v: $t| v),
+                    BitwiseInvert => map1(x, o, n, |v: $t| !v),
+                    _ => return Err(not_defined(op.name(), <$t>::DTYPE)),
+                }
+                Ok(())
+            }
+
+            unsafe fn binary(op: BinaryOp, a: *const $t, b: *const $t, o: *mut $t, n: usize) -> Result<()> {
+                use BinaryOp::*;
+                const BITS: $t = (std::mem::size_of::<$t>() * 8) as $t;
+                match op {
+                    Add => map2(a, b, o, n, |x: $t, y: $t| x.wrapping_add(y)),
+                    Subtract => map2(a, b, o, n, |x: $t, y: $t| x.wrapping_sub(y)),
+                    Multiply => map2(a, b, o, n, |x: $t, y: $t| x.wrapping_mul(y)),
+                    FloorDivide => map2(a, b, o, n, |x: $t, y: $t| {
+                        if y == (0 as $t) { return 0 as $t; }
+                        let q = x.wrapping_div(y);
+                        if $signed && (x.wrapping_rem(y) != (0 as $t)) && ((x < (0 as $t)) != (y < (0 as $t))) {
+                            q.wrapping_sub(1)
+                        } else { q }
+                    }),
+                    Remainder => map2(a, b, o, n, |x: $t, y: $t| {
+                        if y == (0 as $t) { return 0 as $t; }
+                        let r = x.wrapping_rem(y);
+                        if $signed && r != (0 as $t) && ((r < (0 as $t)) != (y < (0 as $t))) { r.wrapping_add(y) } else { r }
+                    }),
+                    Power => map2(a, b, o, n, |x: $t, y: $t| int_pow(x, y)),
+                    Maximum => map2(a, b, o, n, |x: $t, y: $t| if x > y { x } else { y }),
+                    Minimum => map2(a, b, o, n, |x: $t, y: $t| if x < y { x } else { y }),
+                    BitwiseAnd => map2(a, b, o, n, |x: $t, y: $t| x & y),
+                    BitwiseOr => map2(a, b, o, n, |x: $t, y: $t| x | y),
+                    BitwiseXor => map2(a, b, o, n, |x: $t, y: $t| x ^ y),
+                    LeftShift => map2(a, b, o, n, |x: $t, y: $t| {
+                        if y < (0 as $t) || y >= BITS { 0 as $t } else { x << y }
+                    }),
+                    RightShift => map2(a, b, o, n, |x: $t, y: $t| {
+                        if y < (0 as $t) || y >= BITS {
+                            if x < (0 as $t) { (0 as $t).wrapping_sub(1) } else { 0 as $t }
+                        } else { x >> y }
+                    }),
+                    _ => return Err(not_defined(op.name(), <$t>::DTYPE)),
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+/// Integer power by squaring with wrapping; negative exponents give 0 unless the base is ±1.
+#[inline(always)]
+fn int_pow<T>(base: T, exp: T) -> T
+where
+    T: Copy + PartialOrd + From<bool> + std::ops::Sub<Output = T> + WrappingInt,
+{
+    let zero = T::from(false);
+    let one = T::from(true);
+    if exp < zero {
+        return if base == one {
+            one
+        } else if base == zero - one {
+            if exp.is_odd() { base } else { one }
+        } else {
+            zero
+        };
+    }
+    let mut result = one;
+    let mut b = base;
+    let mut e = exp;
+    while e > zero {
+        if e.is_odd() {
+            result = result.wmul(b);
+        }
+        b = b.wmul(b);
+        e = e.half();
+    }
+    result
+}
+
+/// The integer operations [`int_pow`] needs.
+pub trait WrappingInt {
+    /// Wrapping multiply.
+    fn wmul(self, o: Self) -> Self;
+    /// Whether odd.
+    fn is_odd(self) -> bool;
+    /// Shift right by one.
+    fn half(self) -> Self;
+}
+
+macro_rules! impl_ints {
+    ($($t:ty => $signed:expr),*) => {$(
+        impl WrappingInt for $t {
+            #[inline(always)]
+            fn wmul(self, o: Self) -> Self { self.wrapping_mul(o) }
+            #[inline(always)]
+            fn is_odd(self) -> bool { self & 1 == 1 }
+            #[inline(always)]
+            fn half(self) -> Self { self >> 1 }
+        }
+        int_scalar!($t, $signed);
+    )*};
+}
+// `0 - 1` on unsigned types in int_pow is only reached when `exp < 0`, impossible for unsigned.
+impl_ints!(i8 => true, i16 => true, i32 => true, i64 => true, u8 => false, u16 => false, u32 => false, u64 => false);
+
+impl Scalar for bool {
+    unsafe fn unary(op: UnaryOp, x: *const bool, o: *mut bool, n: usize) -> Result<()> {
+        match op {
+            UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Square => {
+                map1(x, o, n, |v: bool| v)
+            }
+            UnaryOp::BitwiseInvert => map1(x, o, n, |v: bool| !v),
+            _ => return Err(not_defined(op.name(), crate::Dtype::Bool)),
+        }
+        Ok(())
+    }
+
+    unsafe fn binary(op: BinaryOp, a: *const bool, b: *const bool, o: *mut bool, n: usize) -> Result<()> {
+        use BinaryOp::*;
+        match op {
+            Add | Maximum | BitwiseOr => map2(a, b, o, n, |x: bool, y: bool| x | y),
+            Multiply | Minimum | BitwiseAnd => map2(a, b, o, n, |x: bool, y: bool| x & y),
+            BitwiseXor | NotEqual => map2(a, b, o, n, |x: bool, y: bool| x ^ y),
+            _ => return Err(not_defined(op.name(), crate::Dtype::Bool)),
+        }
+        Ok(())
+    }
+}
+
+/// A storage type and the type it is computed in: float16 and bfloat16 compute in float32, every
+/// other type in itself.
+pub trait Compute: Element {
+    /// The compute type.
+    type C: Scalar;
+    /// Whether loads and stores convert (false when `C` is `Self`).
+    const CONVERTS: bool;
+    /// Converts `n` elements to the compute type.
+    ///
+    /// # Safety
+    /// Pointers valid for n elements.
+    unsafe fn load(src: *const Self, dst: *mut Self::C, n: usize);
+    /// Converts `n` elements from the compute type.
+    ///
+    /// # Safety
+    /// Pointers valid for n elements.
+    unsafe fn store(src: *const Self::C, dst: *mut Self, n: usize);
+}
+
+macro_rules! compute_self {
+    ($($t:ty),*) => {$(
+        impl Compute for $t {
+            type C = $t;
+            const CONVERTS: bool = false;
+            unsafe fn load(src: *const $t, dst: *mut $t, n: usize) { std::ptr::copy(src, dst, n) }
+            unsafe fn store(src: *const $t, dst: *mut $t, n: usize) { std::ptr::copy(src, dst, n) }
+        }
+    )*};
+}
+compute_self!(bool, u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+
+macro_rules! compute_half {
+    ($($t:ty),*) => {$(
+        impl Compute for $t {
+            type C = f32;
+            const CONVERTS: bool = true;
+            unsafe fn load(src: *const $t, dst: *mut f32, n: usize) { map1(src, dst, n, |v: $t| v.to_f32()) }
+            unsafe fn store(src: *const f32, dst: *mut $t, n: usize) { map1(src, dst, n, <$t>::from_f32) }
+        }
+    )*};
+}
+compute_half!(f16, bf16);
+
+/// Conversion between compute types with `astype` semantics: floats to integers truncate and
+/// saturate (NaN gives 0), integers wrap, anything to bool is `!= 0`.
+pub trait CastTo<U> {
+    /// Converts one value.
+    fn cast(self) -> U;
+}
+
+macro_rules! cast_numeric {
+    ($($from:ty),*) => {$(
+        cast_numeric!(@to $from; u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+        impl CastTo<bool> for $from {
+            #[inline(always)]
+            fn cast(self) -> bool { self != (0 as $from) }
+        }
+        impl CastTo<$from> for bool {
+            #[inline(always)]
+            fn cast(self) -> $from { self as u8 as $from }
+        }
+    )*};
+    (@to $from:ty; $($to:ty),*) => {$(
+        impl CastTo<$to> for $from {
+            #[inline(always)]
+            fn cast(self) -> $to { self as $to }
+        }
+    )*};
+}
+cast_numeric!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+
+impl CastTo<bool> for bool {
+    #[inline(always)]
+    fn cast(self) -> bool {
+        self
+    }
+}

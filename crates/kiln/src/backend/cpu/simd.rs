@@ -1,0 +1,71 @@
+//! Loops that the compiler vectorises, built twice: for the baseline ISA and, on x86-64, with
+//! AVX2+FMA enabled, chosen at run time. Release builds target the baseline ISA, so without this
+//! dispatch hot loops would use 128-bit SSE2 only. Op bodies are passed as closures and inlined
+//! into the feature-enabled copy.
+
+use std::sync::OnceLock;
+
+/// Whether this CPU has AVX2 and FMA (checked once).
+pub fn has_avx2_fma() -> bool {
+    static FLAG: OnceLock<bool> = OnceLock::new();
+    *FLAG.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
+}
+
+/// Defines a public multiversioned loop `$name` from a body, with an AVX2+FMA copy on x86-64.
+macro_rules! multiversion {
+    ($(#[$doc:meta])* fn $name:ident<$($g:ident),*>($($arg:ident : $ty:ty),*) where $($bounds:tt)*) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// Every pointer must be valid for `n` elements; the output may alias an input exactly.
+        #[inline]
+        pub unsafe fn $name<$($g),*>($($arg: $ty),*) where $($bounds)* {
+            #[inline(always)]
+            unsafe fn body<$($g),*>($($arg: $ty),*) where $($bounds)* {
+                multiversion!(@body $name $($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2<$($g),*>($($arg: $ty),*) where $($bounds)* {
+                body($($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2_fma() {
+                return avx2($($arg),*);
+            }
+            body($($arg),*)
+        }
+    };
+    (@body map1 $x:ident, $o:ident, $n:ident, $f:ident) => {
+        for i in 0..$n { *$o.add(i) = $f(*$x.add(i)); }
+    };
+    (@body map2 $a:ident, $b:ident, $o:ident, $n:ident, $f:ident) => {
+        for i in 0..$n { *$o.add(i) = $f(*$a.add(i), *$b.add(i)); }
+    };
+    (@body map3 $c:ident, $a:ident, $b:ident, $o:ident, $n:ident, $f:ident) => {
+        for i in 0..$n { *$o.add(i) = $f(*$c.add(i), *$a.add(i), *$b.add(i)); }
+    };
+}
+
+multiversion! {
+    /// `o[i] = f(x[i])` for i < n.
+    fn map1<A, B, F>(x: *const A, o: *mut B, n: usize, f: F) where A: Copy, F: Fn(A) -> B
+}
+multiversion! {
+    /// `o[i] = f(a[i], b[i])` for i < n.
+    fn map2<A, B, F>(a: *const A, b: *const A, o: *mut B, n: usize, f: F) where A: Copy, F: Fn(A, A) -> B
+}
+multiversion! {
+    /// `o[i] = f(c[i], a[i], b[i])` for i < n.
+    fn map3<C, A, F>(c: *const C, a: *const A, b: *const A, o: *mut A, n: usize, f: F)
+        where C: Copy, A: Copy, F: Fn(C, A, A) -> A
+}

@@ -1,0 +1,130 @@
+//! Devices and streams. The CPU is the first device; NVIDIA GPUs slot in beside it as another
+//! [`DeviceKind`] with its own backend, without changes to the op layer, which only records on
+//! which stream each node runs.
+
+use crate::error::{Error, Result};
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::Mutex;
+
+/// The kind of processor a device is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    /// The host CPU.
+    Cpu,
+    /// An NVIDIA GPU (not available in this build yet).
+    Gpu,
+}
+
+/// A device: a kind and an index among devices of that kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Device {
+    /// What kind of processor.
+    pub kind: DeviceKind,
+    /// Which one of that kind.
+    pub index: usize,
+}
+
+impl Device {
+    /// The host CPU.
+    pub const fn cpu() -> Device {
+        Device { kind: DeviceKind::Cpu, index: 0 }
+    }
+    /// GPU `index`. Using it fails until the CUDA backend lands.
+    pub const fn gpu(index: usize) -> Device {
+        Device { kind: DeviceKind::Gpu, index }
+    }
+    /// Whether a backend for this device is compiled in and present.
+    pub fn is_available(self) -> bool {
+        self.kind == DeviceKind::Cpu
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            DeviceKind::Cpu => write!(f, "Device(cpu, {})", self.index),
+            DeviceKind::Gpu => write!(f, "Device(gpu, {})", self.index),
+        }
+    }
+}
+
+/// A stream: an ordered queue of work on one device. Nodes record their stream; eval runs each
+/// node on its stream's device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Stream {
+    /// The device this stream runs on.
+    pub device: Device,
+    /// The stream's index on its device.
+    pub index: usize,
+}
+
+impl Stream {
+    /// The default stream of `device`.
+    pub const fn default_for(device: Device) -> Stream {
+        Stream { device, index: 0 }
+    }
+}
+
+static DEFAULT_DEVICE: Mutex<Device> = Mutex::new(Device::cpu());
+
+thread_local! {
+    static STREAM_SCOPE: RefCell<Vec<Stream>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The process-wide default device.
+pub fn default_device() -> Device {
+    *DEFAULT_DEVICE.lock().unwrap()
+}
+
+/// Sets the default device; fails for a device with no backend in this build.
+pub fn set_default_device(device: Device) -> Result<()> {
+    check_available("set_default_device", device)?;
+    *DEFAULT_DEVICE.lock().unwrap() = device;
+    Ok(())
+}
+
+/// Fails with a clear message when `device` has no backend here.
+pub fn check_available(op: &str, device: Device) -> Result<()> {
+    if device.is_available() {
+        Ok(())
+    } else {
+        Err(Error::unsupported(
+            op,
+            format!("{device} is not available: this build of kiln has only the CPU backend"),
+        ))
+    }
+}
+
+/// The stream new ops are placed on: the innermost [`with_stream`] scope, else the default
+/// device's default stream.
+pub fn current_stream() -> Stream {
+    STREAM_SCOPE
+        .with(|s| s.borrow().last().copied())
+        .unwrap_or_else(|| Stream::default_for(default_device()))
+}
+
+/// Runs `f` with every op it creates placed on `stream` (mlx's per-op `stream=` argument).
+pub fn with_stream<R>(stream: Stream, f: impl FnOnce() -> R) -> Result<R> {
+    check_available("with_stream", stream.device)?;
+    struct Pop;
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            STREAM_SCOPE.with(|s| s.borrow_mut().pop());
+        }
+    }
+    STREAM_SCOPE.with(|s| s.borrow_mut().push(stream));
+    let _pop = Pop;
+    Ok(f())
+}
+
+/// Runs `f` with every op it creates placed on `device`'s default stream.
+pub fn with_device<R>(device: Device, f: impl FnOnce() -> R) -> Result<R> {
+    with_stream(Stream::default_for(device), f)
+}
+
+/// Waits until all work queued on `stream` is done. The CPU backend runs work synchronously
+/// inside `eval`, so there is nothing to wait for.
+pub fn synchronize(stream: Stream) -> Result<()> {
+    check_available("synchronize", stream.device)
+}

@@ -1,0 +1,85 @@
+//! Evaluation: a topological schedule over the pending part of the graph, run node by node on
+//! each node's device backend.
+//!
+//! Memory: the schedule does not hold nodes; each node is held only by its consumers' input lists
+//! (and by user handles). When a node has run it drops its inputs, so an intermediate is freed
+//! right after its last consumer ran. An input that only the running node holds, and whose storage
+//! no other view shares, is offered to the kernel for donation (it may write the output into it).
+
+use crate::array::{Array, Node, State};
+use crate::backend::{self, Input};
+use crate::error::Result;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+/// One evaluation at a time: nodes are shared between graphs, and two evaluations racing on one
+/// node would compute it twice. Kernels themselves run in parallel inside.
+static EVAL_LOCK: Mutex<()> = Mutex::new(());
+
+/// Computes every pending node the `targets` depend on.
+pub(crate) fn eval(targets: &[Array]) -> Result<()> {
+    let _guard = EVAL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut order = schedule(targets);
+    for slot in order.iter_mut() {
+        let node = slot.take().expect("each node is scheduled once");
+        run_node(&node)?;
+    }
+    Ok(())
+}
+
+/// Post-order of the pending nodes reachable from `targets` (inputs before consumers), found
+/// iteratively so deep graphs cannot overflow the stack.
+fn schedule(targets: &[Array]) -> Vec<Option<Array>> {
+    let mut order = Vec::new();
+    let mut seen: HashSet<*const Node> = HashSet::new();
+    let mut stack: Vec<(Array, bool)> = targets.iter().rev().map(|a| (a.clone(), false)).collect();
+    while let Some((a, expanded)) = stack.pop() {
+        if expanded {
+            order.push(Some(a));
+            continue;
+        }
+        if !seen.insert(Arc::as_ptr(&a.0)) {
+            continue;
+        }
+        let inputs = match &*a.lock() {
+            State::Pending { inputs, .. } => inputs.clone(),
+            State::Ready(_) => continue,
+        };
+        stack.push((a, true));
+        for i in inputs.into_iter().rev() {
+            if !seen.contains(&Arc::as_ptr(&i.0)) {
+                stack.push((i, false));
+            }
+        }
+    }
+    order
+}
+
+fn run_node(node: &Array) -> Result<()> {
+    let (op, inputs) = match &mut *node.lock() {
+        State::Pending { op, inputs } => (op.clone(), std::mem::take(inputs)),
+        State::Ready(_) => return Ok(()),
+    };
+    let data: Vec<Input> = inputs
+        .iter()
+        .map(|a| {
+            let buffer = a.buffer().expect("inputs run before their consumers");
+            // Only this node holds the input and only the input holds the storage (plus the clone
+            // just taken): nobody can observe the storage being overwritten.
+            let donatable = Arc::strong_count(&a.0) == 1 && Arc::strong_count(&buffer.storage) == 2;
+            Input { shape: a.shape().into(), dtype: a.dtype(), buffer, donatable }
+        })
+        .collect();
+    match backend::run(node.stream(), &op, &data, node.shape(), node.dtype()) {
+        Ok(buffer) => {
+            drop(data);
+            *node.lock() = State::Ready(buffer);
+            drop(inputs);
+            Ok(())
+        }
+        Err(e) => {
+            *node.lock() = State::Pending { op, inputs };
+            Err(e)
+        }
+    }
+}

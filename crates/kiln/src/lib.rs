@@ -1,0 +1,35 @@
+//! kiln: a lazy array framework whose heart is `compile`.
+//!
+//! Ops build a graph of [`Array`] nodes; nothing computes until [`Array::eval`], [`eval`],
+//! [`Array::item`], [`Array::to_vec`] or printing. Every op validates its arguments and returns a
+//! [`Result`] whose [`Error`] names the op, the shapes and the dtypes involved.
+//!
+//! ```
+//! use kiln::{ops, Array};
+//! let x = Array::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+//! let y = ops::exp(&x).unwrap() * 2.0;
+//! assert_eq!(y.shape(), &[3]);
+//! println!("{y}");
+//! ```
+
+pub mod array;
+pub mod backend;
+pub mod buffer;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod ops;
+pub mod primitive;
+pub mod shape;
+
+mod eval;
+mod operators;
+mod print;
+
+pub use array::{eval, Array, Literal};
+pub use buffer::{active_memory, cache_memory, clear_cache, peak_memory, reset_peak_memory, set_cache_limit};
+pub use device::{default_device, set_default_device, synchronize, with_device, with_stream, Device, DeviceKind, Stream};
+pub use dtype::{promote_types, Dtype, Element};
+pub use error::{Error, ErrorKind, Result};
+pub use ops::random;
+pub use shape::Shape;

@@ -1,0 +1,62 @@
+//! Arrays made from parameters: zeros, ones, full, arange and the *_like forms.
+
+use super::shape::broadcast_to;
+use super::{cast, AsArray};
+use crate::array::Array;
+use crate::dtype::Dtype;
+use crate::error::{Error, Result};
+use crate::primitive::{F64Bits, Op};
+
+/// An array of `shape` filled with `value` (a broadcast view of one element), in `dtype` or, when
+/// `None`, the value's own dtype (float32 for a Rust float, int32 for a Rust integer).
+pub fn full(shape: &[usize], value: impl AsArray, dtype: Option<Dtype>) -> Result<Array> {
+    let v = value.as_array();
+    if v.size() != 1 && crate::shape::broadcast_shapes("full", v.shape(), shape).is_err() {
+        return Err(Error::shape("full", format!("value of shape {:?} cannot fill shape {:?}", v.shape(), shape)));
+    }
+    let v = cast(&v, dtype.unwrap_or(v.dtype()))?;
+    broadcast_to(&v, shape)
+}
+
+/// Zeros of `shape` and `dtype`.
+pub fn zeros(shape: &[usize], dtype: Dtype) -> Result<Array> {
+    full(shape, 0i64, Some(dtype))
+}
+
+/// Ones of `shape` and `dtype`.
+pub fn ones(shape: &[usize], dtype: Dtype) -> Result<Array> {
+    full(shape, 1i64, Some(dtype))
+}
+
+/// Zeros with the shape and dtype of `x`.
+pub fn zeros_like(x: impl AsArray) -> Result<Array> {
+    let x = x.as_array();
+    zeros(x.shape(), x.dtype())
+}
+
+/// Ones with the shape and dtype of `x`.
+pub fn ones_like(x: impl AsArray) -> Result<Array> {
+    let x = x.as_array();
+    ones(x.shape(), x.dtype())
+}
+
+/// `value` with the shape and dtype of `x`.
+pub fn full_like(x: impl AsArray, value: impl AsArray) -> Result<Array> {
+    let x = x.as_array();
+    full(x.shape(), value, Some(x.dtype()))
+}
+
+/// Evenly spaced values `start, start + step, ...` below `stop` (above it for negative steps).
+pub fn arange(start: f64, stop: f64, step: f64, dtype: Dtype) -> Result<Array> {
+    if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
+        return Err(Error::value(
+            "arange",
+            format!("needs finite start, stop and a non-zero finite step, got {start}, {stop}, {step}"),
+        ));
+    }
+    if dtype == Dtype::Bool {
+        return Err(Error::dtype("arange", "cannot make a bool range"));
+    }
+    let len = ((stop - start) / step).ceil().max(0.0) as usize;
+    Array::from_op(Op::Arange { start: F64Bits::new(start), step: F64Bits::new(step), len, dtype }, vec![])
+}

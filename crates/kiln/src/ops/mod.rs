@@ -1,0 +1,98 @@
+//! Public op constructors, one file per family, with mlx.core's names. Constructors validate
+//! arguments (naming the op, shapes and dtypes in errors), apply type promotion, and build graph
+//! nodes; nothing is computed until evaluation.
+
+pub mod creation;
+pub mod elementwise;
+pub mod index;
+pub mod linalg;
+pub mod random;
+pub mod reduce;
+pub mod shape;
+pub mod sort;
+
+pub use creation::*;
+pub use elementwise::*;
+pub use index::*;
+pub use linalg::*;
+pub use reduce::*;
+pub use shape::*;
+pub use sort::*;
+
+use crate::array::{Array, Literal};
+use crate::dtype::{promote, Dtype};
+use crate::error::Result;
+use crate::primitive::Op;
+
+/// Anything an op accepts as an array argument: arrays (owned or borrowed) and Rust numbers.
+/// Numbers are *weak* scalars, as Python numbers are in mlx: `x_f16 * 2.0` stays float16.
+/// `bool` is a strong bool scalar.
+pub trait AsArray {
+    /// The value as an array.
+    fn as_array(&self) -> Array;
+}
+
+impl AsArray for Array {
+    fn as_array(&self) -> Array {
+        self.clone()
+    }
+}
+
+impl<T: AsArray + ?Sized> AsArray for &T {
+    fn as_array(&self) -> Array {
+        (**self).as_array()
+    }
+}
+
+impl AsArray for f64 {
+    fn as_array(&self) -> Array {
+        Array::weak_float(*self)
+    }
+}
+
+impl AsArray for f32 {
+    fn as_array(&self) -> Array {
+        Array::weak_float(*self as f64)
+    }
+}
+
+impl AsArray for i64 {
+    fn as_array(&self) -> Array {
+        Array::weak_int(*self)
+    }
+}
+
+impl AsArray for i32 {
+    fn as_array(&self) -> Array {
+        Array::weak_int(*self as i64)
+    }
+}
+
+impl AsArray for bool {
+    fn as_array(&self) -> Array {
+        Array::scalar(*self)
+    }
+}
+
+/// `x` converted to `dtype`; a weak literal is rebuilt in `dtype` from its exact value instead of
+/// being rounded through its default dtype first.
+pub(crate) fn cast(x: &Array, dtype: Dtype) -> Result<Array> {
+    if x.dtype() == dtype {
+        return Ok(x.clone());
+    }
+    let source = match x.literal() {
+        Some(Literal::Int(v)) => Array::scalar(v),
+        Some(Literal::Float(v)) => Array::scalar(v),
+        None => x.clone(),
+    };
+    if source.dtype() == dtype {
+        return Ok(source);
+    }
+    Array::from_op(Op::AsType(dtype), vec![source])
+}
+
+/// Promotes two operands to their common dtype (weak scalars adopt the other's dtype).
+pub(crate) fn promote_pair(a: &Array, b: &Array) -> Result<(Array, Array)> {
+    let dt = promote(a.dtype(), a.is_weak(), b.dtype(), b.is_weak());
+    Ok((cast(a, dt)?, cast(b, dt)?))
+}

@@ -1,0 +1,253 @@
+//! Shape ops. All of them are views (zero-copy) except a reshape whose strides cannot express it.
+
+use super::AsArray;
+use crate::array::Array;
+use crate::error::{Error, Result};
+use crate::primitive::Op;
+use crate::shape::{fmt_shape, normalize_axes, normalize_axis, numel, Shape};
+
+/// Reshapes to `shape`; one entry may be -1 and is inferred.
+pub fn reshape(x: impl AsArray, shape: &[i64]) -> Result<Array> {
+    let x = x.as_array();
+    let bad = || {
+        Error::shape(
+            "reshape",
+            format!("cannot reshape array of shape {} into shape {:?}", fmt_shape(x.shape()), shape),
+        )
+    };
+    let mut infer = None;
+    let mut known = 1usize;
+    for (i, &d) in shape.iter().enumerate() {
+        match d {
+            -1 if infer.is_none() => infer = Some(i),
+            d if d >= 0 => known *= d as usize,
+            _ => return Err(bad()),
+        }
+    }
+    let mut out: Shape = shape.iter().map(|&d| d.max(0) as usize).collect();
+    if let Some(i) = infer {
+        if known == 0 || x.size() % known != 0 {
+            return Err(bad());
+        }
+        out[i] = x.size() / known;
+    }
+    if numel(&out) != x.size() {
+        return Err(bad());
+    }
+    reshape_to(&x, out)
+}
+
+/// Reshape to a fully known shape, skipping the node when it is unchanged.
+pub(crate) fn reshape_to(x: &Array, shape: Shape) -> Result<Array> {
+    if x.shape() == shape.as_slice() {
+        return Ok(x.clone());
+    }
+    Array::from_op(Op::Reshape(shape), vec![x.clone()])
+}
+
+/// Merges axes `start..=end` into one.
+pub fn flatten(x: impl AsArray, start_axis: i64, end_axis: i64) -> Result<Array> {
+    let x = x.as_array();
+    if x.ndim() == 0 {
+        return reshape_to(&x, Shape::from_slice(&[1]));
+    }
+    let s = normalize_axis("flatten", start_axis, x.ndim())?;
+    let e = normalize_axis("flatten", end_axis, x.ndim())?;
+    if s > e {
+        return Err(Error::axis("flatten", format!("start_axis {start_axis} is after end_axis {end_axis}")));
+    }
+    let sh = x.shape();
+    let mut out: Shape = sh[..s].into();
+    out.push(sh[s..=e].iter().product());
+    out.extend_from_slice(&sh[e + 1..]);
+    reshape_to(&x, out)
+}
+
+/// Splits `axis` into `shape` (one entry may be -1).
+pub fn unflatten(x: impl AsArray, axis: i64, shape: &[i64]) -> Result<Array> {
+    let x = x.as_array();
+    let a = normalize_axis("unflatten", axis, x.ndim())?;
+    let mut full: Vec<i64> = x.shape()[..a].iter().map(|&d| d as i64).collect();
+    let d = x.shape()[a];
+    let known: i64 = shape.iter().filter(|&&v| v != -1).product();
+    if shape.iter().filter(|&&v| v == -1).count() > 1 || (known != 0 && d as i64 % known != 0)
+        || (!shape.contains(&-1) && known != d as i64)
+    {
+        return Err(Error::shape("unflatten", format!("cannot split axis of size {d} into {shape:?}")));
+    }
+    full.extend_from_slice(shape);
+    full.extend(x.shape()[a + 1..].iter().map(|&d| d as i64));
+    reshape(&x, &full)
+}
+
+/// Removes the given size-1 axes, or all of them when `axes` is `None`.
+pub fn squeeze(x: impl AsArray, axes: Option<&[i64]>) -> Result<Array> {
+    let x = x.as_array();
+    let drop: Vec<usize> = match axes {
+        None => (0..x.ndim()).filter(|&i| x.shape()[i] == 1).collect(),
+        Some(ax) => {
+            let ax = normalize_axes("squeeze", ax, x.ndim())?;
+            if let Some(&bad) = ax.iter().find(|&&a| x.shape()[a] != 1) {
+                return Err(Error::shape(
+                    "squeeze",
+                    format!("cannot squeeze axis {bad} of size {} in shape {}", x.shape()[bad], fmt_shape(x.shape())),
+                ));
+            }
+            ax
+        }
+    };
+    let out = x.shape().iter().enumerate().filter(|(i, _)| !drop.contains(i)).map(|(_, &d)| d).collect();
+    reshape_to(&x, out)
+}
+
+/// Inserts size-1 axes at `axes` (positions in the result).
+pub fn expand_dims(x: impl AsArray, axes: &[i64]) -> Result<Array> {
+    let x = x.as_array();
+    let nd = x.ndim() + axes.len();
+    let ax = normalize_axes("expand_dims", axes, nd)?;
+    let mut src = x.shape().iter();
+    let out = (0..nd).map(|i| if ax.contains(&i) { 1 } else { *src.next().unwrap() }).collect();
+    reshape_to(&x, out)
+}
+
+/// Permutes axes; `None` reverses them.
+pub fn transpose(x: impl AsArray, axes: Option<&[i64]>) -> Result<Array> {
+    let x = x.as_array();
+    let perm: Vec<usize> = match axes {
+        None => (0..x.ndim()).rev().collect(),
+        Some(ax) => {
+            if ax.len() != x.ndim() {
+                return Err(Error::axis(
+                    "transpose",
+                    format!("axes {ax:?} do not match an array with {} dimensions", x.ndim()),
+                ));
+            }
+            let perm: Vec<usize> = ax.iter().map(|&a| normalize_axis("transpose", a, x.ndim())).collect::<Result<_>>()?;
+            let mut seen = perm.clone();
+            seen.sort_unstable();
+            if seen.windows(2).any(|w| w[0] == w[1]) {
+                return Err(Error::axis("transpose", format!("repeated axis in {ax:?}")));
+            }
+            perm
+        }
+    };
+    if perm.iter().enumerate().all(|(i, &p)| i == p) {
+        return Ok(x);
+    }
+    Array::from_op(Op::Transpose(perm), vec![x])
+}
+
+/// Swaps two axes.
+pub fn swapaxes(x: impl AsArray, axis1: i64, axis2: i64) -> Result<Array> {
+    let x = x.as_array();
+    let a = normalize_axis("swapaxes", axis1, x.ndim())?;
+    let b = normalize_axis("swapaxes", axis2, x.ndim())?;
+    let mut perm: Vec<i64> = (0..x.ndim() as i64).collect();
+    perm.swap(a, b);
+    transpose(&x, Some(&perm))
+}
+
+/// Moves axis `source` to position `destination`.
+pub fn moveaxis(x: impl AsArray, source: i64, destination: i64) -> Result<Array> {
+    let x = x.as_array();
+    let s = normalize_axis("moveaxis", source, x.ndim())?;
+    let d = normalize_axis("moveaxis", destination, x.ndim())?;
+    let mut perm: Vec<i64> = (0..x.ndim() as i64).collect();
+    let a = perm.remove(s);
+    perm.insert(d, a);
+    transpose(&x, Some(&perm))
+}
+
+/// Broadcasts to `shape` (a view with zero strides).
+pub fn broadcast_to(x: impl AsArray, shape: &[usize]) -> Result<Array> {
+    let x = x.as_array();
+    if x.shape() == shape {
+        return Ok(x);
+    }
+    Array::from_op(Op::BroadcastTo(shape.into()), vec![x])
+}
+
+/// Broadcasts arrays to their common shape.
+pub fn broadcast_arrays(arrays: &[Array]) -> Result<Vec<Array>> {
+    let mut shape = Shape::new();
+    for a in arrays {
+        shape = crate::shape::broadcast_shapes("broadcast_arrays", &shape, a.shape())?;
+    }
+    arrays.iter().map(|a| broadcast_to(a, &shape)).collect()
+}
+
+/// Python-style slice bounds of one axis: `start:stop:step` with `None` for omitted bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SliceSpec {
+    /// First index (negative counts from the end); `None` is the natural start for the step.
+    pub start: Option<i64>,
+    /// One past the last index; `None` runs to the end for the step.
+    pub stop: Option<i64>,
+    /// Step, non-zero; negative walks backwards.
+    pub step: i64,
+}
+
+impl SliceSpec {
+    /// The whole axis, `:`.
+    pub const ALL: SliceSpec = SliceSpec { start: None, stop: None, step: 1 };
+
+    /// `start:stop` with step 1.
+    pub fn range(start: i64, stop: i64) -> SliceSpec {
+        SliceSpec { start: Some(start), stop: Some(stop), step: 1 }
+    }
+
+    /// Resolves against an axis of size `dim`: (first index, length), with Python's clamping.
+    pub fn resolve(&self, dim: usize) -> Result<(usize, usize)> {
+        let d = dim as i64;
+        if self.step == 0 {
+            return Err(Error::value("slice", "slice step cannot be zero"));
+        }
+        let fix = |v: i64, lo: i64, hi: i64| {
+            let v = if v < 0 { v + d } else { v };
+            v.clamp(lo, hi)
+        };
+        let (start, len) = if self.step > 0 {
+            let start = self.start.map_or(0, |s| fix(s, 0, d));
+            let stop = self.stop.map_or(d, |s| fix(s, 0, d));
+            (start, if stop > start { (stop - start + self.step - 1) / self.step } else { 0 })
+        } else {
+            let start = self.start.map_or(d - 1, |s| fix(s, -1, d - 1));
+            let stop = self.stop.map_or(-1, |s| fix(s, -1, d - 1));
+            let k = -self.step;
+            (start, if start > stop { (start - stop + k - 1) / k } else { 0 })
+        };
+        Ok(if len == 0 { (0, 0) } else { (start as usize, len as usize) })
+    }
+}
+
+/// A strided view, one [`SliceSpec`] per leading axis (missing trailing axes are taken whole).
+pub fn slice(x: impl AsArray, specs: &[SliceSpec]) -> Result<Array> {
+    let x = x.as_array();
+    if specs.len() > x.ndim() {
+        return Err(Error::value(
+            "slice",
+            format!("{} slices for an array with {} dimensions", specs.len(), x.ndim()),
+        ));
+    }
+    let (mut start, mut step, mut len) = (vec![], vec![], vec![]);
+    for (axis, &dim) in x.shape().iter().enumerate() {
+        let spec = specs.get(axis).copied().unwrap_or(SliceSpec::ALL);
+        let (s, l) = spec.resolve(dim)?;
+        start.push(s);
+        step.push(spec.step as isize);
+        len.push(l);
+    }
+    if len.as_slice() == x.shape() && step.iter().all(|&k| k == 1) {
+        return Ok(x);
+    }
+    Array::from_op(Op::Slice { start, step, len }, vec![x])
+}
+
+/// A view of `start..stop` with step 1 along one axis.
+pub fn slice_axis(x: impl AsArray, axis: i64, start: i64, stop: i64) -> Result<Array> {
+    let x = x.as_array();
+    let a = normalize_axis("slice", axis, x.ndim())?;
+    let mut specs = vec![SliceSpec::ALL; a + 1];
+    specs[a] = SliceSpec::range(start, stop);
+    slice(&x, &specs)
+}

@@ -1,0 +1,385 @@
+//! The op enum: every kind of graph node, with its parameters and its output shape and dtype
+//! inference. Ops are plain data with structural `Hash`/`Eq` (float parameters compare by bits),
+//! so compile can hash-cons graphs, and `match` proves every op is handled by every backend and
+//! transform. Constructors in [`crate::ops`] validate and normalise arguments (promotion, axes,
+//! broadcasting of batch dimensions) and then build nodes through [`Op::infer`], so inference lives
+//! in exactly one place and can be re-run on new input shapes (shapeless compile).
+
+use crate::array::Array;
+use crate::dtype::Dtype;
+use crate::error::{Error, Result};
+use crate::shape::{broadcast_shapes, Shape};
+
+/// Elementwise ops of one input.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Abs, Negative, Sign, Exp, Expm1, Log, Log1p, Log2, Log10, Sqrt, Rsqrt, Square, Reciprocal,
+    Sin, Cos, Tan, ArcSin, ArcCos, ArcTan, Sinh, Cosh, Tanh, ArcSinh, ArcCosh, ArcTanh,
+    Erf, ErfInv, Sigmoid, Floor, Ceil, Round, LogicalNot, IsNan, IsInf, IsPosInf, IsNegInf,
+    IsFinite, BitwiseInvert,
+}
+
+impl UnaryOp {
+    /// The mlx.core name of the op.
+    pub fn name(self) -> &'static str {
+        use UnaryOp::*;
+        match self {
+            Abs => "abs", Negative => "negative", Sign => "sign", Exp => "exp", Expm1 => "expm1",
+            Log => "log", Log1p => "log1p", Log2 => "log2", Log10 => "log10", Sqrt => "sqrt",
+            Rsqrt => "rsqrt", Square => "square", Reciprocal => "reciprocal", Sin => "sin",
+            Cos => "cos", Tan => "tan", ArcSin => "arcsin", ArcCos => "arccos", ArcTan => "arctan",
+            Sinh => "sinh", Cosh => "cosh", Tanh => "tanh", ArcSinh => "arcsinh",
+            ArcCosh => "arccosh", ArcTanh => "arctanh", Erf => "erf", ErfInv => "erfinv",
+            Sigmoid => "sigmoid", Floor => "floor", Ceil => "ceil", Round => "round",
+            LogicalNot => "logical_not", IsNan => "isnan", IsInf => "isinf",
+            IsPosInf => "isposinf", IsNegInf => "isneginf", IsFinite => "isfinite",
+            BitwiseInvert => "bitwise_invert",
+        }
+    }
+
+    /// Ops whose result is boolean whatever the input dtype.
+    pub fn is_predicate(self) -> bool {
+        use UnaryOp::*;
+        matches!(self, LogicalNot | IsNan | IsInf | IsPosInf | IsNegInf | IsFinite)
+    }
+
+    /// Ops defined only on floats: integer and bool inputs are first cast to float32, as in mlx.
+    pub fn needs_float(self) -> bool {
+        use UnaryOp::*;
+        matches!(
+            self,
+            Exp | Expm1 | Log | Log1p | Log2 | Log10 | Sqrt | Rsqrt | Reciprocal | Sin | Cos | Tan
+                | ArcSin | ArcCos | ArcTan | Sinh | Cosh | Tanh | ArcSinh | ArcCosh | ArcTanh | Erf
+                | ErfInv | Sigmoid
+        )
+    }
+}
+
+/// Elementwise ops of two broadcasting inputs of one dtype.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add, Subtract, Multiply, Divide, FloorDivide, Remainder, Power, Maximum, Minimum, ArcTan2,
+    LogAddExp, Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual, LogicalAnd, LogicalOr,
+    BitwiseAnd, BitwiseOr, BitwiseXor, LeftShift, RightShift,
+}
+
+impl BinaryOp {
+    /// The mlx.core name of the op.
+    pub fn name(self) -> &'static str {
+        use BinaryOp::*;
+        match self {
+            Add => "add", Subtract => "subtract", Multiply => "multiply", Divide => "divide",
+            FloorDivide => "floor_divide", Remainder => "remainder", Power => "power",
+            Maximum => "maximum", Minimum => "minimum", ArcTan2 => "arctan2",
+            LogAddExp => "logaddexp", Equal => "equal", NotEqual => "not_equal", Less => "less",
+            LessEqual => "less_equal", Greater => "greater", GreaterEqual => "greater_equal",
+            LogicalAnd => "logical_and", LogicalOr => "logical_or", BitwiseAnd => "bitwise_and",
+            BitwiseOr => "bitwise_or", BitwiseXor => "bitwise_xor", LeftShift => "left_shift",
+            RightShift => "right_shift",
+        }
+    }
+
+    /// Comparisons and logical ops: the result is boolean.
+    pub fn is_predicate(self) -> bool {
+        use BinaryOp::*;
+        matches!(
+            self,
+            Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd | LogicalOr
+        )
+    }
+}
+
+/// Kinds of reduction over axes.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp { Sum, Prod, Max, Min, All, Any }
+
+impl ReduceOp {
+    /// The dtype a reduction of `input` yields: sums and products of bool and narrow integers
+    /// accumulate in 32 bits as in mlx; all/any give bool; max/min keep the dtype.
+    pub fn out_dtype(self, input: Dtype) -> Dtype {
+        match self {
+            ReduceOp::All | ReduceOp::Any => Dtype::Bool,
+            ReduceOp::Max | ReduceOp::Min => input,
+            ReduceOp::Sum | ReduceOp::Prod => accumulate_dtype(input),
+        }
+    }
+}
+
+/// Sums and products of bool and narrow integers accumulate in (u)int32, as in mlx.
+pub fn accumulate_dtype(input: Dtype) -> Dtype {
+    match input {
+        Dtype::Bool | Dtype::I8 | Dtype::I16 => Dtype::I32,
+        Dtype::U8 | Dtype::U16 => Dtype::U32,
+        d => d,
+    }
+}
+
+/// argmax / argmin.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgReduceOp { ArgMax, ArgMin }
+
+/// Kinds of cumulative scan.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanOp { Sum, Prod, Max, Min }
+
+/// How a scatter combines updates with the destination.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScatterOp { Set, Add, Prod, Max, Min }
+
+/// An f64 parameter stored by its bits so ops hash and compare exactly (NaN, -0.0 included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct F64Bits(pub u64);
+
+impl F64Bits {
+    /// Wraps a value.
+    pub fn new(v: f64) -> F64Bits {
+        F64Bits(v.to_bits())
+    }
+    /// The value.
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+/// Every kind of graph node. Arrays with data (leaves) have no op.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `start + i * step` for i in 0..len, in `dtype`. No inputs.
+    Arange { start: F64Bits, step: F64Bits, len: usize, dtype: Dtype },
+    /// Elementwise op of one input.
+    Unary(UnaryOp),
+    /// Elementwise op of two inputs of equal dtype, broadcast together.
+    Binary(BinaryOp),
+    /// `where(cond, a, b)`: inputs [cond (bool), a, b], broadcast; a and b share a dtype.
+    Select,
+    /// Elementwise conversion to a dtype.
+    AsType(Dtype),
+    /// View with a new shape of equal size (copies only when strides cannot express it).
+    Reshape(Shape),
+    /// View with permuted axes.
+    Transpose(Vec<usize>),
+    /// View broadcast to a shape (zero strides on new or size-1 axes).
+    BroadcastTo(Shape),
+    /// Strided slice view: per axis a start, a step (non-zero, may be negative) and a length.
+    Slice { start: Vec<usize>, step: Vec<isize>, len: Vec<usize> },
+    /// Joins inputs of equal dtype and equal shape except along `axis`.
+    Concatenate { axis: usize },
+    /// Inputs [dst, update]: a copy of dst with the strided region (start, step per axis, of
+    /// update's shape) replaced by update.
+    SliceUpdate { start: Vec<usize>, step: Vec<isize> },
+    /// Reduction over `axes` (sorted), which are kept with size 1.
+    Reduce { op: ReduceOp, axes: Vec<usize> },
+    /// Index of the max/min along `axis`, kept with size 1; uint32.
+    ArgReduce { op: ArgReduceOp, axis: usize },
+    /// Cumulative op along `axis`.
+    Scan { op: ScanOp, axis: usize, reverse: bool, inclusive: bool },
+    /// Sorted along `axis` (NaNs last).
+    Sort { axis: usize },
+    /// Indices (uint32) that sort along `axis`; stable.
+    ArgSort { axis: usize },
+    /// Partially sorted so the element at `kth` is in its sorted place, smaller before, larger after.
+    Partition { kth: usize, axis: usize },
+    /// Indices (uint32) of a partition.
+    ArgPartition { kth: usize, axis: usize },
+    /// Inputs [a, idx_0 ... idx_k] (integer, broadcast together to B): output B ++ slice_sizes, where
+    /// slice j starts at idx_i along axes[i] and at 0 elsewhere.
+    Gather { axes: Vec<usize>, slice_sizes: Vec<usize> },
+    /// Inputs [a, idx_0 ... idx_k, updates]: a copy of a with updates (shape B ++ a.ndim slice dims)
+    /// combined into the slices indexed as in Gather.
+    Scatter { axes: Vec<usize>, op: ScatterOp },
+    /// Batched matrix product of [a (..., M, K), b (..., K, N)] with equal batch shapes; floats only.
+    Matmul,
+    /// Random bits from a threefry2x32 key (input [key], uint32 of shape (2,)): `shape` elements of
+    /// `width` bytes (1, 2 or 4).
+    RandomBits { shape: Shape, width: usize },
+}
+
+fn input_shapes_equal_except(op: &str, inputs: &[&Array], axis: usize) -> Result<Shape> {
+    let first = inputs[0].shape();
+    let mut out: Shape = first.into();
+    out[axis] = 0;
+    for a in inputs {
+        let s = a.shape();
+        let ok = s.len() == first.len()
+            && s.iter().zip(first).enumerate().all(|(i, (x, y))| i == axis || x == y);
+        if !ok {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "all inputs must match except along axis {axis}, got {} and {}",
+                    crate::shape::fmt_shape(first),
+                    crate::shape::fmt_shape(s)
+                ),
+            ));
+        }
+        out[axis] += s[axis];
+    }
+    Ok(out)
+}
+
+impl Op {
+    /// A short name for graphs, logs and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Arange { .. } => "arange",
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Select => "where",
+            Op::AsType(_) => "astype",
+            Op::Reshape(_) => "reshape",
+            Op::Transpose(_) => "transpose",
+            Op::BroadcastTo(_) => "broadcast_to",
+            Op::Slice { .. } => "slice",
+            Op::Concatenate { .. } => "concatenate",
+            Op::SliceUpdate { .. } => "slice_update",
+            Op::Reduce { op, .. } => match op {
+                ReduceOp::Sum => "sum",
+                ReduceOp::Prod => "prod",
+                ReduceOp::Max => "max",
+                ReduceOp::Min => "min",
+                ReduceOp::All => "all",
+                ReduceOp::Any => "any",
+            },
+            Op::ArgReduce { op: ArgReduceOp::ArgMax, .. } => "argmax",
+            Op::ArgReduce { op: ArgReduceOp::ArgMin, .. } => "argmin",
+            Op::Scan { op, .. } => match op {
+                ScanOp::Sum => "cumsum",
+                ScanOp::Prod => "cumprod",
+                ScanOp::Max => "cummax",
+                ScanOp::Min => "cummin",
+            },
+            Op::Sort { .. } => "sort",
+            Op::ArgSort { .. } => "argsort",
+            Op::Partition { .. } => "partition",
+            Op::ArgPartition { .. } => "argpartition",
+            Op::Gather { .. } => "gather",
+            Op::Scatter { .. } => "scatter",
+            Op::Matmul => "matmul",
+            Op::RandomBits { .. } => "random_bits",
+        }
+    }
+
+    /// Whether the op's output is a view of its first input (no data is copied when strides allow).
+    pub fn is_view(&self) -> bool {
+        matches!(self, Op::Reshape(_) | Op::Transpose(_) | Op::BroadcastTo(_) | Op::Slice { .. })
+    }
+
+    /// The output shape and dtype of this op on `inputs`. Constructors validate arguments before
+    /// building a node; this re-checks what depends on input shapes, so it is safe to re-run on new
+    /// shapes.
+    pub fn infer(&self, inputs: &[&Array]) -> Result<(Shape, Dtype)> {
+        let op = self.name();
+        let first = || inputs[0];
+        Ok(match self {
+            Op::Arange { len, dtype, .. } => (Shape::from_slice(&[*len]), *dtype),
+            Op::Unary(u) => {
+                let dt = if u.is_predicate() { Dtype::Bool } else { first().dtype() };
+                (first().shape().into(), dt)
+            }
+            Op::Binary(b) => {
+                let shape = broadcast_shapes(op, inputs[0].shape(), inputs[1].shape())?;
+                let dt = if b.is_predicate() { Dtype::Bool } else { first().dtype() };
+                (shape, dt)
+            }
+            Op::Select => {
+                let s = broadcast_shapes(op, inputs[0].shape(), inputs[1].shape())?;
+                (broadcast_shapes(op, &s, inputs[2].shape())?, inputs[1].dtype())
+            }
+            Op::AsType(d) => (first().shape().into(), *d),
+            Op::Reshape(s) => {
+                if crate::shape::numel(s) != first().size() {
+                    return Err(Error::shape(
+                        op,
+                        format!(
+                            "cannot reshape array of shape {} into shape {}",
+                            crate::shape::fmt_shape(first().shape()),
+                            crate::shape::fmt_shape(s)
+                        ),
+                    ));
+                }
+                (s.clone(), first().dtype())
+            }
+            Op::Transpose(perm) => {
+                let s = first().shape();
+                (perm.iter().map(|&p| s[p]).collect(), first().dtype())
+            }
+            Op::BroadcastTo(s) => {
+                let b = broadcast_shapes(op, first().shape(), s)?;
+                if b.as_slice() != s.as_slice() {
+                    return Err(Error::shape(
+                        op,
+                        format!(
+                            "cannot broadcast shape {} to {}",
+                            crate::shape::fmt_shape(first().shape()),
+                            crate::shape::fmt_shape(s)
+                        ),
+                    ));
+                }
+                (s.clone(), first().dtype())
+            }
+            Op::Slice { len, .. } => (len.iter().copied().collect(), first().dtype()),
+            Op::Concatenate { axis } => (input_shapes_equal_except(op, inputs, *axis)?, first().dtype()),
+            Op::SliceUpdate { .. } => (first().shape().into(), first().dtype()),
+            Op::Reduce { op: r, axes } => {
+                let mut s: Shape = first().shape().into();
+                for &a in axes {
+                    s[a] = 1;
+                }
+                (s, r.out_dtype(first().dtype()))
+            }
+            Op::ArgReduce { axis, .. } => {
+                let mut s: Shape = first().shape().into();
+                s[*axis] = 1;
+                (s, Dtype::U32)
+            }
+            Op::Scan { op: ScanOp::Sum | ScanOp::Prod, .. } => {
+                (first().shape().into(), accumulate_dtype(first().dtype()))
+            }
+            Op::Scan { .. } | Op::Sort { .. } | Op::Partition { .. } => {
+                (first().shape().into(), first().dtype())
+            }
+            Op::ArgSort { .. } | Op::ArgPartition { .. } => (first().shape().into(), Dtype::U32),
+            Op::Gather { slice_sizes, .. } => {
+                let mut b: Shape = Shape::new();
+                for idx in &inputs[1..] {
+                    b = broadcast_shapes(op, &b, idx.shape())?;
+                }
+                b.extend_from_slice(slice_sizes);
+                (b, first().dtype())
+            }
+            Op::Scatter { .. } => (first().shape().into(), first().dtype()),
+            Op::Matmul => {
+                let (a, b) = (inputs[0].shape(), inputs[1].shape());
+                let n = a.len();
+                if n < 2 || b.len() != n || a[..n - 2] != b[..n - 2] || a[n - 1] != b[n - 2] {
+                    return Err(Error::shape(
+                        op,
+                        format!(
+                            "last dimension of the first input must equal the second-to-last of \
+                             the second, got {} and {}",
+                            crate::shape::fmt_shape(a),
+                            crate::shape::fmt_shape(b)
+                        ),
+                    ));
+                }
+                let mut s: Shape = a.into();
+                s[n - 1] = b[n - 1];
+                (s, first().dtype())
+            }
+            Op::RandomBits { shape, width } => {
+                let dt = match width {
+                    1 => Dtype::U8,
+                    2 => Dtype::U16,
+                    _ => Dtype::U32,
+                };
+                (shape.clone(), dt)
+            }
+        })
+    }
+}
