@@ -203,6 +203,15 @@ impl Array {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
+    /// Whether both arrays are evaluated and their data live in the same memory block (a view and
+    /// its base, like numpy's `shares_memory`).
+    pub fn shares_memory(&self, other: &Array) -> bool {
+        match (self.buffer(), other.buffer()) {
+            (Some(a), Some(b)) => Arc::ptr_eq(&a.storage, &b.storage),
+            _ => false,
+        }
+    }
+
     /// The node's op and inputs, or `None` once evaluated.
     pub fn op_and_inputs(&self) -> Option<(Op, Vec<Array>)> {
         match &*self.lock() {

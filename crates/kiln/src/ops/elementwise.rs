@@ -226,3 +226,10 @@ pub fn clip(x: impl AsArray, min: Option<&dyn AsArray>, max: Option<&dyn AsArray
     }
     Ok(out)
 }
+
+/// A fresh row-major copy of `x` (never a view of it).
+pub fn copy(x: impl AsArray) -> Result<Array> {
+    let x = x.as_array();
+    let dt = x.dtype();
+    Array::from_op(Op::AsType(dt), vec![x])
+}

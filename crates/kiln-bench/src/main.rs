@@ -1,0 +1,178 @@
+//! The benchmark suite behind `scripts/bench`.
+//!
+//! Every case is timed in this one process: warm-up runs, then repeated runs whose median is
+//! reported, as milliseconds and as achieved GB/s (bytes that must move at least once) or GFLOP/s.
+//! `memcpy` (a plain copy of the same size) and `gemm_direct` (the GEMM crate called directly) are
+//! measured in the same run as references, so ratios are meaningful on a noisy machine.
+//!
+//! Usage: `kiln-bench [--json] [--reps N] [CASE...]`; cases: memcpy copy add gelu sum matmul.
+
+use kiln::{ops, Array, Dtype};
+use std::time::Instant;
+
+/// Elements of the large elementwise and reduction cases: 32 x 1000 x 4096 float32.
+const SHAPE: [usize; 3] = [32, 1000, 4096];
+/// Side of the square matmul case.
+const MATMUL_N: usize = 2048;
+const ALL_CASES: [&str; 6] = ["memcpy", "copy", "add", "gelu", "sum", "matmul"];
+
+/// One measured result.
+struct Row {
+    case: &'static str,
+    variant: &'static str,
+    ms: f64,
+    gbps: Option<f64>,
+    gflops: Option<f64>,
+}
+
+/// Median wall time in ms of `f` over `reps` runs after two warm-ups.
+fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    f();
+    let mut times: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    times.sort_by(|a, b| a.total_cmp(b));
+    times[times.len() / 2]
+}
+
+fn gbps(bytes: usize, ms: f64) -> Option<f64> {
+    Some(bytes as f64 / (ms * 1e-3) / 1e9)
+}
+
+fn random_input(shape: &[usize]) -> Array {
+    let key = kiln::random::key(0);
+    let x = kiln::random::uniform(-3.0, 3.0, shape, Dtype::F32, Some(&key)).expect("uniform");
+    x.eval().expect("eval");
+    x
+}
+
+fn run_case(case: &str, reps: usize) -> Vec<Row> {
+    let n: usize = SHAPE.iter().product();
+    let bytes = n * 4;
+    match case {
+        "memcpy" => {
+            let src = vec![1.0f32; n];
+            let mut dst = vec![0.0f32; n];
+            let ms = median_ms(reps, || dst.copy_from_slice(std::hint::black_box(&src)));
+            vec![Row { case: "memcpy", variant: "reference", ms, gbps: gbps(2 * bytes, ms), gflops: None }]
+        }
+        "copy" => {
+            let x = random_input(&SHAPE);
+            let ms = median_ms(reps, || ops::copy(&x).unwrap().eval().unwrap());
+            vec![Row { case: "copy", variant: "eager", ms, gbps: gbps(2 * bytes, ms), gflops: None }]
+        }
+        "add" => {
+            let (x, y) = (random_input(&SHAPE), random_input(&SHAPE));
+            let ms = median_ms(reps, || ops::add(&x, &y).unwrap().eval().unwrap());
+            vec![Row { case: "add", variant: "eager", ms, gbps: gbps(3 * bytes, ms), gflops: None }]
+        }
+        "gelu" => {
+            let x = random_input(&SHAPE);
+            let gelu = |x: &Array| -> Array {
+                let inner = ops::erf(ops::divide(x, std::f64::consts::SQRT_2).unwrap()).unwrap();
+                ops::divide(ops::multiply(x, ops::add(inner, 1.0).unwrap()).unwrap(), 2.0).unwrap()
+            };
+            let ms = median_ms(reps, || gelu(&x).eval().unwrap());
+            vec![Row { case: "gelu", variant: "eager", ms, gbps: gbps(2 * bytes, ms), gflops: None }]
+        }
+        "sum" => {
+            let x = random_input(&SHAPE);
+            let ms = median_ms(reps, || ops::sum(&x, None, false).unwrap().eval().unwrap());
+            vec![Row { case: "sum", variant: "eager", ms, gbps: gbps(bytes, ms), gflops: None }]
+        }
+        "matmul" => {
+            let m = MATMUL_N;
+            let (a, b) = (random_input(&[m, m]), random_input(&[m, m]));
+            let flops = 2.0 * (m as f64).powi(3);
+            let gf = |ms: f64| Some(flops / (ms * 1e-3) / 1e9);
+            let kiln_ms = median_ms(reps, || ops::matmul(&a, &b).unwrap().eval().unwrap());
+            let (va, vb) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+            let mut out = vec![0.0f32; m * m];
+            let direct_ms = median_ms(reps, || unsafe {
+                gemm::gemm(
+                    m, m, m,
+                    out.as_mut_ptr(), 1, m as isize, false,
+                    va.as_ptr(), 1, m as isize,
+                    vb.as_ptr(), 1, m as isize,
+                    0.0, 1.0, false, false, false,
+                    gemm::Parallelism::Rayon(0),
+                )
+            });
+            vec![
+                Row { case: "matmul", variant: "eager", ms: kiln_ms, gbps: None, gflops: gf(kiln_ms) },
+                Row { case: "matmul", variant: "gemm_direct", ms: direct_ms, gbps: None, gflops: gf(direct_ms) },
+            ]
+        }
+        other => {
+            eprintln!("unknown case {other:?}; cases are: {}", ALL_CASES.join(" "));
+            std::process::exit(2);
+        }
+    }
+}
+
+fn json(r: &Row) -> String {
+    let mut s = format!("{{\"case\": \"{}\", \"variant\": \"{}\", \"ms\": {:.3}", r.case, r.variant, r.ms);
+    if let Some(g) = r.gbps {
+        s += &format!(", \"gbps\": {g:.2}");
+    }
+    if let Some(g) = r.gflops {
+        s += &format!(", \"gflops\": {g:.1}");
+    }
+    s + "}"
+}
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let as_json = args.iter().any(|a| a == "--json");
+    args.retain(|a| a != "--json");
+    let mut reps = 7;
+    if let Some(i) = args.iter().position(|a| a == "--reps") {
+        reps = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+            eprintln!("--reps needs a positive integer");
+            std::process::exit(2)
+        });
+        args.drain(i..=i + 1);
+    }
+    let mut cases: Vec<String> = if args.is_empty() { ALL_CASES.iter().map(|s| s.to_string()).collect() } else { args };
+    // memcpy is the reference every ratio is read against: always measure it in the same run.
+    if !cases.iter().any(|c| c == "memcpy") {
+        cases.insert(0, "memcpy".into());
+    }
+    let mut rows = Vec::new();
+    for case in &cases {
+        for row in run_case(case, reps) {
+            if as_json {
+                println!("{}", json(&row));
+            }
+            rows.push(row);
+        }
+    }
+    if !as_json {
+        print_table(&rows);
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    let memcpy = rows.iter().find(|r| r.case == "memcpy").and_then(|r| r.gbps);
+    let direct = rows.iter().find(|r| r.variant == "gemm_direct").and_then(|r| r.gflops);
+    println!("kiln benchmark ({} threads, float32, {:?} elements; matmul {n}x{n})", kiln_threads(), SHAPE, n = MATMUL_N);
+    println!("{:<8} {:<12} {:>10} {:>10} {:>10}  ratio", "case", "variant", "ms", "GB/s", "GFLOP/s");
+    for r in rows {
+        let ratio = match (r.gbps, memcpy, r.gflops, direct) {
+            (Some(g), Some(m), _, _) => format!("{:.0}% of memcpy", 100.0 * g / m),
+            (_, _, Some(g), Some(d)) => format!("{:.0}% of gemm_direct", 100.0 * g / d),
+            _ => String::new(),
+        };
+        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        println!("{:<8} {:<12} {:>10.2} {:>10} {:>10}  {}", r.case, r.variant, r.ms, fmt(r.gbps), fmt(r.gflops), ratio);
+    }
+}
+
+fn kiln_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -1,0 +1,108 @@
+//! Arrays as lazy graph handles: laziness, data access, printing, devices and errors.
+use kiln::ops;
+use kiln::{Array, Device, Dtype, ErrorKind, Stream};
+
+#[test]
+fn ops_are_lazy_until_read() {
+    let x = Array::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    let y = ops::exp(&x).unwrap();
+    assert!(!y.is_evaluated());
+    kiln::eval(&[&y]).unwrap();
+    assert!(y.is_evaluated());
+    let want = [1.0f64.exp(), 2.0f64.exp()];
+    for (g, w) in y.to_vec::<f32>().unwrap().iter().zip(want) {
+        assert!((*g as f64 - w).abs() < 1e-5 * w);
+    }
+}
+
+#[test]
+fn data_access_checks_dtype_and_size() {
+    let x = Array::from_slice(&[1i32, 2, 3], &[3]).unwrap();
+    let e = x.to_vec::<f32>().unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Dtype);
+    assert!(e.to_string().contains("astype"), "{e}");
+    assert_eq!(x.item::<i32>().unwrap_err().kind, ErrorKind::Shape);
+    assert_eq!(Array::scalar(5u8).item::<u8>().unwrap(), 5);
+    assert_eq!(Array::from_slice(&[1.0f32; 5], &[2, 3]).unwrap_err().kind, ErrorKind::Shape);
+    assert_eq!(x.dim(-1).unwrap(), 3);
+    assert_eq!(x.nbytes(), 12);
+}
+
+#[test]
+fn printing_looks_like_mlx() {
+    let x = Array::from_slice(&[1i32, 2, 3, 4], &[2, 2]).unwrap();
+    assert_eq!(x.to_string(), "array([[1, 2],\n       [3, 4]], dtype=int32)");
+    let f = Array::from_slice(&[1.5f32, -2.0, f32::NAN, f32::INFINITY], &[4]).unwrap();
+    assert_eq!(f.to_string(), "array([1.5, -2, nan, inf], dtype=float32)");
+    assert_eq!(Array::scalar(true).to_string(), "array(True, dtype=bool)");
+    let big = ops::arange(0.0, 2000.0, 1.0, Dtype::I32).unwrap();
+    assert_eq!(big.to_string(), "array([0, 1, 2, ..., 1997, 1998, 1999], dtype=int32)");
+}
+
+#[test]
+fn gpu_device_is_a_clear_error_for_now() {
+    assert!(Device::cpu().is_available());
+    let e = kiln::set_default_device(Device::gpu(0)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported);
+    assert!(e.to_string().contains("gpu"), "{e}");
+    assert!(kiln::with_device(Device::gpu(0), || ()).is_err());
+    let s = kiln::with_stream(Stream::default_for(Device::cpu()), || ops::add(1.0, 2.0).unwrap()).unwrap();
+    assert_eq!(s.stream().device, Device::cpu());
+    assert_eq!(s.item::<f32>().unwrap(), 3.0);
+}
+
+#[test]
+fn deep_graphs_evaluate_and_drop_without_recursion() {
+    let mut x = Array::scalar(0.0f32);
+    for _ in 0..100_000 {
+        x = ops::add(&x, 1.0).unwrap();
+    }
+    assert_eq!(x.item::<f32>().unwrap(), 100_000.0);
+    let mut y = Array::scalar(0i32);
+    for _ in 0..200_000 {
+        y = ops::add(&y, 1).unwrap();
+    }
+    drop(y); // never evaluated: dropping the chain must not overflow the stack
+}
+
+#[test]
+#[should_panic(expected = "add: cannot broadcast shapes (2, 3) and (4,)")]
+fn operators_panic_with_the_op_error() {
+    let a = ops::zeros(&[2, 3], Dtype::F32).unwrap();
+    let b = ops::zeros(&[4], Dtype::F32).unwrap();
+    let _ = &a + &b;
+}
+
+#[test]
+fn operators_cover_arithmetic_bitwise_and_scalars() {
+    let a = Array::from_slice(&[6i32, -7], &[2]).unwrap();
+    assert_eq!((&a + 1).to_vec::<i32>().unwrap(), vec![7, -6]);
+    assert_eq!((10i32 - &a).to_vec::<i32>().unwrap(), vec![4, 17]);
+    assert_eq!((&a % 4).to_vec::<i32>().unwrap(), vec![2, 1]);
+    assert_eq!((&a & 3).to_vec::<i32>().unwrap(), vec![2, 1]);
+    assert_eq!((&a << 1).to_vec::<i32>().unwrap(), vec![12, -14]);
+    assert_eq!((-&a).to_vec::<i32>().unwrap(), vec![-6, 7]);
+    assert_eq!((!&a).to_vec::<i32>().unwrap(), vec![!6, !-7]);
+    assert_eq!((&a / 4).dtype(), Dtype::F32);
+    let t = Array::from_slice(&[true, false], &[2]).unwrap();
+    assert_eq!((!&t).to_vec::<bool>().unwrap(), vec![false, true]);
+}
+
+#[test]
+fn creation_ops() {
+    let z = ops::zeros(&[2, 3], Dtype::F16).unwrap();
+    assert_eq!(z.dtype(), Dtype::F16);
+    assert_eq!(z.to_f64_vec().unwrap(), vec![0.0; 6]);
+    let f = ops::full(&[2], 7.5, None).unwrap();
+    assert_eq!((f.dtype(), f.to_vec::<f32>().unwrap()), (Dtype::F32, vec![7.5, 7.5]));
+    let o = ops::ones_like(&z).unwrap();
+    assert_eq!(o.to_f64_vec().unwrap(), vec![1.0; 6]);
+    let r = ops::arange(5.0, -1.0, -2.0, Dtype::I64).unwrap();
+    assert_eq!(r.to_vec::<i64>().unwrap(), vec![5, 3, 1]);
+    let r = ops::arange(0.0, 1.0, 0.25, Dtype::F32).unwrap();
+    assert_eq!(r.to_vec::<f32>().unwrap(), vec![0.0, 0.25, 0.5, 0.75]);
+    assert_eq!(ops::arange(0.0, 1.0, 0.0, Dtype::F32).unwrap_err().kind, ErrorKind::Value);
+    assert_eq!(ops::arange(0.0, -1.0, 1.0, Dtype::F32).unwrap().shape(), &[0]);
+    let fl = ops::full_like(&r, 3).unwrap();
+    assert_eq!(fl.dtype(), Dtype::F32);
+}

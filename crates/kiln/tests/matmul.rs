@@ -1,0 +1,100 @@
+//! matmul against a float64 triple loop: dtypes, transposed/sliced operands, batch broadcasting,
+//! 1-d operands, empty inner dimension and errors.
+mod common;
+use common::*;
+use kiln::ops;
+use kiln::{Dtype, ErrorKind};
+
+/// Reference product of row-major (batch, m, k) and (batch, k, n) with batch broadcasting done by
+/// the caller (equal batch counts).
+fn reference(a: &[f64], b: &[f64], batch: usize, m: usize, k: usize, n: usize) -> Vec<f64> {
+    let mut out = vec![0.0; batch * m * n];
+    for p in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                out[p * m * n + i * n + j] =
+                    (0..k).map(|q| a[p * m * k + i * k + q] * b[p * k * n + q * n + j]).sum();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn matches_reference_for_float_dtypes_and_layouts() {
+    let mut rng = Rng::new(3);
+    let (m, k, n) = (17, 33, 9);
+    for dtype in [Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::F64] {
+        let av = rng.vec(m * k, -1.0, 1.0);
+        let bv = rng.vec(k * n, -1.0, 1.0);
+        let want = reference(&rounded(&av, &[m, k], dtype), &rounded(&bv, &[k, n], dtype), 1, m, k, n);
+        for layout in LAYOUTS {
+            let a = with_layout(&av, &[m, k], dtype, layout);
+            let b = with_layout(&bv, &[k, n], dtype, layout);
+            let c = ops::matmul(&a, &b).unwrap();
+            assert_eq!((c.shape(), c.dtype()), (&[m, n][..], dtype));
+            let tol = rtol_for(dtype) * (k as f64).sqrt() * 4.0;
+            assert_close(&c.to_f64_vec().unwrap(), &want, tol, tol, &format!("{dtype} {layout:?}"));
+        }
+    }
+}
+
+#[test]
+fn large_product_uses_threads_and_stays_exact_enough() {
+    let mut rng = Rng::new(4);
+    let (m, k, n) = (300, 200, 257);
+    let av = rng.vec(m * k, -1.0, 1.0);
+    let bv = rng.vec(k * n, -1.0, 1.0);
+    let c = ops::matmul(array(&av, &[m, k], Dtype::F64), array(&bv, &[k, n], Dtype::F64)).unwrap();
+    assert_close(&c.to_f64_vec().unwrap(), &reference(&av, &bv, 1, m, k, n), 1e-12, 1e-12, "f64 300x200x257");
+}
+
+#[test]
+fn batches_broadcast_and_vectors_promote() {
+    let mut rng = Rng::new(5);
+    let (m, k, n) = (3, 4, 5);
+    let av = rng.vec(2 * m * k, -1.0, 1.0);
+    let bv = rng.vec(k * n, -1.0, 1.0);
+    let a = array(&av, &[2, 1, m, k], Dtype::F64);
+    // One (k, n) matrix seen three times through a zero-stride batch axis.
+    let b = ops::broadcast_to(array(&bv, &[1, k, n], Dtype::F64), &[3, k, n]).unwrap();
+    let c = ops::matmul(&a, &b).unwrap();
+    assert_eq!(c.shape(), &[2, 3, m, n]);
+    let got = c.to_f64_vec().unwrap();
+    let b0 = bv[..k * n].to_vec();
+    for p in 0..2 {
+        let want = reference(&av[p * m * k..(p + 1) * m * k], &b0, 1, m, k, n);
+        for q in 0..3 {
+            let off = (p * 3 + q) * m * n;
+            assert_close(&got[off..off + m * n], &want, 1e-12, 1e-12, "batch");
+        }
+    }
+    // 1-d operands: vector @ matrix and matrix @ vector.
+    let v = array(&bv[..k], &[k], Dtype::F32);
+    let mat = array(&av[..m * k], &[m, k], Dtype::F32);
+    assert_eq!(ops::matmul(&mat, &v).unwrap().shape(), &[m]);
+    assert_eq!(ops::matmul(&v, ops::transpose(&mat, None).unwrap()).unwrap().shape(), &[m]);
+    assert_eq!(ops::matmul(&v, &v).unwrap().shape(), &[] as &[usize]);
+}
+
+#[test]
+fn empty_inner_dimension_gives_zeros() {
+    let a = ops::zeros(&[2, 0], Dtype::F32).unwrap();
+    let b = ops::zeros(&[0, 3], Dtype::F32).unwrap();
+    assert_eq!(ops::matmul(&a, &b).unwrap().to_vec::<f32>().unwrap(), vec![0.0; 6]);
+}
+
+#[test]
+fn bad_inputs_are_clear_errors() {
+    let a = ops::zeros(&[2, 3], Dtype::F32).unwrap();
+    let e = ops::matmul(&a, &a).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Shape);
+    assert!(e.to_string().contains("(2, 3) and (2, 3)"), "{e}");
+    let i = ops::zeros(&[2, 2], Dtype::I32).unwrap();
+    let e = ops::matmul(&i, &i).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Dtype);
+    assert!(e.to_string().contains("int32"), "{e}");
+    assert_eq!(ops::matmul(kiln::Array::scalar(1.0f32), &a).unwrap_err().kind, ErrorKind::Shape);
+    let addmm = ops::addmm(ops::ones(&[2, 2], Dtype::F32).unwrap(), &a, ops::transpose(&a, None).unwrap(), 2.0, 0.5).unwrap();
+    assert_eq!(addmm.to_vec::<f32>().unwrap(), vec![0.5; 4]);
+}

@@ -1,0 +1,44 @@
+//! Memory behaviour, in its own test binary (one test) so the global counters are not shared with
+//! other tests running in parallel.
+use kiln::{ops, Array, Dtype};
+
+const N: usize = 1 << 22; // 16 MiB of float32
+
+fn big() -> Array {
+    let x = ops::full(&[N], 1.5, Some(Dtype::F32)).unwrap();
+    ops::copy(&x).unwrap()
+}
+
+#[test]
+fn intermediates_are_freed_and_buffers_donated() {
+    let mb = |b: usize| b as f64 / (1 << 20) as f64;
+    let x = big();
+    x.eval().unwrap();
+    kiln::reset_peak_memory();
+    let base = kiln::active_memory();
+
+    // A chain of ten elementwise ops: intermediates die at their last use and donate their storage,
+    // so the peak stays near one extra array instead of ten.
+    let mut y = ops::add(&x, 1.0).unwrap();
+    for _ in 0..9 {
+        y = ops::multiply(&y, 1.0).unwrap();
+    }
+    y.eval().unwrap();
+    let peak = kiln::peak_memory() - base;
+    assert!(peak <= 2 * N * 4 + (1 << 20), "peak {:.1} MiB over base for a 10-op chain", mb(peak));
+    assert_eq!(y.to_vec::<f32>().unwrap()[N - 1], 2.5);
+    // x is still intact: it was held by the test, so never donated.
+    assert_eq!(x.to_vec::<f32>().unwrap()[0], 1.5);
+
+    // Dropping the result returns its memory to the cache, and the next allocation reuses it.
+    let active = kiln::active_memory();
+    drop(y);
+    assert_eq!(kiln::active_memory(), active - N * 4);
+    let cached = kiln::cache_memory();
+    assert!(cached >= N * 4);
+    let z = big();
+    z.eval().unwrap();
+    assert!(kiln::cache_memory() < cached, "the new array reused a cached block");
+    kiln::clear_cache();
+    assert_eq!(kiln::cache_memory(), 0);
+}
