@@ -106,3 +106,27 @@ fn creation_ops() {
     let fl = ops::full_like(&r, 3).unwrap();
     assert_eq!(fl.dtype(), Dtype::F32);
 }
+
+#[test]
+fn arrays_are_shared_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Array>();
+    let shared = ops::copy(ops::full(&[1000], 2.0, Some(Dtype::F64)).unwrap()).unwrap();
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let x = shared.clone();
+            std::thread::spawn(move || {
+                let mut y = ops::multiply(&x, t as f64).unwrap();
+                for _ in 0..50 {
+                    y = ops::add(&y, &x).unwrap();
+                }
+                y.to_vec::<f64>().unwrap()
+            })
+        })
+        .collect();
+    for (t, h) in handles.into_iter().enumerate() {
+        let v = h.join().unwrap();
+        assert!(v.iter().all(|&e| e == 2.0 * t as f64 + 100.0), "thread {t}");
+    }
+    assert_eq!(shared.to_vec::<f64>().unwrap()[0], 2.0);
+}
