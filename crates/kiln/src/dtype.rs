@@ -236,7 +236,7 @@ impl Element for f16 {
         self.to_f64()
     }
     fn from_f64(v: f64) -> Self {
-        f16::from_f64(v)
+        f16::from_f32(f64_to_f32_round_odd(v))
     }
 }
 
@@ -246,8 +246,24 @@ impl Element for bf16 {
         self.to_f64()
     }
     fn from_f64(v: f64) -> Self {
-        bf16::from_f64(v)
+        bf16::from_f32(f64_to_f32_round_odd(v))
     }
+}
+
+/// Rounds f64 to f32 *to odd* (truncate, then set the last bit if anything was cut off), so that
+/// a second rounding to a type at least two bits narrower (float16, bfloat16) equals one direct
+/// rounding. (The `half` crate's f64 conversions round twice or truncate first, which can turn a
+/// value just above a tie into a tie.)
+pub fn f64_to_f32_round_odd(v: f64) -> f32 {
+    let t = v as f32;
+    if !v.is_finite() || t as f64 == v {
+        return t;
+    }
+    let mut bits = t.to_bits();
+    if (t as f64).abs() > v.abs() {
+        bits -= 1; // step toward zero: truncation
+    }
+    f32::from_bits(bits | 1)
 }
 
 /// Runs `$body` with the type alias `$T` bound to the Rust element type of `$dtype`.

@@ -189,10 +189,34 @@ pub fn select(cond: &Input, a: &Input, b: &Input, shape: &[usize]) -> Result<Buf
 /// Converts to `dtype` (floats to integers truncate toward zero and saturate; NaN gives 0).
 pub fn astype(x: &Input, dtype: Dtype) -> Result<Buffer> {
     let shape = x.shape.clone();
+    // float64 to a half type must round once: going through the float32 compute type would round
+    // twice and can land on a tie that then rounds the wrong way.
+    match (x.dtype, dtype) {
+        (Dtype::F64, Dtype::F16) => return round_once::<half::f16>(x, &shape),
+        (Dtype::F64, Dtype::BF16) => return round_once::<half::bf16>(x, &shape),
+        _ => {}
+    }
     crate::with_dtype!(x.dtype, S => crate::with_dtype!(dtype, D => {
         drive::<S, D, 1>([x], &shape, dtype, |[a], o, n| unsafe {
             super::simd::map1(a, o, n, |v: <S as Compute>::C| -> <D as Compute>::C { v.cast() });
             Ok(())
         })
     }))
+}
+
+fn round_once<H: Compute>(x: &Input, shape: &[usize]) -> Result<Buffer> {
+    let out = alloc(shape, H::DTYPE);
+    let source = Source::new::<f64>(x, shape);
+    let base = out.ptr::<H>() as usize;
+    for_chunks(numel(shape), CHUNK, |start, len| unsafe {
+        let mut scratch = vec![0.0f64; if source.is_direct() { 0 } else { TILE }];
+        let mut pos = start;
+        while pos < start + len {
+            let n = if source.is_direct() { len } else { TILE.min(start + len - pos) };
+            let src = source.read::<f64>(pos, n, &mut scratch);
+            super::simd::map1(src, (base as *mut H).add(pos), n, H::from_f64);
+            pos += n;
+        }
+    });
+    Ok(out)
 }

@@ -1,0 +1,127 @@
+//! astype between every pair of dtypes against reference conversions written here: floats to
+//! integers truncate toward zero and saturate (NaN gives 0), integers wrap modulo 2^bits,
+//! anything to bool is `!= 0`, and conversions to float16/bfloat16 round once, to nearest even.
+use half::{bf16, f16};
+use kiln::{ops, Array, Dtype};
+
+/// Source values per dtype, including edge cases.
+fn sources(dtype: Dtype) -> Vec<f64> {
+    match dtype {
+        Dtype::Bool => vec![0.0, 1.0],
+        Dtype::U8 => vec![0.0, 1.0, 127.0, 200.0, 255.0],
+        Dtype::U16 => vec![0.0, 1.0, 255.0, 256.0, 65535.0],
+        Dtype::U32 => vec![0.0, 7.0, 65536.0, 4294967295.0],
+        Dtype::U64 => vec![0.0, 3.0, 4294967296.0, 9007199254740992.0],
+        Dtype::I8 => vec![-128.0, -1.0, 0.0, 1.0, 127.0],
+        Dtype::I16 => vec![-32768.0, -129.0, 0.0, 300.0, 32767.0],
+        Dtype::I32 => vec![-2147483648.0, -70000.0, -1.0, 0.0, 65537.0, 2147483647.0],
+        Dtype::I64 => vec![-9007199254740992.0, -5000000000.0, -1.0, 0.0, 5000000000.0],
+        _ => vec![
+            f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 0.0, 0.5, -0.5, 1.5, 2.5, -2.7, 255.9, 300.7,
+            65504.0, 70000.0, -3.0e9, 1.0e10, 1.0 + 2f64.powi(-11) + 2f64.powi(-40), 1.0e-8,
+        ],
+    }
+}
+
+fn wrap(v: i128, bits: u32, signed: bool) -> f64 {
+    let m = 1i128 << bits;
+    let mut r = v.rem_euclid(m);
+    if signed && r >= m / 2 {
+        r -= m;
+    }
+    r as f64
+}
+
+/// Round-to-nearest-even into a 16-bit float format by search: `guess` is within one step of the
+/// answer; pick the nearest of it and its neighbours (ties to the even bit pattern).
+fn nearest(v: f64, guess: u16, value: impl Fn(u16) -> f64) -> f64 {
+    if !v.is_finite() {
+        return value(guess);
+    }
+    // Infinity counts as the next step past the largest finite value (IEEE overflow rule).
+    let at = |b: u16| {
+        let x = value(b);
+        if x.is_infinite() { x.signum() * (2.0 * value(b - 1).abs() - value(b - 2).abs()) } else { x }
+    };
+    let cands = [guess.wrapping_sub(1), guess, guess.wrapping_add(1)];
+    let mut best = guess;
+    for c in cands {
+        if value(c).is_nan() {
+            continue;
+        }
+        let (dc, db) = ((at(c) - v).abs(), (at(best) - v).abs());
+        if dc < db || (dc == db && c % 2 == 0 && best % 2 == 1) {
+            best = c;
+        }
+    }
+    let out = value(best);
+    if out == 0.0 { 0.0f64.copysign(v) } else { out }
+}
+
+/// The reference conversion of `v` (exactly representable in `src`) to `dst`.
+fn convert(v: f64, src: Dtype, dst: Dtype) -> f64 {
+    let int_range = |bits: u32, signed: bool| -> (f64, f64) {
+        if signed {
+            (-(2f64.powi(bits as i32 - 1)), 2f64.powi(bits as i32 - 1) - 1.0)
+        } else {
+            (0.0, 2f64.powi(bits as i32) - 1.0)
+        }
+    };
+    match dst {
+        Dtype::Bool => (v != 0.0) as u8 as f64,
+        Dtype::F16 => nearest(v, f16::from_f64_const(v).to_bits(), |b| f16::from_bits(b).to_f64()),
+        Dtype::BF16 => nearest(v, bf16::from_f64_const(v).to_bits(), |b| bf16::from_bits(b).to_f64()),
+        Dtype::F32 => v as f32 as f64,
+        Dtype::F64 => v,
+        _ => {
+            let bits = dst.size() as u32 * 8;
+            let signed = !dst.is_unsigned();
+            if src.is_float() {
+                if v.is_nan() {
+                    return 0.0;
+                }
+                let (lo, hi) = int_range(bits, signed);
+                v.trunc().clamp(lo, hi)
+            } else {
+                wrap(v as i128, bits, signed)
+            }
+        }
+    }
+}
+
+#[test]
+fn every_pair_converts_like_the_reference() {
+    for src in Dtype::ALL {
+        let vals = sources(src);
+        // Build the source exactly: integers through i64/u64 arrays, floats through f64 (values
+        // listed for float sources are first rounded to the source float type).
+        let base = match src {
+            Dtype::U64 => Array::from_vec(vals.iter().map(|&v| v as u64).collect::<Vec<_>>()),
+            d if d.is_integer() || d == Dtype::Bool => Array::from_vec(vals.iter().map(|&v| v as i64).collect::<Vec<_>>()),
+            _ => Array::from_vec(vals.clone()),
+        };
+        let x = ops::astype(&base, src).unwrap();
+        let exact: Vec<f64> = x.to_f64_vec().unwrap();
+        for dst in Dtype::ALL {
+            let got = ops::astype(&x, dst).unwrap().to_f64_vec().unwrap();
+            for (i, (&g, &v)) in got.iter().zip(&exact).enumerate() {
+                let want = convert(v, src, dst);
+                let same = g == want || (g.is_nan() && want.is_nan());
+                assert!(same && g.is_sign_negative() == want.is_sign_negative() || g == want,
+                    "{src} -> {dst}: element {i} ({v}) gave {g}, want {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn float64_to_half_rounds_once() {
+    // Just above the float16 midpoint between 1 and 1 + 2^-10: must round up. Going through
+    // float32 first would land exactly on the midpoint and round to even (1.0).
+    let v = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+    let h = ops::astype(Array::scalar(v), Dtype::F16).unwrap().to_f64_vec().unwrap()[0];
+    assert_eq!(h, 1.0 + 2f64.powi(-10));
+    let v = 1.0 + 2f64.powi(-8) + 2f64.powi(-40);
+    let b = ops::astype(Array::scalar(v), Dtype::BF16).unwrap().to_f64_vec().unwrap()[0];
+    assert_eq!(b, 1.0 + 2f64.powi(-7));
+}
