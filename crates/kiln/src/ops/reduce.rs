@@ -1,1 +1,163 @@
-//! (filled in by its family's work)
+//! Reductions (sum, prod, max, min, all, any, argmax, argmin) and the composites built from them
+//! (mean, var, std, logsumexp, softmax). Reduced axes are dropped unless `keepdims`.
+
+use super::shape::{reshape_to, flatten};
+use super::{cast, AsArray};
+use crate::array::Array;
+use crate::dtype::Dtype;
+use crate::error::{Error, Result};
+use crate::primitive::{ArgReduceOp, Op, ReduceOp};
+use crate::shape::{fmt_shape, normalize_axes, normalize_axis, Shape};
+
+/// Resolves `axes` (`None` = all) for `x`.
+fn resolve_axes(op: &str, x: &Array, axes: Option<&[i64]>) -> Result<Vec<usize>> {
+    match axes {
+        None => Ok((0..x.ndim()).collect()),
+        Some(a) => normalize_axes(op, a, x.ndim()),
+    }
+}
+
+/// The shape after reducing `axes`, with or without the size-1 axes.
+fn reduced_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Shape {
+    shape
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &d)| if axes.contains(&i) { keepdims.then_some(1) } else { Some(d) })
+        .collect()
+}
+
+fn reduce(op: ReduceOp, name: &str, x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<Array> {
+    let x = x.as_array();
+    let axes = resolve_axes(name, &x, axes)?;
+    if matches!(op, ReduceOp::Max | ReduceOp::Min) && axes.iter().any(|&a| x.shape()[a] == 0) {
+        return Err(Error::value(
+            name,
+            format!(
+                "zero-size array to reduction operation {name} which has no identity (shape {}, axes {axes:?})",
+                fmt_shape(x.shape())
+            ),
+        ));
+    }
+    let out_dtype = op.out_dtype(x.dtype());
+    if axes.is_empty() {
+        return cast(&x, out_dtype);
+    }
+    let shape = reduced_shape(x.shape(), &axes, keepdims);
+    let r = Array::from_op(Op::Reduce { op, axes }, vec![x])?;
+    reshape_to(&r, shape)
+}
+
+macro_rules! reductions {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        pub fn $name(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<Array> {
+            reduce(ReduceOp::$op, stringify!($name), x, axes, keepdims)
+        }
+    )*};
+}
+
+reductions! {
+    /// Sum over `axes` (all when `None`); bool and narrow integers accumulate in (u)int32.
+    sum => Sum,
+    /// Product over `axes`.
+    prod => Prod,
+    /// Maximum over `axes` (NaN propagates); an empty reduction is an error.
+    max => Max,
+    /// Minimum over `axes` (NaN propagates); an empty reduction is an error.
+    min => Min,
+    /// Whether every element is non-zero.
+    all => All,
+    /// Whether any element is non-zero.
+    any => Any,
+}
+
+/// The number of elements a reduction over `axes` combines.
+fn count(x: &Array, axes: Option<&[i64]>, op: &str) -> Result<usize> {
+    Ok(resolve_axes(op, x, axes)?.iter().map(|&a| x.shape()[a]).product())
+}
+
+/// Mean over `axes`; integers give float32.
+pub fn mean(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<Array> {
+    let x = x.as_array();
+    let x = cast(&x, x.dtype().to_float())?;
+    let n = count(&x, axes, "mean")?;
+    super::divide(sum(&x, axes, keepdims)?, n as f64)
+}
+
+/// Variance over `axes` with `ddof` delta degrees of freedom (two-pass: mean, then squared
+/// deviations), as numpy's `var`.
+pub fn var(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool, ddof: usize) -> Result<Array> {
+    let x = x.as_array();
+    let x = cast(&x, x.dtype().to_float())?;
+    let n = count(&x, axes, "var")?;
+    let dev = super::square(super::subtract(&x, mean(&x, axes, true)?)?)?;
+    let s = sum(&dev, axes, keepdims)?;
+    // numpy gives inf/nan when n <= ddof: dividing by zero (or a negative count) does the same.
+    super::divide(s, n as f64 - ddof as f64)
+}
+
+/// Standard deviation: the square root of [`var`].
+pub fn std(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool, ddof: usize) -> Result<Array> {
+    super::sqrt(var(x, axes, keepdims, ddof)?)
+}
+
+/// log(sum(exp(x))) over `axes`, computed stably by shifting by the maximum.
+pub fn logsumexp(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<Array> {
+    let x = x.as_array();
+    let x = cast(&x, x.dtype().to_float())?;
+    if count(&x, axes, "logsumexp")? == 0 {
+        let s = sum(&x, axes, keepdims)?;
+        return super::log(s); // log(0) = -inf, as for an empty sum of exponentials
+    }
+    let m = max(&x, axes, true)?;
+    // An infinite max would make x - m NaN; shift by 0 there instead.
+    let m = super::where_(super::isinf(&m)?, 0.0, &m)?;
+    let s = sum(super::exp(super::subtract(&x, &m)?)?, axes, true)?;
+    let out = super::add(super::log(s)?, &m)?;
+    if keepdims {
+        Ok(out)
+    } else {
+        let axes = resolve_axes("logsumexp", &x, axes)?;
+        reshape_to(&out, reduced_shape(x.shape(), &axes, false))
+    }
+}
+
+/// Softmax over `axes` (all when `None`), stable by subtracting the maximum. With `precise`,
+/// float16/bfloat16 inputs are computed in float32 and converted back.
+pub fn softmax(x: impl AsArray, axes: Option<&[i64]>, precise: bool) -> Result<Array> {
+    let x = x.as_array();
+    let dt = x.dtype().to_float();
+    let work = if precise && matches!(dt, Dtype::F16 | Dtype::BF16) { Dtype::F32 } else { dt };
+    let xw = cast(&x, work)?;
+    let m = max(&xw, axes, true)?;
+    let e = super::exp(super::subtract(&xw, &m)?)?;
+    let out = super::divide(&e, sum(&e, axes, true)?)?;
+    cast(&out, dt)
+}
+
+fn arg_reduce(op: ArgReduceOp, name: &str, x: impl AsArray, axis: Option<i64>, keepdims: bool) -> Result<Array> {
+    let x = x.as_array();
+    let (x, axis) = match axis {
+        Some(a) => {
+            let a = normalize_axis(name, a, x.ndim())?;
+            (x, a)
+        }
+        None => (flatten(&x, 0, -1)?, 0),
+    };
+    if x.shape()[axis] == 0 {
+        return Err(Error::value(name, format!("attempt to get {name} of an empty sequence (shape {})", fmt_shape(x.shape()))));
+    }
+    let shape = reduced_shape(x.shape(), &[axis], keepdims);
+    let r = Array::from_op(Op::ArgReduce { op, axis }, vec![x])?;
+    reshape_to(&r, shape)
+}
+
+/// Index (uint32) of the first maximum along `axis` (of the flattened array when `None`).
+pub fn argmax(x: impl AsArray, axis: Option<i64>, keepdims: bool) -> Result<Array> {
+    arg_reduce(ArgReduceOp::ArgMax, "argmax", x, axis, keepdims)
+}
+
+/// Index (uint32) of the first minimum along `axis` (of the flattened array when `None`).
+pub fn argmin(x: impl AsArray, axis: Option<i64>, keepdims: bool) -> Result<Array> {
+    arg_reduce(ArgReduceOp::ArgMin, "argmin", x, axis, keepdims)
+}

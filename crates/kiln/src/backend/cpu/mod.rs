@@ -11,6 +11,7 @@ pub mod views;
 
 mod creation;
 mod index;
+mod lanes;
 mod random;
 mod reduce;
 mod scan;
