@@ -1,1 +1,238 @@
-//! (filled in by its family's work)
+//! Random numbers from counter-based threefry2x32 keys, as in JAX and mlx.
+//!
+//! A key is a uint32 array of shape (2,). Every sampler takes an optional key; without one it
+//! draws a fresh subkey from the global random state, which is itself an explicit key array (see
+//! [`state`]) so that a compiled function can capture and advance it like any other state.
+
+use super::shape::{reshape, slice_axis};
+use super::{cast, AsArray};
+use crate::array::Array;
+use crate::dtype::Dtype;
+use crate::error::{Error, Result};
+use crate::primitive::Op;
+use crate::shape::Shape;
+use std::sync::Mutex;
+
+static STATE: Mutex<Option<Array>> = Mutex::new(None);
+
+/// A key from a seed: its high and low 32 bits.
+pub fn key(seed: u64) -> Array {
+    Array::from_slice(&[(seed >> 32) as u32, seed as u32], &[2]).expect("two words fill shape (2,)")
+}
+
+/// Reseeds the global random state.
+pub fn seed(s: u64) {
+    *STATE.lock().unwrap() = Some(key(s));
+}
+
+/// The global random state: the key the next draw without an explicit key splits. It starts from
+/// the clock, as mlx's does; call [`seed`] for reproducible runs.
+pub fn state() -> Array {
+    let mut s = STATE.lock().unwrap();
+    s.get_or_insert_with(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        key(t)
+    })
+    .clone()
+}
+
+/// Replaces the global random state with `key` (for example one captured from [`state`]).
+pub fn set_state(key: &Array) -> Result<()> {
+    check_key("set_state", key)?;
+    *STATE.lock().unwrap() = Some(key.clone());
+    Ok(())
+}
+
+fn check_key(op: &str, key: &Array) -> Result<()> {
+    if key.dtype() != Dtype::U32 || key.shape() != [2] {
+        return Err(Error::value(
+            op,
+            format!(
+                "a key must be a uint32 array of shape (2,), got {} of shape {}; make one with random::key(seed)",
+                key.dtype(),
+                crate::shape::fmt_shape(key.shape())
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `num` new keys (shape (num, 2)) derived from `key`.
+pub fn split(key: &Array, num: usize) -> Result<Array> {
+    check_key("split", key)?;
+    bits_from(key, &[num, 2], 4)
+}
+
+/// Row `i` of a (num, 2) array of keys.
+fn key_row(keys: &Array, i: i64) -> Result<Array> {
+    reshape(slice_axis(keys, 0, i, i + 1)?, &[2])
+}
+
+/// The key a sampler uses: the given one, or a fresh subkey split off the global state (which
+/// advances to the other half).
+fn key_or_next(op: &str, key: Option<&Array>) -> Result<Array> {
+    if let Some(k) = key {
+        check_key(op, k)?;
+        return Ok(k.clone());
+    }
+    let keys = split(&state(), 2)?;
+    let (next, sub) = (key_row(&keys, 0)?, key_row(&keys, 1)?);
+    crate::eval(&[&next, &sub])?;
+    *STATE.lock().unwrap() = Some(next);
+    Ok(sub)
+}
+
+fn bits_from(key: &Array, shape: &[usize], width: usize) -> Result<Array> {
+    Array::from_op(Op::RandomBits { shape: Shape::from_slice(shape), width }, vec![key.clone()])
+}
+
+/// Raw random bits: `shape` elements of `width` bytes (1, 2 or 4: uint8, uint16, uint32).
+pub fn bits(shape: &[usize], width: usize, key: Option<&Array>) -> Result<Array> {
+    if !matches!(width, 1 | 2 | 4) {
+        return Err(Error::value("bits", format!("width must be 1, 2 or 4 bytes, got {width}")));
+    }
+    bits_from(&key_or_next("bits", key)?, shape, width)
+}
+
+fn check_float(op: &str, dtype: Dtype) -> Result<()> {
+    if !dtype.is_float() {
+        return Err(Error::dtype(op, format!("needs a floating-point dtype, got {dtype}")));
+    }
+    Ok(())
+}
+
+/// The largest value of `dtype` strictly below `v` (so uniform never returns its upper bound).
+fn below(v: f64, dtype: Dtype) -> f64 {
+    let r = cast_value(v, dtype);
+    if r < v {
+        return r;
+    }
+    match dtype {
+        Dtype::F64 => f64_step_down(v),
+        Dtype::F32 => f32_step_down(r as f32) as f64,
+        Dtype::F16 => { let h = half::f16::from_f64(r); step_down_bits(h.to_bits(), |b| half::f16::from_bits(b).to_f64()) }
+        _ => { let h = half::bf16::from_f64(r); step_down_bits(h.to_bits(), |b| half::bf16::from_bits(b).to_f64()) }
+    }
+}
+
+fn cast_value(v: f64, dtype: Dtype) -> f64 {
+    crate::with_dtype!(dtype, T => <T as crate::Element>::to_f64(<T as crate::Element>::from_f64(v)))
+}
+
+fn f64_step_down(v: f64) -> f64 {
+    if v > 0.0 { f64::from_bits(v.to_bits() - 1) } else if v == 0.0 { -f64::from_bits(1) } else { f64::from_bits(v.to_bits() + 1) }
+}
+
+fn f32_step_down(v: f32) -> f32 {
+    if v > 0.0 { f32::from_bits(v.to_bits() - 1) } else if v == 0.0 { -f32::from_bits(1) } else { f32::from_bits(v.to_bits() + 1) }
+}
+
+fn step_down_bits(bits: u16, value: impl Fn(u16) -> f64) -> f64 {
+    let v = value(bits);
+    if v > 0.0 { value(bits - 1) } else if v == 0.0 { value(0x8001) } else { value(bits + 1) }
+}
+
+/// Uniform in [0, 1) with 24 random bits (float32 and narrower) or 32 (float64).
+fn unit(shape: &[usize], dtype: Dtype, key: &Array) -> Result<Array> {
+    let b = bits_from(key, shape, 4)?;
+    if dtype == Dtype::F64 {
+        super::multiply(cast(&b, Dtype::F64)?, 2f64.powi(-32))
+    } else {
+        super::multiply(cast(&super::right_shift(&b, 8)?, Dtype::F32)?, 2f64.powi(-24))
+    }
+}
+
+/// Uniform samples in [low, high) of `shape` and float `dtype`.
+pub fn uniform(low: f64, high: f64, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
+    check_float("uniform", dtype)?;
+    if !(low < high) || !low.is_finite() || !high.is_finite() {
+        return Err(Error::value("uniform", format!("needs finite low < high, got low={low}, high={high}")));
+    }
+    let k = key_or_next("uniform", key)?;
+    let u = unit(shape, dtype, &k)?;
+    let x = cast(&super::add(super::multiply(&u, high - low)?, low)?, dtype)?;
+    // Rounding can reach `high`; keep the interval half-open.
+    let top = cast(&Array::scalar(below(high, dtype)), dtype)?;
+    super::minimum(&x, &top)
+}
+
+/// Normal samples with mean `loc` and standard deviation `scale`: sqrt(2) * erfinv(u) for u
+/// uniform in (-1, 1).
+pub fn normal(shape: &[usize], dtype: Dtype, loc: f64, scale: f64, key: Option<&Array>) -> Result<Array> {
+    check_float("normal", dtype)?;
+    let work = if dtype == Dtype::F64 { Dtype::F64 } else { Dtype::F32 };
+    let low = f64_next_up(-1.0, work);
+    let k = key_or_next("normal", key)?;
+    let u = uniform(low, 1.0, shape, work, Some(&k))?;
+    let z = super::multiply(super::erfinv(&u)?, std::f64::consts::SQRT_2)?;
+    cast(&super::add(super::multiply(&z, scale)?, loc)?, dtype)
+}
+
+fn f64_next_up(v: f64, dtype: Dtype) -> f64 {
+    if dtype == Dtype::F64 { -f64_step_down(-v) } else { -(f32_step_down(-v as f32) as f64) }
+}
+
+/// Normal samples truncated to [lower, upper] (inverse-CDF method).
+pub fn truncated_normal(lower: f64, upper: f64, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
+    check_float("truncated_normal", dtype)?;
+    if !(lower < upper) {
+        return Err(Error::value("truncated_normal", format!("needs lower < upper, got {lower} and {upper}")));
+    }
+    let erf = |v: f64| crate::backend::cpu::math::erf_f64(v / std::f64::consts::SQRT_2);
+    let (lo, hi) = (erf(lower), erf(upper));
+    let work = if dtype == Dtype::F64 { Dtype::F64 } else { Dtype::F32 };
+    let k = key_or_next("truncated_normal", key)?;
+    let u = uniform(f64_next_up(lo, work), hi, shape, work, Some(&k))?;
+    let z = super::multiply(super::erfinv(&u)?, std::f64::consts::SQRT_2)?;
+    cast(&super::clip(&z, Some(&lower), Some(&upper))?, dtype)
+}
+
+/// True with probability `p` (broadcast to `shape`, or p's shape when `None`).
+pub fn bernoulli(p: impl AsArray, shape: Option<&[usize]>, key: Option<&Array>) -> Result<Array> {
+    let p = p.as_array();
+    let shape: Vec<usize> = shape.map_or_else(|| p.shape().to_vec(), |s| s.to_vec());
+    let k = key_or_next("bernoulli", key)?;
+    super::less(unit(&shape, Dtype::F32, &k)?, &p)
+}
+
+/// Integers uniform in [low, high) of an integer `dtype`, by multiply-shift of 32 random bits
+/// (bias at most range / 2^32).
+pub fn randint(low: i64, high: i64, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
+    if !dtype.is_integer() {
+        return Err(Error::dtype("randint", format!("needs an integer dtype, got {dtype}")));
+    }
+    let range = (high as i128) - (low as i128);
+    if range <= 0 || range > u32::MAX as i128 + 1 {
+        return Err(Error::value("randint", format!("needs low < high with high - low <= 2^32, got {low} and {high}")));
+    }
+    let k = key_or_next("randint", key)?;
+    let b = cast(&bits_from(&k, shape, 4)?, Dtype::U64)?;
+    let scaled = super::right_shift(super::multiply(&b, cast(&Array::scalar(range as u64), Dtype::U64)?)?, 32)?;
+    let v = super::add(cast(&scaled, Dtype::I64)?, Array::scalar(low))?;
+    cast(&v, dtype)
+}
+
+/// Standard Gumbel samples: -log(-log(u)).
+pub fn gumbel(shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
+    check_float("gumbel", dtype)?;
+    let k = key_or_next("gumbel", key)?;
+    let u = uniform(f32::MIN_POSITIVE as f64, 1.0, shape, Dtype::F32, Some(&k))?;
+    cast(&super::negative(super::log(super::negative(super::log(&u)?)?)?)?, dtype)
+}
+
+/// Samples category indices (uint32) from unnormalised log-probabilities along `axis`
+/// (Gumbel-max). The result has `logits`' shape without `axis`, with `num_samples` appended when
+/// given.
+pub fn categorical(logits: impl AsArray, axis: i64, num_samples: Option<usize>, key: Option<&Array>) -> Result<Array> {
+    let logits = super::moveaxis(logits.as_array(), axis, -1)?;
+    let logits = match num_samples {
+        Some(n) => {
+            let mut s = logits.shape().to_vec();
+            s.insert(s.len() - 1, n);
+            super::broadcast_to(super::expand_dims(&logits, &[-2])?, &s)?
+        }
+        None => logits,
+    };
+    let g = gumbel(logits.shape(), Dtype::F32, key)?;
+    super::argmax(super::add(cast(&logits, Dtype::F32)?, g)?, Some(-1), false)
+}

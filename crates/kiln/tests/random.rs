@@ -1,0 +1,125 @@
+//! Random numbers: determinism, independence and distributions, with bounds derived from the
+//! sample size (about 6 standard errors, so a correct sampler fails with negligible probability).
+use kiln::{ops, random, Array, Dtype, ErrorKind};
+
+const N: usize = 200_000;
+
+fn stats(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let m = v.iter().sum::<f64>() / n;
+    (m, v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0))
+}
+
+#[test]
+fn same_key_same_numbers_and_split_halves_differ() {
+    let k = random::key(42);
+    let a = random::uniform(0.0, 1.0, &[1000], Dtype::F32, Some(&k)).unwrap().to_vec::<f32>().unwrap();
+    let b = random::uniform(0.0, 1.0, &[1000], Dtype::F32, Some(&k)).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(a, b);
+    let ks = random::split(&k, 2).unwrap();
+    assert_eq!(ks.shape(), &[2, 2]);
+    let k0 = ops::reshape(ops::slice_axis(&ks, 0, 0, 1).unwrap(), &[2]).unwrap();
+    let k1 = ops::reshape(ops::slice_axis(&ks, 0, 1, 2).unwrap(), &[2]).unwrap();
+    let x = random::uniform(0.0, 1.0, &[N], Dtype::F64, Some(&k0)).unwrap().to_f64_vec().unwrap();
+    let y = random::uniform(0.0, 1.0, &[N], Dtype::F64, Some(&k1)).unwrap().to_f64_vec().unwrap();
+    let (mx, vx) = stats(&x);
+    let (my, vy) = stats(&y);
+    let cov = x.iter().zip(&y).map(|(a, b)| (a - mx) * (b - my)).sum::<f64>() / N as f64;
+    let corr = cov / (vx * vy).sqrt();
+    assert!(corr.abs() < 6.0 / (N as f64).sqrt(), "correlation {corr}");
+    // The global state: seeding twice replays the same sequence, and draws advance it.
+    random::seed(7);
+    let s1 = random::normal(&[5], Dtype::F32, 0.0, 1.0, None).unwrap().to_vec::<f32>().unwrap();
+    let s2 = random::normal(&[5], Dtype::F32, 0.0, 1.0, None).unwrap().to_vec::<f32>().unwrap();
+    random::seed(7);
+    let s3 = random::normal(&[5], Dtype::F32, 0.0, 1.0, None).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(s1, s3);
+    assert_ne!(s1, s2);
+    let st = random::state();
+    assert_eq!((st.dtype(), st.shape()), (Dtype::U32, &[2usize][..]));
+}
+
+#[test]
+fn uniform_moments_and_bounds_in_every_float_dtype() {
+    let k = random::key(1);
+    for dtype in [Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::F64] {
+        let x = random::uniform(-2.0, 3.0, &[N], dtype, Some(&k)).unwrap();
+        assert_eq!(x.dtype(), dtype);
+        let v = x.to_f64_vec().unwrap();
+        assert!(v.iter().all(|&e| (-2.0..3.0).contains(&e)), "{dtype} out of [-2, 3)");
+        let (m, var) = stats(&v);
+        let se = (25.0 / 12.0 / N as f64).sqrt();
+        assert!((m - 0.5).abs() < 6.0 * se + 0.01, "{dtype} mean {m}");
+        assert!((var - 25.0 / 12.0).abs() < 0.05, "{dtype} var {var}");
+    }
+    // A range so narrow that rounding hits the top: it must still be excluded.
+    let v = random::uniform(1.0, 1.0 + 2f64.powi(-20), &[10_000], Dtype::F32, Some(&k)).unwrap().to_vec::<f32>().unwrap();
+    assert!(v.iter().all(|&e| e < 1.0 + 2f32.powi(-20)));
+}
+
+#[test]
+fn normal_and_truncated_normal_distributions() {
+    let k = random::key(2);
+    for dtype in [Dtype::F32, Dtype::F64, Dtype::BF16] {
+        let v = random::normal(&[N], dtype, 1.0, 2.0, Some(&k)).unwrap().to_f64_vec().unwrap();
+        let (m, var) = stats(&v);
+        assert!((m - 1.0).abs() < 6.0 * 2.0 / (N as f64).sqrt() + 0.01, "{dtype} mean {m}");
+        assert!((var / 4.0 - 1.0).abs() < 0.03, "{dtype} var {var}");
+        let within = v.iter().filter(|&&x| (x - 1.0).abs() < 2.0).count() as f64 / N as f64;
+        assert!((within - 0.682_689).abs() < 0.01, "{dtype} within one sigma {within}");
+        assert!(v.iter().all(|x| x.is_finite()));
+    }
+    let t = random::truncated_normal(-0.5, 1.5, &[N], Dtype::F32, Some(&k)).unwrap().to_f64_vec().unwrap();
+    assert!(t.iter().all(|&x| (-0.5..=1.5).contains(&x)));
+    // Mean of a standard normal truncated to [a, b]: (phi(a) - phi(b)) / (Phi(b) - Phi(a)).
+    let phi = |x: f64| (-x * x / 2.0).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    let cdf = |x: f64| 0.5 * (1.0 + kiln::backend::cpu::math::erf_f64(x / std::f64::consts::SQRT_2));
+    let want = (phi(-0.5) - phi(1.5)) / (cdf(1.5) - cdf(-0.5));
+    assert!((stats(&t).0 - want).abs() < 0.01, "truncated mean {} want {want}", stats(&t).0);
+}
+
+#[test]
+fn bernoulli_randint_gumbel_categorical() {
+    let k = random::key(3);
+    let b = random::bernoulli(0.3, Some(&[N]), Some(&k)).unwrap();
+    assert_eq!(b.dtype(), Dtype::Bool);
+    let f = b.to_vec::<bool>().unwrap().iter().filter(|&&x| x).count() as f64 / N as f64;
+    assert!((f - 0.3).abs() < 6.0 * (0.21 / N as f64).sqrt(), "bernoulli frequency {f}");
+
+    let r = random::randint(-3, 7, &[N], Dtype::I16, Some(&k)).unwrap();
+    assert_eq!(r.dtype(), Dtype::I16);
+    let mut counts = [0f64; 10];
+    for v in r.to_vec::<i16>().unwrap() {
+        assert!((-3..7).contains(&v));
+        counts[(v + 3) as usize] += 1.0;
+    }
+    let expected = N as f64 / 10.0;
+    let chi2: f64 = counts.iter().map(|c| (c - expected).powi(2) / expected).sum();
+    assert!(chi2 < 40.0, "chi-square {chi2} over 9 degrees of freedom");
+
+    let g = random::gumbel(&[N], Dtype::F32, Some(&k)).unwrap().to_f64_vec().unwrap();
+    assert!((stats(&g).0 - 0.577_215_66).abs() < 0.02, "gumbel mean {}", stats(&g).0);
+
+    let logits = ops::log(Array::from_vec(vec![0.1f32, 0.2, 0.7])).unwrap();
+    let c = random::categorical(&logits, -1, Some(N), Some(&k)).unwrap();
+    assert_eq!((c.shape(), c.dtype()), (&[N][..], Dtype::U32));
+    let c = c.to_vec::<u32>().unwrap();
+    for (cat, p) in [0.1, 0.2, 0.7].iter().enumerate() {
+        let f = c.iter().filter(|&&x| x as usize == cat).count() as f64 / N as f64;
+        assert!((f - p).abs() < 0.01, "category {cat} frequency {f}");
+    }
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let bad_key = Array::from_vec(vec![1i32, 2]);
+    let e = random::uniform(0.0, 1.0, &[2], Dtype::F32, Some(&bad_key)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Value);
+    assert!(e.to_string().contains("uniform: a key must be a uint32 array of shape (2,)"), "{e}");
+    assert_eq!(random::uniform(1.0, 1.0, &[2], Dtype::F32, None).unwrap_err().kind, ErrorKind::Value);
+    assert_eq!(random::uniform(0.0, 1.0, &[2], Dtype::I32, None).unwrap_err().kind, ErrorKind::Dtype);
+    assert_eq!(random::randint(5, 5, &[2], Dtype::I32, None).unwrap_err().kind, ErrorKind::Value);
+    assert_eq!(random::randint(0, 5, &[2], Dtype::F32, None).unwrap_err().kind, ErrorKind::Dtype);
+    assert_eq!(random::bits(&[2], 3, None).unwrap_err().kind, ErrorKind::Value);
+    assert_eq!(random::split(&bad_key, 2).unwrap_err().kind, ErrorKind::Value);
+}
