@@ -16,8 +16,10 @@ use crate::primitive::{ArgReduceOp, ReduceOp};
 use rayon::prelude::*;
 
 /// How values combine in a reduction domain.
-trait Domain: Copy + Send + Sync {
+pub(super) trait Domain: Copy + Send + Sync {
+    /// The neutral element of `op`.
     fn identity(op: ReduceOp) -> Self;
+    /// Combines two partial results.
     fn combine(op: ReduceOp, a: Self, b: Self) -> Self;
 }
 
@@ -151,10 +153,14 @@ pub fn reduce(op: ReduceOp, x: &Input, axes: &[usize], shape: &[usize], dtype: D
 
 /// Exact conversions between element types and the 64-bit integer accumulators (not through
 /// f64, which would round past 2^53). Integers narrow by wrapping, as `astype` does.
-trait Int64: Element {
+pub(super) trait Int64: Element {
+    /// Widens exactly to i64 (wrapping for u64).
     fn to_i64(self) -> i64;
+    /// Widens exactly to u64.
     fn to_u64(self) -> u64;
+    /// Narrows with wrapping.
     fn from_i64(v: i64) -> Self;
+    /// Narrows with wrapping.
     fn from_u64(v: u64) -> Self;
 }
 
