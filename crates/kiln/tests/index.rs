@@ -399,3 +399,21 @@ fn roll_diag_diagonal() {
     assert_eq!(m.to_f64_vec().unwrap(), vec![0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 2.0, 0.0]);
     check_err(ops::diag(ops::zeros(&[1, 1, 1], Dtype::F32).unwrap(), 0), ErrorKind::Shape, "diag");
 }
+
+#[test]
+fn large_inputs_take_the_parallel_paths() {
+    let n = 300_000usize;
+    let v: Vec<f64> = (0..n).map(|i| (i % 1000) as f64).collect();
+    let x = with_layout(&v, &[n], Dtype::F32, common::Layout::Reversed);
+    let ind: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % n as i64 - (i % 3) * n as i64 / 2).collect();
+    let got = ops::take(&x, idx(&ind, &[n]), Some(0)).unwrap().to_f64_vec().unwrap();
+    for (p, &i) in ind.iter().enumerate() {
+        let j = if i < 0 { i + n as i64 } else { i }.clamp(0, n as i64 - 1) as usize;
+        assert_eq!(got[p], v[j]);
+    }
+    let col = with_layout(&v, &[n, 1], Dtype::F32, common::Layout::Transposed);
+    let c = ops::concatenate(&[col.clone(), col], -1).unwrap().to_f64_vec().unwrap();
+    for p in 0..2 * n {
+        assert_eq!(c[p], v[p / 2]);
+    }
+}

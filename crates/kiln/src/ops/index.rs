@@ -148,7 +148,8 @@ pub fn repeat(x: impl AsArray, repeats: usize, axis: Option<i64>) -> Result<Arra
     reshape_to(&broadcast_to(&e, &wide)?, out)
 }
 
-/// `x` with entries outside the band selected by `keep(row, col)` set to zero (last two axes).
+/// `x` with zeros outside the lower (`col <= row + k`) or upper (`col >= row + k`) triangle of the
+/// last two axes, via a comparison of row and column aranges.
 fn triangle(op: &str, x: Array, k: i64, lower: bool) -> Result<Array> {
     if x.ndim() < 2 {
         return Err(Error::shape(op, format!("needs at least two dimensions, got {}", fmt_shape(x.shape()))));
