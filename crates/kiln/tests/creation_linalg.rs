@@ -111,14 +111,14 @@ fn einsum_patterns() {
         assert_close(&got.to_f64_vec().unwrap(), &mm(&va, &vb, 2, 3, 4), tol, tol, "ij,jk->ik");
         let got = ops::einsum("ij,jk", &[a.clone(), b.clone()]).unwrap();
         assert_close(&got.to_f64_vec().unwrap(), &mm(&va, &vb, 2, 3, 4), tol, tol, "implicit");
-        let got = ops::einsum("ij->ji", &[a.clone()]).unwrap();
+        let got = ops::einsum("ij->ji", std::slice::from_ref(&a)).unwrap();
         assert_eq!(got.shape(), &[3, 2]);
         let want: Vec<f64> = (0..6).map(|p| va[(p % 2) * 3 + p / 2]).collect();
         assert_close(&got.to_f64_vec().unwrap(), &want, tol, tol, "ij->ji");
-        let got = ops::einsum("ij->", &[a.clone()]).unwrap();
+        let got = ops::einsum("ij->", std::slice::from_ref(&a)).unwrap();
         assert_eq!(got.shape(), &[] as &[usize]);
         assert_close(&got.to_f64_vec().unwrap(), &[va.iter().sum()], tol, tol, "ij->");
-        let got = ops::einsum("ij->j", &[a.clone()]).unwrap();
+        let got = ops::einsum("ij->j", std::slice::from_ref(&a)).unwrap();
         let want: Vec<f64> = (0..3).map(|j| va[j] + va[3 + j]).collect();
         assert_close(&got.to_f64_vec().unwrap(), &want, tol, tol, "ij->j");
         let x = with_layout(&va[..3], &[3], Dtype::F32, lay);
@@ -152,7 +152,7 @@ fn einsum_patterns() {
         assert_close(&got.to_f64_vec().unwrap(), &want, tol, tol, "three operands");
     }
     let sq = ops::zeros(&[3, 3], Dtype::F32).unwrap();
-    let e = ops::einsum("ii->i", &[sq.clone()]).unwrap_err();
+    let e = ops::einsum("ii->i", std::slice::from_ref(&sq)).unwrap_err();
     assert_eq!((e.kind, e.op.as_str()), (ErrorKind::Unsupported, "einsum"));
     assert!(e.message.contains("repeated"));
     let e = ops::einsum("ij,jk->ik", &[sq.clone(), ops::zeros(&[2, 2], Dtype::F32).unwrap()]).unwrap_err();

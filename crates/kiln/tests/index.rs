@@ -29,6 +29,9 @@ fn ravel(ix: &[usize], shape: &[usize]) -> usize {
     ix.iter().zip(strides(shape)).map(|(i, s)| i * s).sum()
 }
 
+/// A scatter op's name and its float64 reference.
+type Combine = (&'static str, fn(f64, f64) -> f64);
+
 fn idx(v: &[i64], shape: &[usize]) -> Array {
     Array::from_slice(v, shape).unwrap()
 }
@@ -89,7 +92,7 @@ fn concatenate_and_stack_errors() {
     check_err(ops::split(&a, SplitSpec::Sections(2), -3), ErrorKind::Axis, "split");
     let f = Array::from_slice(&[0.0f32], &[1]).unwrap();
     check_err(ops::take(&a, &f, Some(0)), ErrorKind::Dtype, "take");
-    check_err(ops::gather(&a, &[f.clone()], &[0], &[1, 3]), ErrorKind::Dtype, "gather");
+    check_err(ops::gather(&a, std::slice::from_ref(&f), &[0], &[1, 3]), ErrorKind::Dtype, "gather");
     check_err(ops::scatter_add(&a, &[f], 1.0, &[0]), ErrorKind::Dtype, "scatter_add");
     check_err(ops::pad(&a, &[(1, 1), (1, 1), (1, 1)], 0.0), ErrorKind::Value, "pad");
     check_err(ops::diagonal(&a, 0, 1, -1), ErrorKind::Axis, "diagonal");
@@ -137,9 +140,9 @@ fn pad_tile_repeat_against_loops() {
         let t = ops::tile(&x, &[2, 1, 2]).unwrap();
         assert_eq!(t.shape(), &[2, 2, 6]);
         let tv = t.to_f64_vec().unwrap();
-        for p in 0..24 {
+        for (p, &t) in tv.iter().enumerate() {
             let ix = unravel(p, &[2, 2, 6]);
-            assert_eq!(tv[p], r[ix[1] % 2 * 3 + ix[2] % 3], "tile {lay:?}");
+            assert_eq!(t, r[ix[1] % 2 * 3 + ix[2] % 3], "tile {lay:?}");
         }
         // repeat
         let rp = ops::repeat(&x, 2, Some(-1)).unwrap();
@@ -267,7 +270,7 @@ fn scatter_family_with_duplicates() {
             let x = with_layout(&base, &shape, dt, lay);
             let u = with_layout(&upd, &[5, 1, 3], dt, lay);
             let i = idx(&ind, &[5]);
-            let ops_: [(&str, fn(f64, f64) -> f64); 5] = [
+            let ops_: [Combine; 5] = [
                 ("set", |_, b| b),
                 ("add", |a, b| a + b),
                 ("prod", |a, b| a * b),
@@ -276,11 +279,11 @@ fn scatter_family_with_duplicates() {
             ];
             for (name, f) in ops_ {
                 let got = match name {
-                    "set" => ops::scatter(&x, &[i.clone()], &u, &[0]),
-                    "add" => ops::scatter_add(&x, &[i.clone()], &u, &[0]),
-                    "prod" => ops::scatter_prod(&x, &[i.clone()], &u, &[0]),
-                    "max" => ops::scatter_max(&x, &[i.clone()], &u, &[0]),
-                    _ => ops::scatter_min(&x, &[i.clone()], &u, &[0]),
+                    "set" => ops::scatter(&x, std::slice::from_ref(&i), &u, &[0]),
+                    "add" => ops::scatter_add(&x, std::slice::from_ref(&i), &u, &[0]),
+                    "prod" => ops::scatter_prod(&x, std::slice::from_ref(&i), &u, &[0]),
+                    "max" => ops::scatter_max(&x, std::slice::from_ref(&i), &u, &[0]),
+                    _ => ops::scatter_min(&x, std::slice::from_ref(&i), &u, &[0]),
                 }
                 .unwrap();
                 let mut want = base.clone();
@@ -325,10 +328,10 @@ fn gather_general() {
         let gv = got.to_f64_vec().unwrap();
         let rows = [0usize, 2, 2];
         let cols = [1usize, 2]; // 3 clamps to 4 - 2 = 2
-        for p in 0..gv.len() {
+        for (p, &g) in gv.iter().enumerate() {
             let ix = unravel(p, &[3, 2, 1, 2, 2]);
             let src = [rows[ix[0]] + ix[2], cols[ix[1]] + ix[3], ix[4]];
-            assert_eq!(gv[p], v[ravel(&src, &shape)], "{lay:?} {ix:?}");
+            assert_eq!(g, v[ravel(&src, &shape)], "{lay:?} {ix:?}");
         }
     }
 }
@@ -392,7 +395,7 @@ fn roll_diag_diagonal() {
     let d = ops::diagonal(&x3, 1, -1, 0).unwrap();
     assert_eq!(d.shape(), &[3, 1]);
     // axis1 = 2 (rows), axis2 = 0 (cols): element [c, k, r] with c = r + 1.
-    let want: Vec<f64> = (0..3).map(|k| y[1 * 12 + k * 4]).collect();
+    let want: Vec<f64> = (0..3).map(|k| y[12 + k * 4]).collect();
     assert_eq!(d.to_f64_vec().unwrap(), want);
     let m = ops::diag(idx(&[1, 2], &[2]), -1).unwrap();
     assert_eq!(m.shape(), &[3, 3]);

@@ -76,7 +76,7 @@ pub fn split(x: impl AsArray, sections: SplitSpec, axis: i64) -> Result<Vec<Arra
     let d = x.shape()[a];
     let bounds: Vec<i64> = match sections {
         SplitSpec::Sections(n) => {
-            if n == 0 || d % n != 0 {
+            if n == 0 || !d.is_multiple_of(n) {
                 return Err(Error::value(
                     "split",
                     format!("axis {a} of size {d} cannot be split into {n} equal sections; pass indices instead"),
@@ -122,7 +122,7 @@ pub fn pad(x: impl AsArray, pad_width: &[(usize, usize)], value: impl AsArray) -
 pub fn tile(x: impl AsArray, reps: &[usize]) -> Result<Array> {
     let x = x.as_array();
     let nd = x.ndim().max(reps.len());
-    let pad1 = |v: &[usize]| -> Vec<usize> { std::iter::repeat(1).take(nd - v.len()).chain(v.iter().copied()).collect() };
+    let pad1 = |v: &[usize]| -> Vec<usize> { std::iter::repeat_n(1, nd - v.len()).chain(v.iter().copied()).collect() };
     let (shape, reps) = (pad1(x.shape()), pad1(reps));
     let inter: Shape = shape.iter().flat_map(|&d| [1, d]).collect();
     let wide: Vec<usize> = shape.iter().zip(&reps).flat_map(|(&d, &r)| [r, d]).collect();
@@ -231,7 +231,7 @@ fn scatter_op(name: &str, x: Array, indices: &[Array], updates: Array, axes: &[i
     let b = index_batch(name, indices)?;
     let nb = b.len();
     let ok = updates.ndim() == nb + x.ndim()
-        && broadcast_shapes(name, &b, &updates.shape()[..nb]).map_or(false, |s| s == b)
+        && broadcast_shapes(name, &b, &updates.shape()[..nb]).is_ok_and(|s| s == b)
         && updates.shape()[nb..].iter().zip(x.shape()).all(|(&u, &d)| u <= d);
     if !ok {
         return Err(Error::shape(
@@ -378,7 +378,7 @@ pub fn put_along_axis(x: impl AsArray, indices: impl AsArray, values: impl AsArr
     let mut b: Vec<usize> = all[0].shape().to_vec();
     let values = values.as_array();
     let values = broadcast_to(&values, &b).map_err(|e| Error::shape(op, e.message))?;
-    b.extend(std::iter::repeat(1).take(x.ndim()));
+    b.extend(std::iter::repeat_n(1, x.ndim()));
     let values = reshape_to(&values, b.into())?;
     let axes: Vec<i64> = (0..x.ndim() as i64).collect();
     scatter_op(op, x, &all, values, &axes, ScatterOp::Set)

@@ -128,8 +128,8 @@ pub fn gather(inputs: &[Input], axes: &[usize], slice_sizes: &[usize], shape: &[
         let offsets = &offsets;
         let per_chunk = (1usize << 14).div_ceil(per);
         for_chunks(offsets.len(), per_chunk, |start, len| unsafe {
-            for b in start..start + len {
-                let s = (src as *const T).offset(offsets[b]);
+            for (b, &off) in offsets.iter().enumerate().skip(start).take(len) {
+                let s = (src as *const T).offset(off);
                 gather_range(s, &cshape, &cstrides[0], 0, per, (dst as *mut T).add(b * per));
             }
         });
