@@ -420,3 +420,24 @@ fn large_inputs_take_the_parallel_paths() {
         assert_eq!(c[p], v[p / 2]);
     }
 }
+
+#[test]
+fn scalars_and_more_bad_input() {
+    let s = Array::scalar(5.0f32);
+    assert_eq!(ops::take(&s, idx(&[0, -1], &[2]), None).unwrap().to_f64_vec().unwrap(), vec![5.0, 5.0]);
+    assert_eq!(ops::flip(&s, None).unwrap().to_f64_vec().unwrap(), vec![5.0]);
+    assert_eq!(ops::pad(&s, &[], 0.0).unwrap().to_f64_vec().unwrap(), vec![5.0]);
+    assert_eq!(ops::repeat(&s, 3, None).unwrap().to_f64_vec().unwrap(), vec![5.0; 3]);
+    assert_eq!(ops::tile(&s, &[2]).unwrap().to_f64_vec().unwrap(), vec![5.0; 2]);
+    check_err(ops::concatenate(&[s.clone(), s.clone()], 0), ErrorKind::Shape, "concatenate");
+    let a = ops::zeros(&[2, 3], Dtype::F32).unwrap();
+    check_err(ops::take(&a, idx(&[0], &[1]), Some(2)), ErrorKind::Axis, "take");
+    check_err(ops::scatter(&a, &[idx(&[0, 1], &[2])], ops::ones(&[3, 1, 3], Dtype::F32).unwrap(), &[0]), ErrorKind::Shape, "scatter");
+    check_err(ops::scatter(&a, &[idx(&[0], &[1])], ops::ones(&[1, 3, 3], Dtype::F32).unwrap(), &[0]), ErrorKind::Shape, "scatter");
+    check_err(ops::scatter(&a, &[idx(&[0], &[1])], ops::ones(&[1, 1, 3], Dtype::F32).unwrap(), &[0, 1]), ErrorKind::Value, "scatter");
+    check_err(ops::put_along_axis(&a, idx(&[0], &[1]), 1.0, Some(0)), ErrorKind::Shape, "put_along_axis");
+    check_err(ops::take_along_axis(&a, idx(&[0, 0, 0, 0], &[2, 2]), Some(0)), ErrorKind::Shape, "take_along_axis");
+    check_err(ops::gather(&a, &[idx(&[0], &[1])], &[0], &[1, 4]), ErrorKind::Shape, "gather");
+    check_err(ops::flip(&a, Some(&[0, -2])), ErrorKind::Axis, "flip");
+    check_err(ops::roll(&a, 1, Some(5)), ErrorKind::Axis, "roll");
+}
