@@ -441,3 +441,25 @@ fn scalars_and_more_bad_input() {
     check_err(ops::flip(&a, Some(&[0, -2])), ErrorKind::Axis, "flip");
     check_err(ops::roll(&a, 1, Some(5)), ErrorKind::Axis, "roll");
 }
+
+#[test]
+fn large_slice_update_and_pad() {
+    let (r, c) = (700usize, 400usize);
+    let v: Vec<f64> = (0..r * c).map(|i| (i % 977) as f64).collect();
+    let x = with_layout(&v, &[r, c], Dtype::F32, common::Layout::Transposed);
+    let p = ops::pad(&x, &[(2, 1), (3, 0)], -1.0).unwrap().to_f64_vec().unwrap();
+    let w = c + 3;
+    for (q, &g) in p.iter().enumerate() {
+        let (i, j) = (q / w, q % w);
+        let want = if (2..r + 2).contains(&i) && j >= 3 { v[(i - 2) * c + j - 3] } else { -1.0 };
+        assert_eq!(g, want);
+    }
+    let z = ops::zeros(&[r, 2 * c], Dtype::F32).unwrap();
+    let specs = [SliceSpec { start: None, stop: None, step: -1 }, SliceSpec { start: Some(1), stop: None, step: 2 }];
+    let u = ops::slice_update(&z, &x, &specs).unwrap().to_f64_vec().unwrap();
+    for (q, &g) in u.iter().enumerate() {
+        let (i, j) = (q / (2 * c), q % (2 * c));
+        let want = if j % 2 == 1 { v[(r - 1 - i) * c + j / 2] } else { 0.0 };
+        assert_eq!(g, want);
+    }
+}

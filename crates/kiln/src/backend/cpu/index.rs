@@ -68,13 +68,33 @@ pub fn slice_update(dst: &Input, update: &Input, start: &[usize], step: &[isize]
     let base: isize = start.iter().zip(&ostrides).map(|(&s, &k)| s as isize * k).sum();
     let region: Vec<isize> = ostrides.iter().zip(step).map(|(&k, &s)| k * s).collect();
     let upd = contiguous(update);
-    crate::with_dtype!(dst.dtype, T => unsafe {
-        let o = out.ptr::<T>().offset(base);
-        let u = upd.ptr::<T>();
-        let mut i = 0usize;
-        for_each_offset(&update.shape, &region, |off| {
-            *o.offset(off) = *u.add(i);
-            i += 1;
+    // Rows of the (collapsed) region are written in parallel; each row is one run of the update.
+    let (cshape, cstrides) = collapse_dims(&update.shape, &[&region]);
+    let cstrides = &cstrides[0];
+    let n = cshape.len();
+    let (inner, istride) = if n == 0 { (1, 1) } else { (cshape[n - 1], cstrides[n - 1]) };
+    let outer = &cshape[..n.saturating_sub(1)];
+    let rows = numel(outer);
+    crate::with_dtype!(dst.dtype, T => {
+        let o = unsafe { out.ptr::<T>().offset(base) } as usize;
+        let u = upd.ptr::<T>() as usize;
+        for_chunks(rows, (1usize << 14).div_ceil(inner), |start, len| unsafe {
+            for r in start..start + len {
+                let (mut rem, mut off) = (r, 0isize);
+                for axis in (0..outer.len()).rev() {
+                    off += (rem % outer[axis]) as isize * cstrides[axis];
+                    rem /= outer[axis];
+                }
+                let d = (o as *mut T).offset(off);
+                let s = (u as *const T).add(r * inner);
+                if istride == 1 {
+                    std::ptr::copy_nonoverlapping(s, d, inner);
+                } else {
+                    for i in 0..inner {
+                        *d.offset(i as isize * istride) = *s.add(i);
+                    }
+                }
+            }
         });
     });
     Ok(out)
