@@ -60,3 +60,51 @@ pub fn arange(start: f64, stop: f64, step: f64, dtype: Dtype) -> Result<Array> {
     let len = ((stop - start) / step).ceil().max(0.0) as usize;
     Array::from_op(Op::Arange { start: F64Bits::new(start), step: F64Bits::new(step), len, dtype }, vec![])
 }
+
+/// `num` evenly spaced values from `start` to `stop` inclusive, in `dtype`.
+pub fn linspace(start: f64, stop: f64, num: usize, dtype: Dtype) -> Result<Array> {
+    if !start.is_finite() || !stop.is_finite() {
+        return Err(Error::value("linspace", format!("needs finite bounds, got {start} and {stop}")));
+    }
+    let step = if num > 1 { (stop - start) / (num - 1) as f64 } else { 0.0 };
+    let i = arange(0.0, num as f64, 1.0, Dtype::F64)?;
+    let v = super::add(super::multiply(&i, step)?, start)?;
+    cast(&v, dtype)
+}
+
+/// An `n` x `m` (default `n` x `n`) matrix with ones on the `k`-th diagonal, zeros elsewhere.
+pub fn eye(n: usize, m: Option<usize>, k: i64, dtype: Dtype) -> Result<Array> {
+    let m = m.unwrap_or(n);
+    let rows = super::shape::reshape_to(&arange(0.0, n as f64, 1.0, Dtype::I64)?, [n, 1][..].into())?;
+    let cols = super::shape::reshape_to(&arange(0.0, m as f64, 1.0, Dtype::I64)?, [1, m][..].into())?;
+    let on = super::equal(&cols, super::add(&rows, k)?)?;
+    cast(&on, dtype)
+}
+
+/// The `n` x `n` identity matrix.
+pub fn identity(n: usize, dtype: Dtype) -> Result<Array> {
+    eye(n, None, 0, dtype)
+}
+
+/// Coordinate grids from 1-d arrays: with `indexing_xy` the first two output axes are swapped
+/// (numpy's default "xy"), otherwise matrix indexing ("ij").
+pub fn meshgrid(arrays: &[Array], indexing_xy: bool) -> Result<Vec<Array>> {
+    let n = arrays.len();
+    let mut sizes: Vec<usize> = arrays.iter().map(|a| a.size()).collect();
+    if let Some(a) = arrays.iter().find(|a| a.ndim() != 1) {
+        return Err(Error::shape("meshgrid", format!("needs 1-d arrays, got shape {:?}", a.shape())));
+    }
+    if indexing_xy && n >= 2 {
+        sizes.swap(0, 1);
+    }
+    arrays
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let pos = if indexing_xy && n >= 2 && i < 2 { 1 - i } else { i };
+            let mut s = vec![1usize; n];
+            s[pos] = a.size();
+            broadcast_to(&super::shape::reshape_to(a, s.into())?, &sizes)
+        })
+        .collect()
+}

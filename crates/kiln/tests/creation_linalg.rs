@@ -1,0 +1,162 @@
+//! linspace/eye/identity/meshgrid and outer/inner/tensordot/einsum against plain loops.
+mod common;
+
+use common::{assert_close, with_layout, Rng, LAYOUTS};
+use kiln::ops::{self, TensordotAxes};
+use kiln::{Array, Dtype, ErrorKind};
+
+/// Naive (m, k) x (k, n) product.
+fn mm(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            for p in 0..k {
+                out[i * n + j] += a[i * k + p] * b[p * n + j];
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn linspace_eye_identity() {
+    let l = ops::linspace(-1.0, 2.0, 7, Dtype::F64).unwrap().to_f64_vec().unwrap();
+    let want: Vec<f64> = (0..7).map(|i| -1.0 + 0.5 * i as f64).collect();
+    assert_close(&l, &want, 1e-12, 1e-12, "linspace");
+    assert_eq!(ops::linspace(3.0, 5.0, 1, Dtype::F32).unwrap().to_f64_vec().unwrap(), vec![3.0]);
+    assert_eq!(ops::linspace(0.0, 1.0, 0, Dtype::F32).unwrap().shape(), &[0]);
+    assert_eq!(ops::linspace(0.0, 10.0, 3, Dtype::I32).unwrap().to_f64_vec().unwrap(), vec![0.0, 5.0, 10.0]);
+    for k in [-2i64, 0, 1, 4] {
+        let e = ops::eye(3, Some(4), k, Dtype::F16).unwrap();
+        assert_eq!(e.shape(), &[3, 4]);
+        assert_eq!(e.dtype(), Dtype::F16);
+        let want: Vec<f64> = (0..12).map(|p| ((p % 4) as i64 == (p / 4) as i64 + k) as i32 as f64).collect();
+        assert_eq!(e.to_f64_vec().unwrap(), want, "eye k={k}");
+    }
+    let i = ops::identity(3, Dtype::I32).unwrap().to_f64_vec().unwrap();
+    assert_eq!(i, (0..9).map(|p| (p % 4 == 0) as i32 as f64).collect::<Vec<_>>());
+}
+
+#[test]
+fn meshgrid_ij_and_xy() {
+    let a = Array::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    let b = Array::from_slice(&[10.0f32, 20.0, 30.0], &[3]).unwrap();
+    let ij = ops::meshgrid(&[a.clone(), b.clone()], false).unwrap();
+    assert_eq!(ij[0].shape(), &[2, 3]);
+    assert_eq!(ij[0].to_f64_vec().unwrap(), vec![1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+    assert_eq!(ij[1].to_f64_vec().unwrap(), vec![10.0, 20.0, 30.0, 10.0, 20.0, 30.0]);
+    let xy = ops::meshgrid(&[a, b], true).unwrap();
+    assert_eq!(xy[0].shape(), &[3, 2]);
+    assert_eq!(xy[0].to_f64_vec().unwrap(), vec![1.0, 2.0, 1.0, 2.0, 1.0, 2.0]);
+    assert_eq!(xy[1].to_f64_vec().unwrap(), vec![10.0, 10.0, 20.0, 20.0, 30.0, 30.0]);
+}
+
+#[test]
+fn outer_inner_tensordot() {
+    let mut rng = Rng::new(7);
+    for lay in LAYOUTS {
+        let va = rng.vec(6, -1.0, 1.0);
+        let vb = rng.vec(12, -1.0, 1.0);
+        let a = with_layout(&va, &[2, 3], Dtype::F64, lay);
+        let b = with_layout(&vb, &[3, 4], Dtype::F64, lay);
+        let o = ops::outer(&a, &b).unwrap();
+        assert_eq!(o.shape(), &[6, 12]);
+        let want: Vec<f64> = (0..72).map(|p| va[p / 12] * vb[p % 12]).collect();
+        assert_close(&o.to_f64_vec().unwrap(), &want, 1e-12, 0.0, "outer");
+        let t = ops::tensordot(&a, &b, TensordotAxes::Count(1)).unwrap();
+        assert_close(&t.to_f64_vec().unwrap(), &mm(&va, &vb, 2, 3, 4), 1e-12, 1e-12, "tensordot");
+        // Contract a's axis 0 with b's axis -1 of a (4, 2) operand.
+        let bt = with_layout(&vb[..8], &[4, 2], Dtype::F64, lay);
+        let t = ops::tensordot(&a, &bt, TensordotAxes::Pairs(vec![0], vec![-1])).unwrap();
+        assert_eq!(t.shape(), &[3, 4]);
+        let mut want = vec![0.0; 12];
+        for i in 0..3 {
+            for j in 0..4 {
+                for p in 0..2 {
+                    want[i * 4 + j] += va[p * 3 + i] * vb[j * 2 + p];
+                }
+            }
+        }
+        assert_close(&t.to_f64_vec().unwrap(), &want, 1e-12, 1e-12, "tensordot pairs");
+        let c = with_layout(&vb[..9], &[3, 3], Dtype::F64, lay);
+        let inn = ops::inner(&a, &c).unwrap();
+        assert_eq!(inn.shape(), &[2, 3]);
+        let mut want = vec![0.0; 6];
+        for i in 0..2 {
+            for j in 0..3 {
+                for p in 0..3 {
+                    want[i * 3 + j] += va[i * 3 + p] * vb[j * 3 + p];
+                }
+            }
+        }
+        assert_close(&inn.to_f64_vec().unwrap(), &want, 1e-12, 1e-12, "inner");
+    }
+    let a = ops::zeros(&[2, 3], Dtype::F32).unwrap();
+    let e = ops::tensordot(&a, &a, TensordotAxes::Count(1)).unwrap_err();
+    assert_eq!((e.kind, e.op.as_str()), (ErrorKind::Shape, "tensordot"));
+    let e = ops::inner(&a, ops::zeros(&[2], Dtype::F32).unwrap()).unwrap_err();
+    assert_eq!((e.kind, e.op.as_str()), (ErrorKind::Shape, "inner"));
+}
+
+#[test]
+fn einsum_patterns() {
+    let mut rng = Rng::new(8);
+    for lay in LAYOUTS {
+        let va = rng.vec(6, -1.0, 1.0);
+        let vb = rng.vec(12, -1.0, 1.0);
+        let a = with_layout(&va, &[2, 3], Dtype::F32, lay);
+        let b = with_layout(&vb, &[3, 4], Dtype::F32, lay);
+        let tol = 1e-5;
+        let got = ops::einsum("ij,jk->ik", &[a.clone(), b.clone()]).unwrap();
+        assert_close(&got.to_f64_vec().unwrap(), &mm(&va, &vb, 2, 3, 4), tol, tol, "ij,jk->ik");
+        let got = ops::einsum("ij,jk", &[a.clone(), b.clone()]).unwrap();
+        assert_close(&got.to_f64_vec().unwrap(), &mm(&va, &vb, 2, 3, 4), tol, tol, "implicit");
+        let got = ops::einsum("ij->ji", std::slice::from_ref(&a)).unwrap();
+        assert_eq!(got.shape(), &[3, 2]);
+        let want: Vec<f64> = (0..6).map(|p| va[(p % 2) * 3 + p / 2]).collect();
+        assert_close(&got.to_f64_vec().unwrap(), &want, tol, tol, "ij->ji");
+        let got = ops::einsum("ij->", std::slice::from_ref(&a)).unwrap();
+        assert_eq!(got.shape(), &[] as &[usize]);
+        assert_close(&got.to_f64_vec().unwrap(), &[va.iter().sum()], tol, tol, "ij->");
+        let got = ops::einsum("ij->j", std::slice::from_ref(&a)).unwrap();
+        let want: Vec<f64> = (0..3).map(|j| va[j] + va[3 + j]).collect();
+        assert_close(&got.to_f64_vec().unwrap(), &want, tol, tol, "ij->j");
+        let x = with_layout(&va[..3], &[3], Dtype::F32, lay);
+        let y = with_layout(&vb[..4], &[4], Dtype::F32, lay);
+        let got = ops::einsum("i,j->ij", &[x, y]).unwrap();
+        let want: Vec<f64> = (0..12).map(|p| va[p / 4] * vb[p % 4]).collect();
+        assert_close(&got.to_f64_vec().unwrap(), &want, tol, tol, "i,j->ij");
+        // Batched: (2, 2, 3) x (2, 3, 2).
+        let bv = rng.vec(12, -1.0, 1.0);
+        let cv = rng.vec(12, -1.0, 1.0);
+        let bb = with_layout(&bv, &[2, 2, 3], Dtype::F32, lay);
+        let cc = with_layout(&cv, &[2, 3, 2], Dtype::F32, lay);
+        let got = ops::einsum("bij,bjk->bik", &[bb.clone(), cc.clone()]).unwrap();
+        let want = [mm(&bv[..6], &cv[..6], 2, 3, 2), mm(&bv[6..], &cv[6..], 2, 3, 2)].concat();
+        assert_close(&got.to_f64_vec().unwrap(), &want, tol, tol, "bij,bjk->bik");
+        // Output order differing from the natural one, and three operands.
+        let got = ops::einsum("bij,bjk->kib", &[bb, cc]).unwrap();
+        assert_eq!(got.shape(), &[2, 2, 2]);
+        let gv = got.to_f64_vec().unwrap();
+        for k in 0..2 {
+            for i in 0..2 {
+                for bi in 0..2 {
+                    let w = want[bi * 4 + i * 2 + k];
+                    assert!((gv[k * 4 + i * 2 + bi] - w).abs() < tol);
+                }
+            }
+        }
+        let got = ops::einsum("ij,jk,k->i", &[a.clone(), b.clone(), with_layout(&vb[..4], &[4], Dtype::F32, lay)]).unwrap();
+        let ab = mm(&va, &vb, 2, 3, 4);
+        let want: Vec<f64> = (0..2).map(|i| (0..4).map(|k| ab[i * 4 + k] * vb[k]).sum()).collect();
+        assert_close(&got.to_f64_vec().unwrap(), &want, tol, tol, "three operands");
+    }
+    let sq = ops::zeros(&[3, 3], Dtype::F32).unwrap();
+    let e = ops::einsum("ii->i", std::slice::from_ref(&sq)).unwrap_err();
+    assert_eq!((e.kind, e.op.as_str()), (ErrorKind::Unsupported, "einsum"));
+    assert!(e.message.contains("repeated"));
+    let e = ops::einsum("ij,jk->ik", &[sq.clone(), ops::zeros(&[2, 2], Dtype::F32).unwrap()]).unwrap_err();
+    assert_eq!((e.kind, e.op.as_str()), (ErrorKind::Shape, "einsum"));
+    let e = ops::einsum("ij,jk->ik", &[sq]).unwrap_err();
+    assert_eq!((e.kind, e.op.as_str()), (ErrorKind::Value, "einsum"));
+}
