@@ -123,3 +123,24 @@ fn bad_arguments_are_clear_errors() {
     assert_eq!(random::bits(&[2], 3, None).unwrap_err().kind, ErrorKind::Value);
     assert_eq!(random::split(&bad_key, 2).unwrap_err().kind, ErrorKind::Value);
 }
+
+#[test]
+fn permutations_are_shuffles() {
+    let k = random::key(9);
+    let p = random::permutation(1000, Some(&k)).unwrap();
+    assert_eq!(p.dtype(), Dtype::I32);
+    let mut v = p.to_vec::<i32>().unwrap();
+    assert_ne!(v, (0..1000).collect::<Vec<_>>());
+    v.sort();
+    assert_eq!(v, (0..1000).collect::<Vec<_>>());
+    let x = Array::from_slice(&(0..12).collect::<Vec<i32>>(), &[3, 4]).unwrap();
+    let s = random::permutation_of(&x, 1, Some(&k)).unwrap().to_vec::<i32>().unwrap();
+    // Every row holds the same columns, shuffled the same way.
+    let cols: Vec<i32> = s[..4].to_vec();
+    for r in 0..3 {
+        assert_eq!(s[r * 4..r * 4 + 4].iter().map(|v| v - 4 * r as i32).collect::<Vec<_>>(), cols);
+    }
+    let mut c = cols.clone();
+    c.sort();
+    assert_eq!(c, vec![0, 1, 2, 3]);
+}

@@ -236,3 +236,22 @@ pub fn categorical(logits: impl AsArray, axis: i64, num_samples: Option<usize>, 
     let g = gumbel(logits.shape(), Dtype::F32, key)?;
     super::argmax(super::add(cast(&logits, Dtype::F32)?, g)?, Some(-1), false)
 }
+
+/// A random ordering of `0..n` (int32): argsort of random bits.
+pub fn permutation(n: usize, key: Option<&Array>) -> Result<Array> {
+    let order = random_order(n, "permutation", key)?;
+    cast(&order, Dtype::I32)
+}
+
+/// `x` shuffled along `axis`.
+pub fn permutation_of(x: impl AsArray, axis: i64, key: Option<&Array>) -> Result<Array> {
+    let x = x.as_array();
+    let a = crate::shape::normalize_axis("permutation", axis, x.ndim())?;
+    let order = random_order(x.shape()[a], "permutation", key)?;
+    super::take(&x, &order, Some(axis))
+}
+
+fn random_order(n: usize, op: &str, key: Option<&Array>) -> Result<Array> {
+    let k = key_or_next(op, key)?;
+    super::argsort(bits_from(&k, &[n], 4)?, Some(0))
+}
