@@ -66,7 +66,7 @@ pub fn not_defined(op: &str, dtype: crate::Dtype) -> Error {
 }
 
 macro_rules! float_scalar {
-    ($t:ty, $erf:path, $erfinv:path) => {
+    ($t:ty, $exp:path, $expm1:path, $log:path, $log1p:path, $tanh:path, $sigmoid:path, $erf:path, $erfinv:path) => {
         impl Scalar for $t {
             unsafe fn unary(op: UnaryOp, x: *const $t, o: *mut $t, n: usize) -> Result<()> {
                 use UnaryOp::*;
@@ -74,10 +74,10 @@ macro_rules! float_scalar {
                     Abs => map1(x, o, n, |v: $t| v.abs()),
                     Negative => map1(x, o, n, |v: $t| -v),
                     Sign => map1(x, o, n, |v: $t| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { v }),
-                    Exp => map1(x, o, n, |v: $t| v.exp()),
-                    Expm1 => map1(x, o, n, |v: $t| v.exp_m1()),
-                    Log => map1(x, o, n, |v: $t| v.ln()),
-                    Log1p => map1(x, o, n, |v: $t| v.ln_1p()),
+                    Exp => map1(x, o, n, $exp),
+                    Expm1 => map1(x, o, n, $expm1),
+                    Log => map1(x, o, n, $log),
+                    Log1p => map1(x, o, n, $log1p),
                     Log2 => map1(x, o, n, |v: $t| v.log2()),
                     Log10 => map1(x, o, n, |v: $t| v.log10()),
                     Sqrt => map1(x, o, n, |v: $t| v.sqrt()),
@@ -92,13 +92,13 @@ macro_rules! float_scalar {
                     ArcTan => map1(x, o, n, |v: $t| v.atan()),
                     Sinh => map1(x, o, n, |v: $t| v.sinh()),
                     Cosh => map1(x, o, n, |v: $t| v.cosh()),
-                    Tanh => map1(x, o, n, |v: $t| v.tanh()),
+                    Tanh => map1(x, o, n, $tanh),
                     ArcSinh => map1(x, o, n, |v: $t| v.asinh()),
                     ArcCosh => map1(x, o, n, |v: $t| v.acosh()),
                     ArcTanh => map1(x, o, n, |v: $t| v.atanh()),
                     Erf => map1(x, o, n, $erf),
                     ErfInv => map1(x, o, n, $erfinv),
-                    Sigmoid => map1(x, o, n, |v: $t| 1.0 / (1.0 + (-v).exp())),
+                    Sigmoid => map1(x, o, n, $sigmoid),
                     Floor => map1(x, o, n, |v: $t| v.floor()),
                     Ceil => map1(x, o, n, |v: $t| v.ceil()),
                     Round => map1(x, o, n, |v: $t| v.round_ties_even()),
@@ -155,8 +155,17 @@ macro_rules! float_scalar {
     };
 }
 
-float_scalar!(f32, math::erf_f32, math::erfinv_f32);
-float_scalar!(f64, math::erf_f64, math::erfinv_f64);
+float_scalar!(f32, math::exp_f32, math::expm1_f32, math::log_f32, math::log1p_f32, math::tanh_f32,
+    math::sigmoid_f32, math::erf_f32, math::erfinv_f32);
+float_scalar!(f64, f64::exp, f64::exp_m1, f64::ln, f64::ln_1p, f64::tanh, sigmoid_f64, math::erf_f64,
+    math::erfinv_f64);
+
+/// The logistic function for f64, stable on both sides (see `math::sigmoid_f32`).
+fn sigmoid_f64(x: f64) -> f64 {
+    let e = (-x.abs()).exp();
+    let r = 1.0 / (1.0 + e);
+    if x >= 0.0 { r } else { e * r }
+}
 
 macro_rules! int_scalar {
     ($t:ty, $signed:expr) => {
