@@ -8,7 +8,9 @@
 /// accurate to a few ulp. Scalar (not vectorised): float64 erf is not a hot path.
 pub fn erf_f64(x: f64) -> f64 {
     let ax = x.abs();
-    if ax < 2.0 {
+    if x.is_nan() {
+        x
+    } else if ax < 2.0 {
         // Maclaurin series: erf x = 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1))
         let x2 = x * x;
         let mut term = x;
@@ -19,7 +21,8 @@ pub fn erf_f64(x: f64) -> f64 {
             term *= -x2 / n;
             let add = term / (2.0 * n + 1.0);
             sum += add;
-            if add.abs() < 1e-17 * sum.abs() {
+            // `<=` so that zero and subnormal x (whose terms underflow to 0) stop too.
+            if add.abs() <= 1e-17 * sum.abs() {
                 break;
             }
         }
@@ -321,5 +324,9 @@ mod tests {
         assert!(erfinv_f32(1.5).is_nan());
         assert_eq!(sigmoid_f32(f32::NEG_INFINITY), 0.0);
         assert!((erf_f64(0.5) - 0.520_499_877_813_046_5).abs() < 1e-15);
+        assert_eq!(erf_f64(0.0), 0.0);
+        assert_eq!(erf_f64(f64::from_bits(1)), f64::from_bits(1) * std::f64::consts::FRAC_2_SQRT_PI);
+        assert!(erf_f64(f64::NAN).is_nan());
+        assert_eq!(erfinv_f64(0.0), 0.0);
     }
 }
