@@ -40,6 +40,29 @@ fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
     times[times.len() / 2]
 }
 
+/// Median wall times in ms of `f` and `g`, run alternately so that machine noise (frequency
+/// changes, other processes) hits both alike; used where one case is the other's reference.
+fn paired_median_ms(reps: usize, mut f: impl FnMut(), mut g: impl FnMut()) -> (f64, f64) {
+    let mut times = (Vec::new(), Vec::new());
+    for i in 0..reps + 2 {
+        let t = Instant::now();
+        f();
+        let tf = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        g();
+        let tg = t.elapsed().as_secs_f64() * 1e3;
+        if i >= 2 {
+            times.0.push(tf);
+            times.1.push(tg);
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    (median(times.0), median(times.1))
+}
+
 fn gbps(bytes: usize, ms: f64) -> Option<f64> {
     Some(bytes as f64 / (ms * 1e-3) / 1e9)
 }
@@ -90,19 +113,22 @@ fn run_case(case: &str, reps: usize) -> Vec<Row> {
             let (a, b) = (random_input(&[m, m]), random_input(&[m, m]));
             let flops = 2.0 * (m as f64).powi(3);
             let gf = |ms: f64| Some(flops / (ms * 1e-3) / 1e9);
-            let kiln_ms = median_ms(reps, || ops::matmul(&a, &b).unwrap().eval().unwrap());
             let (va, vb) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
             let mut out = vec![0.0f32; m * m];
-            let direct_ms = median_ms(reps, || unsafe {
-                gemm::gemm(
-                    m, m, m,
-                    out.as_mut_ptr(), 1, m as isize, false,
-                    va.as_ptr(), 1, m as isize,
-                    vb.as_ptr(), 1, m as isize,
-                    0.0, 1.0, false, false, false,
-                    gemm::Parallelism::Rayon(0),
-                )
-            });
+            let (kiln_ms, direct_ms) = paired_median_ms(
+                reps,
+                || ops::matmul(&a, &b).unwrap().eval().unwrap(),
+                || unsafe {
+                    gemm::gemm(
+                        m, m, m,
+                        out.as_mut_ptr(), 1, m as isize, false,
+                        va.as_ptr(), 1, m as isize,
+                        vb.as_ptr(), 1, m as isize,
+                        0.0, 1.0, false, false, false,
+                        gemm::Parallelism::Rayon(0),
+                    )
+                },
+            );
             vec![
                 Row { case: "matmul", variant: "eager", ms: kiln_ms, gbps: None, gflops: gf(kiln_ms) },
                 Row { case: "matmul", variant: "gemm_direct", ms: direct_ms, gbps: None, gflops: gf(direct_ms) },

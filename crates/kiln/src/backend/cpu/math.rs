@@ -95,17 +95,21 @@ pub fn erfinv_f64(y: f64) -> f64 {
     x
 }
 
-/// Rounds to the nearest integer (ties to even) by the 1.5 * 2^23 trick: valid for |v| < 2^22.
+/// Rounds to the nearest integer (ties to even) by the 1.5 * 2^23 trick, valid for |v| < 2^22,
+/// and returns it both as a float and as an integer read from the mantissa bits. The integer is
+/// not `v as i32`: Rust's saturating float-to-int conversion compiles to per-lane scalar code and
+/// keeps the loop from vectorising. NaN gives a NaN float and a meaningless integer.
 #[inline(always)]
-fn round_small(v: f32) -> f32 {
+fn round_small(v: f32) -> (f32, i32) {
     const MAGIC: f32 = 12_582_912.0;
-    (v + MAGIC) - MAGIC
+    let t = v + MAGIC;
+    (t - MAGIC, (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32))
 }
 
-/// 2^e for an integer-valued e in [-126, 127], built from the exponent bits.
+/// 2^e for an integer e in [-126, 127], built from the exponent bits.
 #[inline(always)]
 fn pow2i(e: i32) -> f32 {
-    f32::from_bits(((e + 127) as u32) << 23)
+    f32::from_bits((e.wrapping_add(127) as u32) << 23)
 }
 
 /// e^x for f32 (about 1 ulp): x = n ln2 + r with |r| <= ln2/2, e^r by its degree-7 Taylor
@@ -115,7 +119,7 @@ pub fn exp_f32(x: f32) -> f32 {
     const HI: f32 = 88.722_84;
     const LO: f32 = -103.972_08;
     let xc = if x > HI { HI } else if x < LO { LO } else { x };
-    let n = round_small(xc * std::f32::consts::LOG2_E);
+    let (n, ni) = round_small(xc * std::f32::consts::LOG2_E);
     let r = (xc - n * 0.693_145_75) - n * 1.428_606_8e-6;
     let mut p = 1.0 / 5040.0;
     p = p * r + 1.0 / 720.0;
@@ -125,9 +129,8 @@ pub fn exp_f32(x: f32) -> f32 {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    let ni = n as i32;
     let e1 = ni >> 1;
-    let y = p * pow2i(e1) * pow2i(ni - e1);
+    let y = p * pow2i(e1) * pow2i(ni.wrapping_sub(e1));
     if x > HI { f32::INFINITY } else if x < LO { 0.0 } else { y }
 }
 
@@ -220,8 +223,9 @@ pub fn erf_f32(x: f32) -> f32 {
         q = q * t + c;
     }
     let erfc = t * exp_f32(-z2 + q);
-    let large = (1.0 - erfc).copysign(x);
-    if z < 0.5 { small } else if z > 4.0 { 1.0f32.copysign(x) } else { large }
+    let sign = x.to_bits() & 0x8000_0000;
+    let large = f32::from_bits((1.0 - erfc).to_bits() | sign);
+    if z < 0.5 { small } else if z > 4.0 { f32::from_bits(1.0f32.to_bits() | sign) } else { large }
 }
 
 /// erfinv for f32 (a few ulp): Giles' single-precision approximation ("Approximating the erfinv

@@ -6,7 +6,7 @@
 //! integer division and remainder by zero give 0 (numpy gives 0 with a warning; Rust would panic).
 
 use super::math;
-use super::simd::{map1, map2};
+use super::simd::{map1, map1_inlined, map2};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::primitive::{BinaryOp, UnaryOp};
@@ -74,10 +74,10 @@ macro_rules! float_scalar {
                     Abs => map1(x, o, n, |v: $t| v.abs()),
                     Negative => map1(x, o, n, |v: $t| -v),
                     Sign => map1(x, o, n, |v: $t| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { v }),
-                    Exp => map1(x, o, n, $exp),
-                    Expm1 => map1(x, o, n, $expm1),
-                    Log => map1(x, o, n, $log),
-                    Log1p => map1(x, o, n, $log1p),
+                    Exp => map1_inlined!($t, x, o, n, $exp),
+                    Expm1 => map1_inlined!($t, x, o, n, $expm1),
+                    Log => map1_inlined!($t, x, o, n, $log),
+                    Log1p => map1_inlined!($t, x, o, n, $log1p),
                     Log2 => map1(x, o, n, |v: $t| v.log2()),
                     Log10 => map1(x, o, n, |v: $t| v.log10()),
                     Sqrt => map1(x, o, n, |v: $t| v.sqrt()),
@@ -92,13 +92,13 @@ macro_rules! float_scalar {
                     ArcTan => map1(x, o, n, |v: $t| v.atan()),
                     Sinh => map1(x, o, n, |v: $t| v.sinh()),
                     Cosh => map1(x, o, n, |v: $t| v.cosh()),
-                    Tanh => map1(x, o, n, $tanh),
+                    Tanh => map1_inlined!($t, x, o, n, $tanh),
                     ArcSinh => map1(x, o, n, |v: $t| v.asinh()),
                     ArcCosh => map1(x, o, n, |v: $t| v.acosh()),
                     ArcTanh => map1(x, o, n, |v: $t| v.atanh()),
-                    Erf => map1(x, o, n, $erf),
-                    ErfInv => map1(x, o, n, $erfinv),
-                    Sigmoid => map1(x, o, n, $sigmoid),
+                    Erf => map1_inlined!($t, x, o, n, $erf),
+                    ErfInv => map1_inlined!($t, x, o, n, $erfinv),
+                    Sigmoid => map1_inlined!($t, x, o, n, $sigmoid),
                     Floor => map1(x, o, n, |v: $t| v.floor()),
                     Ceil => map1(x, o, n, |v: $t| v.ceil()),
                     Round => map1(x, o, n, |v: $t| v.round_ties_even()),

@@ -85,3 +85,36 @@ multiversion! {
     fn map3<C, A, F>(c: *const C, a: *const A, b: *const A, o: *mut A, n: usize, f: F)
         where C: Copy, A: Copy, F: Fn(C, A, A) -> A
 }
+
+/// `o[i] = f(x[i])` for `n` elements of `$t`, where `$f` is a path to an `#[inline(always)]`
+/// function. Unlike [`map1`], which takes `f` as a closure, the loop names `$f` directly, so the
+/// body is inlined however large it is: a large closure (erf, tanh) is otherwise left as a call per
+/// element, and the loop stays scalar. Expands to a statement; `$x`, `$o` may alias exactly.
+macro_rules! map1_inlined {
+    ($t:ty, $x:expr, $o:expr, $n:expr, $f:path) => {{
+        #[inline(always)]
+        unsafe fn body(x: *const $t, o: *mut $t, n: usize) {
+            if x as usize == o as usize {
+                let x = o as *const $t;
+                for i in 0..n { *o.add(i) = $f(*x.add(i)); }
+            } else {
+                for i in 0..n { *o.add(i) = $f(*x.add(i)); }
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(x: *const $t, o: *mut $t, n: usize) {
+            body(x, o, n)
+        }
+        let (x, o, n) = ($x, $o, $n);
+        #[cfg(target_arch = "x86_64")]
+        if $crate::backend::cpu::simd::has_avx2_fma() {
+            avx2(x, o, n)
+        } else {
+            body(x, o, n)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        body(x, o, n)
+    }};
+}
+pub(crate) use map1_inlined;
