@@ -59,6 +59,11 @@ impl Error {
     pub fn unsupported(op: &str, message: impl Into<String>) -> Error {
         Error::new(op, ErrorKind::Unsupported, message)
     }
+    /// The same error reported under `op`: a composite op (std, clip, softmax, ...) built from
+    /// other ops names itself, the op the user called, rather than the primitive that failed.
+    pub fn in_op(self, op: &str) -> Error {
+        Error { op: op.to_string(), ..self }
+    }
 }
 
 impl fmt::Display for Error {

@@ -25,13 +25,10 @@ pub fn row_major_strides(shape: &[usize]) -> Strides {
 }
 
 /// Formats a shape as Python does: `(2, 3)`, `(4,)`, `()`.
-pub fn fmt_shape(shape: &[usize]) -> String {
-    match shape.len() {
-        1 => format!("({},)", shape[0]),
-        _ => format!(
-            "({})",
-            shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
-        ),
+pub fn fmt_shape<D: std::fmt::Display>(shape: &[D]) -> String {
+    match shape {
+        [d] => format!("({d},)"),
+        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
     }
 }
 

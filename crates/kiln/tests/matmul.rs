@@ -95,6 +95,22 @@ fn bad_inputs_are_clear_errors() {
     assert_eq!(e.kind, ErrorKind::Dtype);
     assert!(e.to_string().contains("int32"), "{e}");
     assert_eq!(ops::matmul(kiln::Array::scalar(1.0f32), &a).unwrap_err().kind, ErrorKind::Shape);
-    let addmm = ops::addmm(ops::ones(&[2, 2], Dtype::F32).unwrap(), &a, ops::transpose(&a, None).unwrap(), 2.0, 0.5).unwrap();
-    assert_eq!(addmm.to_vec::<f32>().unwrap(), vec![0.5; 4]);
+    let e = ops::addmm(ops::ones(&[3], Dtype::F32).unwrap(), &a, ops::transpose(&a, None).unwrap(), 1.0, 1.0).unwrap_err();
+    assert_eq!((e.op.as_str(), e.kind), ("addmm", ErrorKind::Shape), "{e}");
+}
+
+#[test]
+fn addmm_scales_both_terms_and_broadcasts_c() {
+    let mut rng = Rng::new(12);
+    let (m, k, n) = (3, 4, 5);
+    let (a, b, c) = (rng.vec(m * k, -1.0, 1.0), rng.vec(k * n, -1.0, 1.0), rng.vec(n, -1.0, 1.0));
+    let (alpha, beta) = (2.5, -0.75);
+    for dtype in [Dtype::F32, Dtype::F64] {
+        let out = ops::addmm(array(&c, &[n], dtype), array(&a, &[m, k], dtype), array(&b, &[k, n], dtype), alpha, beta).unwrap();
+        let ab = reference(&rounded(&a, &[m, k], dtype), &rounded(&b, &[k, n], dtype), 1, m, k, n);
+        let rc = rounded(&c, &[n], dtype);
+        let want: Vec<f64> = (0..m * n).map(|i| beta * rc[i % n] + alpha * ab[i]).collect();
+        assert_eq!(out.shape(), &[m, n]);
+        assert_close(&out.to_f64_vec().unwrap(), &want, 1e-5, 1e-5, &format!("addmm {dtype}"));
+    }
 }

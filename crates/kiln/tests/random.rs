@@ -37,6 +37,64 @@ fn same_key_same_numbers_and_split_halves_differ() {
     assert_ne!(s1, s2);
     let st = random::state();
     assert_eq!((st.dtype(), st.shape()), (Dtype::U32, &[2usize][..]));
+    // set_state replays from a captured state.
+    let a = random::bits(&[4], 4, None).unwrap().to_vec::<u32>().unwrap();
+    random::set_state(&st).unwrap();
+    assert_eq!(random::bits(&[4], 4, None).unwrap().to_vec::<u32>().unwrap(), a);
+    // Threads drawing from the global state at once each get their own subkey.
+    let draws: Vec<Vec<u32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| (0..50).map(|_| random::bits(&[4], 4, None).unwrap().to_vec::<u32>().unwrap()).collect::<Vec<_>>()))
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let mut unique = draws.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), draws.len(), "two draws from the global state repeated a subkey");
+}
+
+#[test]
+fn every_sampler_is_deterministic_for_a_key() {
+    let k = random::key(77);
+    let draw = || -> Vec<Vec<f64>> {
+        vec![
+            random::normal(&[64], Dtype::F32, 1.0, 2.0, Some(&k)).unwrap().to_f64_vec().unwrap(),
+            random::truncated_normal(-1.0, 2.0, &[64], Dtype::F64, Some(&k)).unwrap().to_f64_vec().unwrap(),
+            random::bernoulli(0.5, Some(&[64]), Some(&k)).unwrap().to_f64_vec().unwrap(),
+            random::randint(0, 100, &[64], Dtype::I64, Some(&k)).unwrap().to_f64_vec().unwrap(),
+            random::gumbel(&[64], Dtype::F64, Some(&k)).unwrap().to_f64_vec().unwrap(),
+            random::permutation(64, Some(&k)).unwrap().to_f64_vec().unwrap(),
+        ]
+    };
+    assert_eq!(draw(), draw());
+    // A small draw is the prefix of a large one (the bits do not depend on how work is split).
+    let small = random::bits(&[10], 4, Some(&k)).unwrap().to_vec::<u32>().unwrap();
+    let large = random::bits(&[300_000], 4, Some(&k)).unwrap().to_vec::<u32>().unwrap();
+    assert_eq!(&large[..10], &small[..]);
+}
+
+#[test]
+fn samplers_with_array_arguments_and_float64() {
+    let k = random::key(5);
+    // bernoulli broadcasts an array p to the shape.
+    let p = Array::from_slice(&[0.0f32, 1.0, 0.5], &[3, 1]).unwrap();
+    let b = random::bernoulli(&p, Some(&[3, 1000]), Some(&k)).unwrap().to_vec::<bool>().unwrap();
+    assert!(b[..1000].iter().all(|&x| !x) && b[1000..2000].iter().all(|&x| x));
+    let half = b[2000..].iter().filter(|&&x| x).count() as f64 / 1000.0;
+    assert!((half - 0.5).abs() < 0.1, "{half}");
+    let e = random::bernoulli(&p, Some(&[2, 4]), Some(&k)).unwrap_err();
+    assert_eq!((e.op.as_str(), e.kind), ("bernoulli", ErrorKind::Shape), "{e}");
+    // gumbel in float64 keeps its dtype and its mean (the Euler-Mascheroni constant).
+    let g = random::gumbel(&[N], Dtype::F64, Some(&k)).unwrap();
+    assert_eq!(g.dtype(), Dtype::F64);
+    assert!((stats(&g.to_f64_vec().unwrap()).0 - 0.577_215_66).abs() < 0.02);
+    // categorical over axis 0 of a batch of float64 logits: one sample per column.
+    let logits = ops::log(Array::from_slice(&[1e-9f64, 1.0, 1.0, 1e-9], &[2, 2]).unwrap()).unwrap();
+    let c = random::categorical(&logits, 0, None, Some(&k)).unwrap();
+    assert_eq!(c.to_vec::<u32>().unwrap(), vec![1, 0]);
+    let e = random::categorical(&logits, 2, None, Some(&k)).unwrap_err();
+    assert_eq!((e.op.as_str(), e.kind), ("categorical", ErrorKind::Axis), "{e}");
 }
 
 #[test]

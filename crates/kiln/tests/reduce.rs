@@ -66,7 +66,7 @@ fn every_reduction_over_axis_sets_layouts_and_dtypes() {
     let mut rng = Rng::new(11);
     let shape = [3usize, 4, 5];
     let axis_sets: [Option<&[i64]>; 6] = [None, Some(&[0]), Some(&[-1]), Some(&[0, 2]), Some(&[1]), Some(&[])];
-    for dtype in [Dtype::Bool, Dtype::U8, Dtype::I16, Dtype::I32, Dtype::I64, Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::F64] {
+    for dtype in Dtype::ALL {
         let vals = random_values(&mut rng, 60, dtype, -3.0, 3.0);
         let exact = rounded(&vals, &shape, dtype);
         for layout in LAYOUTS {
@@ -176,4 +176,109 @@ fn softmax_logsumexp_are_stable() {
     assert!((total - 1.0).abs() < 1e-2);
     let v = ops::std(Array::from_vec(vec![1.0f64, 2.0, 3.0, 4.0]), None, false, 0).unwrap();
     assert!((v.item::<f64>().unwrap() - 1.25f64.sqrt()).abs() < 1e-15);
+}
+
+/// Reference of softmax over one group.
+fn softmax_ref(g: &[f64]) -> Vec<f64> {
+    let m = g.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let z: f64 = g.iter().map(|v| (v - m).exp()).sum();
+    g.iter().map(|v| (v - m).exp() / z).collect()
+}
+
+#[test]
+fn softmax_over_axis_sets_layouts_and_float_dtypes() {
+    let mut rng = Rng::new(13);
+    let shape = [3usize, 4, 5];
+    let vals = rng.vec(60, -4.0, 4.0);
+    for dtype in [Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::F64] {
+        let exact = rounded(&vals, &shape, dtype);
+        for layout in LAYOUTS {
+            let x = with_layout(&vals, &shape, dtype, layout);
+            for (axes, ax) in [(Some(&[-1i64][..]), vec![2]), (Some(&[0, 1][..]), vec![0, 1]), (None, vec![0, 1, 2])] {
+                for precise in [false, true] {
+                    let got = ops::softmax(&x, axes, precise).unwrap();
+                    assert_eq!((got.shape(), got.dtype()), (&shape[..], dtype));
+                    // Scatter each group's softmax back to its positions (groups() lists them in order).
+                    let mut want = vec![0.0; 60];
+                    let positions = groups(&(0..60).map(|i| i as f64).collect::<Vec<_>>(), &shape, &ax);
+                    for (g, pos) in groups(&exact, &shape, &ax).iter().zip(&positions) {
+                        for (v, p) in softmax_ref(g).into_iter().zip(pos) {
+                            want[*p as usize] = v;
+                        }
+                    }
+                    let tol = 4.0 * rtol_for(dtype);
+                    let what = format!("softmax {dtype} {layout:?} {axes:?} precise={precise}");
+                    assert_close(&got.to_f64_vec().unwrap(), &rounded(&want, &shape, dtype), tol, tol, &what);
+                }
+            }
+        }
+    }
+    let empty = ops::softmax(ops::zeros(&[0, 3], Dtype::F32).unwrap(), Some(&[0]), false).unwrap();
+    assert_eq!(empty.shape(), &[0, 3]);
+    let e = ops::softmax(ops::zeros(&[2], Dtype::F32).unwrap(), Some(&[1]), false).unwrap_err();
+    assert_eq!((e.op.as_str(), e.kind), ("softmax", ErrorKind::Axis), "{e}");
+}
+
+#[test]
+fn var_and_std_with_every_ddof() {
+    let mut rng = Rng::new(14);
+    let vals = rng.vec(12, -3.0, 3.0);
+    let x = with_layout(&vals, &[3, 4], Dtype::F64, Layout::Transposed);
+    for ddof in 0..6 {
+        let got = ops::var(&x, Some(&[1]), false, ddof).unwrap().to_f64_vec().unwrap();
+        let sd = ops::std(&x, Some(&[1]), false, ddof).unwrap().to_f64_vec().unwrap();
+        for (r, (g, s)) in got.iter().zip(&sd).enumerate() {
+            let row = &vals[r * 4..r * 4 + 4];
+            let m = row.iter().sum::<f64>() / 4.0;
+            let ss: f64 = row.iter().map(|v| (v - m).powi(2)).sum();
+            // numpy and mlx clamp the divisor at 0: ddof >= n gives inf.
+            let want = ss / (4usize.saturating_sub(ddof)) as f64;
+            assert_close(&[*g, *s], &[want, want.sqrt()], 1e-12, 0.0, &format!("var/std ddof={ddof}"));
+        }
+    }
+    let e = ops::std(&x, Some(&[5]), false, 0).unwrap_err();
+    assert_eq!((e.op.as_str(), e.kind), ("std", ErrorKind::Axis), "{e}");
+}
+
+#[test]
+fn argmax_argmin_match_a_reference_in_every_dtype() {
+    let mut rng = Rng::new(15);
+    let shape = [4usize, 3, 5];
+    for dtype in Dtype::ALL {
+        let vals = random_values(&mut rng, 60, dtype, -4.0, 4.0);
+        let exact = rounded(&vals, &shape, dtype);
+        for layout in LAYOUTS {
+            let x = with_layout(&vals, &shape, dtype, layout);
+            for axis in [0usize, 1, 2] {
+                for (name, better) in [("argmax", f64::gt as fn(&f64, &f64) -> bool), ("argmin", f64::lt)] {
+                    let f = if name == "argmax" { ops::argmax } else { ops::argmin };
+                    let got = f(&x, Some(axis as i64), false).unwrap();
+                    // First occurrence of the extreme in each group.
+                    let want: Vec<f64> = groups(&exact, &shape, &[axis])
+                        .iter()
+                        .map(|g| (0..g.len()).fold(0, |b, i| if better(&g[i], &g[b]) { i } else { b }) as f64)
+                        .collect();
+                    assert_eq!(got.to_f64_vec().unwrap(), want, "{name} {dtype} {layout:?} axis {axis}");
+                }
+            }
+        }
+    }
+    let e = ops::argmax(ops::zeros(&[2, 2], Dtype::F32).unwrap(), Some(2), false).unwrap_err();
+    assert_eq!((e.op.as_str(), e.kind), ("argmax", ErrorKind::Axis), "{e}");
+}
+
+#[test]
+fn empty_inputs_to_composite_reductions() {
+    let e = ops::zeros(&[0, 3], Dtype::F32).unwrap();
+    let mean = ops::mean(&e, Some(&[0]), false).unwrap().to_vec::<f32>().unwrap();
+    assert!(mean.len() == 3 && mean.iter().all(|v| v.is_nan()), "{mean:?}");
+    let lse = ops::logsumexp(&e, Some(&[0]), false).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(lse, vec![f32::NEG_INFINITY; 3]);
+    assert_eq!(ops::all(&e, Some(&[0]), false).unwrap().to_vec::<bool>().unwrap(), vec![true; 3]);
+    assert_eq!(ops::any(&e, Some(&[0]), false).unwrap().to_vec::<bool>().unwrap(), vec![false; 3]);
+    let v = ops::var(&e, None, false, 0).unwrap().item::<f32>().unwrap();
+    assert!(v.is_nan());
+    // A broadcast (stride-0) input reduces like its materialised copy.
+    let b = ops::broadcast_to(Array::from_vec(vec![1.0f32, 2.0, 3.0]), &[4, 3]).unwrap();
+    assert_eq!(ops::sum(&b, Some(&[0]), false).unwrap().to_vec::<f32>().unwrap(), vec![4.0, 8.0, 12.0]);
 }

@@ -6,13 +6,14 @@ use crate::array::Array;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::primitive::{F64Bits, Op};
+use crate::shape::fmt_shape;
 
 /// An array of `shape` filled with `value` (a broadcast view of one element), in `dtype` or, when
 /// `None`, the value's own dtype (float32 for a Rust float, int32 for a Rust integer).
 pub fn full(shape: &[usize], value: impl AsArray, dtype: Option<Dtype>) -> Result<Array> {
     let v = value.as_array();
     if v.size() != 1 && crate::shape::broadcast_shapes("full", v.shape(), shape).is_err() {
-        return Err(Error::shape("full", format!("value of shape {:?} cannot fill shape {:?}", v.shape(), shape)));
+        return Err(Error::shape("full", format!("value of shape {} cannot fill shape {}", fmt_shape(v.shape()), fmt_shape(shape))));
     }
     let v = cast(&v, dtype.unwrap_or(v.dtype()))?;
     broadcast_to(&v, shape)
@@ -92,7 +93,7 @@ pub fn meshgrid(arrays: &[Array], indexing_xy: bool) -> Result<Vec<Array>> {
     let n = arrays.len();
     let mut sizes: Vec<usize> = arrays.iter().map(|a| a.size()).collect();
     if let Some(a) = arrays.iter().find(|a| a.ndim() != 1) {
-        return Err(Error::shape("meshgrid", format!("needs 1-d arrays, got shape {:?}", a.shape())));
+        return Err(Error::shape("meshgrid", format!("needs 1-d arrays, got shape {}", fmt_shape(a.shape()))));
     }
     if indexing_xy && n >= 2 {
         sizes.swap(0, 1);

@@ -219,10 +219,10 @@ pub fn clip(x: impl AsArray, min: Option<&dyn AsArray>, max: Option<&dyn AsArray
     }
     let mut out = x.as_array();
     if let Some(lo) = min {
-        out = maximum(&out, lo.as_array())?;
+        out = maximum(&out, lo.as_array()).map_err(|e| e.in_op("clip"))?;
     }
     if let Some(hi) = max {
-        out = minimum(&out, hi.as_array())?;
+        out = minimum(&out, hi.as_array()).map_err(|e| e.in_op("clip"))?;
     }
     Ok(out)
 }

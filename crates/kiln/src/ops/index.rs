@@ -319,7 +319,10 @@ pub fn take(x: impl AsArray, indices: impl AsArray, axis: Option<i64>) -> Result
     let idx = indices.as_array();
     check_indices("take", std::slice::from_ref(&idx))?;
     if x.shape()[a] == 0 && idx.size() > 0 {
-        return Err(Error::value("take", "cannot take from an empty axis"));
+        return Err(Error::value(
+            "take",
+            format!("cannot take indices of shape {} from axis {a} of size 0 (array shape {})", fmt_shape(idx.shape()), fmt_shape(x.shape())),
+        ));
     }
     let mut sizes = x.shape().to_vec();
     sizes[a] = 1;

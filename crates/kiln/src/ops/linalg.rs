@@ -48,8 +48,11 @@ pub fn matmul(a: impl AsArray, b: impl AsArray) -> Result<Array> {
 
 /// `beta * c + alpha * (a @ b)`.
 pub fn addmm(c: impl AsArray, a: impl AsArray, b: impl AsArray, alpha: f64, beta: f64) -> Result<Array> {
-    let ab = super::multiply(matmul(a, b)?, alpha)?;
-    super::add(super::multiply(c, beta)?, ab)
+    let product = || -> Result<Array> {
+        let ab = super::multiply(matmul(a, b)?, alpha)?;
+        super::add(super::multiply(c, beta)?, ab)
+    };
+    product().map_err(|e| e.in_op("addmm"))
 }
 
 /// The outer product of the flattened inputs.

@@ -22,24 +22,34 @@ pub fn key(seed: u64) -> Array {
 
 /// Reseeds the global random state.
 pub fn seed(s: u64) {
-    *STATE.lock().unwrap() = Some(key(s));
+    *lock_state() = Some(key(s));
 }
 
 /// The global random state: the key the next draw without an explicit key splits. It starts from
 /// the clock, as mlx's does; call [`seed`] for reproducible runs.
 pub fn state() -> Array {
-    let mut s = STATE.lock().unwrap();
-    s.get_or_insert_with(|| {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        key(t)
-    })
-    .clone()
+    current_state(&mut lock_state())
+}
+
+/// The state lock; a panic elsewhere while holding it leaves a valid key, so poison is ignored.
+fn lock_state() -> std::sync::MutexGuard<'static, Option<Array>> {
+    STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The state behind `guard`, seeded from the clock on first use.
+fn current_state(guard: &mut Option<Array>) -> Array {
+    guard
+        .get_or_insert_with(|| {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+            key(t)
+        })
+        .clone()
 }
 
 /// Replaces the global random state with `key` (for example one captured from [`state`]).
 pub fn set_state(key: &Array) -> Result<()> {
     check_key("set_state", key)?;
-    *STATE.lock().unwrap() = Some(key.clone());
+    *lock_state() = Some(key.clone());
     Ok(())
 }
 
@@ -69,16 +79,18 @@ fn key_row(keys: &Array, i: i64) -> Result<Array> {
 }
 
 /// The key a sampler uses: the given one, or a fresh subkey split off the global state (which
-/// advances to the other half).
+/// advances to the other half). The lock is held from read to write-back, so threads drawing at
+/// once each get their own subkey.
 fn key_or_next(op: &str, key: Option<&Array>) -> Result<Array> {
     if let Some(k) = key {
         check_key(op, k)?;
         return Ok(k.clone());
     }
-    let keys = split(&state(), 2)?;
+    let mut guard = lock_state();
+    let keys = split(&current_state(&mut guard), 2)?;
     let (next, sub) = (key_row(&keys, 0)?, key_row(&keys, 1)?);
     crate::eval(&[&next, &sub])?;
-    *STATE.lock().unwrap() = Some(next);
+    *guard = Some(next);
     Ok(sub)
 }
 
@@ -190,9 +202,13 @@ pub fn truncated_normal(lower: f64, upper: f64, shape: &[usize], dtype: Dtype, k
 /// True with probability `p` (broadcast to `shape`, or p's shape when `None`).
 pub fn bernoulli(p: impl AsArray, shape: Option<&[usize]>, key: Option<&Array>) -> Result<Array> {
     let p = p.as_array();
-    let shape: Vec<usize> = shape.map_or_else(|| p.shape().to_vec(), |s| s.to_vec());
+    let p = cast(&p, p.dtype().to_float())?;
+    let p = match shape {
+        Some(s) => super::broadcast_to(&p, s).map_err(|e| e.in_op("bernoulli"))?,
+        None => p,
+    };
     let k = key_or_next("bernoulli", key)?;
-    super::less(unit(&shape, Dtype::F32, &k)?, &p)
+    super::less(unit(p.shape(), Dtype::F32, &k)?, &p)
 }
 
 /// Integers uniform in [low, high) of an integer `dtype`, by multiply-shift of 32 random bits
@@ -212,11 +228,12 @@ pub fn randint(low: i64, high: i64, shape: &[usize], dtype: Dtype, key: Option<&
     cast(&v, dtype)
 }
 
-/// Standard Gumbel samples: -log(-log(u)).
+/// Standard Gumbel samples: -log(-log(u)), computed in float64 for float64 and in float32 below.
 pub fn gumbel(shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
     check_float("gumbel", dtype)?;
     let k = key_or_next("gumbel", key)?;
-    let u = uniform(f32::MIN_POSITIVE as f64, 1.0, shape, Dtype::F32, Some(&k))?;
+    let (work, tiny) = if dtype == Dtype::F64 { (Dtype::F64, f64::MIN_POSITIVE) } else { (Dtype::F32, f32::MIN_POSITIVE as f64) };
+    let u = uniform(tiny, 1.0, shape, work, Some(&k))?;
     cast(&super::negative(super::log(super::negative(super::log(&u)?)?)?)?, dtype)
 }
 
@@ -224,7 +241,11 @@ pub fn gumbel(shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Arra
 /// (Gumbel-max). The result has `logits`' shape without `axis`, with `num_samples` appended when
 /// given.
 pub fn categorical(logits: impl AsArray, axis: i64, num_samples: Option<usize>, key: Option<&Array>) -> Result<Array> {
-    let logits = super::moveaxis(logits.as_array(), axis, -1)?;
+    sample_categorical(logits.as_array(), axis, num_samples, key).map_err(|e| e.in_op("categorical"))
+}
+
+fn sample_categorical(logits: Array, axis: i64, num_samples: Option<usize>, key: Option<&Array>) -> Result<Array> {
+    let logits = super::moveaxis(logits, axis, -1)?;
     let logits = match num_samples {
         Some(n) => {
             let mut s = logits.shape().to_vec();
@@ -233,8 +254,9 @@ pub fn categorical(logits: impl AsArray, axis: i64, num_samples: Option<usize>, 
         }
         None => logits,
     };
-    let g = gumbel(logits.shape(), Dtype::F32, key)?;
-    super::argmax(super::add(cast(&logits, Dtype::F32)?, g)?, Some(-1), false)
+    let work = if logits.dtype() == Dtype::F64 { Dtype::F64 } else { Dtype::F32 };
+    let g = gumbel(logits.shape(), work, key)?;
+    super::argmax(super::add(cast(&logits, work)?, g)?, Some(-1), false)
 }
 
 /// A random ordering of `0..n` (int32): argsort of random bits.

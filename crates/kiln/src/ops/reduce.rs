@@ -92,13 +92,13 @@ pub fn var(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool, ddof: usize) -
     let n = count(&x, axes, "var")?;
     let dev = super::square(super::subtract(&x, mean(&x, axes, true)?)?)?;
     let s = sum(&dev, axes, keepdims)?;
-    // numpy gives inf/nan when n <= ddof: dividing by zero (or a negative count) does the same.
-    super::divide(s, n as f64 - ddof as f64)
+    // As numpy and mlx: the divisor is clamped at 0, so n <= ddof gives inf (or nan for 0/0).
+    super::divide(s, n.saturating_sub(ddof) as f64)
 }
 
 /// Standard deviation: the square root of [`var`].
 pub fn std(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool, ddof: usize) -> Result<Array> {
-    super::sqrt(var(x, axes, keepdims, ddof)?)
+    super::sqrt(var(x, axes, keepdims, ddof).map_err(|e| e.in_op("std"))?)
 }
 
 /// log(sum(exp(x))) over `axes`, computed stably by shifting by the maximum.
@@ -127,6 +127,9 @@ pub fn logsumexp(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Resul
 pub fn softmax(x: impl AsArray, axes: Option<&[i64]>, precise: bool) -> Result<Array> {
     let x = x.as_array();
     let dt = x.dtype().to_float();
+    if count(&x, axes, "softmax")? == 0 {
+        return cast(&x, dt); // empty in, empty out
+    }
     let work = if precise && matches!(dt, Dtype::F16 | Dtype::BF16) { Dtype::F32 } else { dt };
     let xw = cast(&x, work)?;
     let m = max(&xw, axes, true)?;

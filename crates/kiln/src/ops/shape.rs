@@ -12,7 +12,7 @@ pub fn reshape(x: impl AsArray, shape: &[i64]) -> Result<Array> {
     let bad = || {
         Error::shape(
             "reshape",
-            format!("cannot reshape array of shape {} into shape {:?}", fmt_shape(x.shape()), shape),
+            format!("cannot reshape array of shape {} into shape {}", fmt_shape(x.shape()), fmt_shape(shape)),
         )
     };
     let mut infer = None;
@@ -73,7 +73,7 @@ pub fn unflatten(x: impl AsArray, axis: i64, shape: &[i64]) -> Result<Array> {
     if shape.iter().filter(|&&v| v == -1).count() > 1 || (known != 0 && d as i64 % known != 0)
         || (!shape.contains(&-1) && known != d as i64)
     {
-        return Err(Error::shape("unflatten", format!("cannot split axis of size {d} into {shape:?}")));
+        return Err(Error::shape("unflatten", format!("cannot split axis of size {d} into {}", fmt_shape(shape))));
     }
     full.extend_from_slice(shape);
     full.extend(x.shape()[a + 1..].iter().map(|&d| d as i64));

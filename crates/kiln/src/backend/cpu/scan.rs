@@ -21,6 +21,19 @@ fn as_reduce(op: ScanOp) -> ReduceOp {
     }
 }
 
+/// What an exclusive scan writes before it has seen an element: the op's identity in the output
+/// dtype. For max and min that is the dtype's own extreme (int32 min, not int64 min narrowed to
+/// 0), and false/true for bool.
+fn exclusive_start<O: Element>(op: ReduceOp) -> O {
+    match op {
+        ReduceOp::Max if O::DTYPE == Dtype::Bool => O::from_f64(0.0),
+        ReduceOp::Max => O::from_f64(f64::NEG_INFINITY),
+        ReduceOp::Min => O::from_f64(f64::INFINITY),
+        ReduceOp::Sum | ReduceOp::Any => O::from_f64(0.0),
+        ReduceOp::Prod | ReduceOp::All => O::from_f64(1.0),
+    }
+}
+
 /// Scans every row of `rows x len`: out[i] combines x[..=i] (inclusive) or x[..i] (exclusive),
 /// from the end when `reverse`.
 #[allow(clippy::too_many_arguments)]
@@ -35,6 +48,7 @@ fn scan_rows<T: Element, O: Element, A: Domain>(
     load: impl Fn(T) -> A + Sync,
     store: impl Fn(A) -> O + Sync,
 ) {
+    let first = exclusive_start::<O>(op);
     for_chunks(rows, (SERIAL_BELOW / len.max(1)).max(1), |start, n| {
         for r in start..start + n {
             let (x, o) = unsafe { ((src as *const T).add(r * len), (dst as *mut O).add(r * len)) };
@@ -46,7 +60,7 @@ fn scan_rows<T: Element, O: Element, A: Domain>(
                     acc = A::combine(op, acc, v);
                     unsafe { *o.add(i) = store(acc) };
                 } else {
-                    unsafe { *o.add(i) = store(acc) };
+                    unsafe { *o.add(i) = if k == 0 { first } else { store(acc) } };
                     acc = A::combine(op, acc, v);
                 }
             }
