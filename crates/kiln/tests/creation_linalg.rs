@@ -160,3 +160,61 @@ fn einsum_patterns() {
     let e = ops::einsum("ij,jk->ik", &[sq]).unwrap_err();
     assert_eq!((e.kind, e.op.as_str()), (ErrorKind::Value, "einsum"));
 }
+
+#[test]
+fn full_zeros_like_and_arange_edges() {
+    // full from an array value broadcasts it; a value that cannot fill the shape is an error.
+    let row = Array::from_slice(&[1i32, 2, 3], &[3]).unwrap();
+    let f = ops::full(&[2, 3], &row, Some(Dtype::F16)).unwrap();
+    assert_eq!((f.dtype(), f.to_f64_vec().unwrap()), (Dtype::F16, vec![1.0, 2.0, 3.0, 1.0, 2.0, 3.0]));
+    for bad_shape in [&[2usize, 4][..], &[3, 1]] {
+        let e = ops::full(bad_shape, &row, None).unwrap_err();
+        assert_eq!((e.op.as_str(), e.kind), ("full", ErrorKind::Shape), "{e}");
+        assert!(e.to_string().contains("(3,)"), "{e}");
+    }
+    for dtype in Dtype::ALL {
+        let x = ops::full(&[2, 2], 3.0, Some(dtype)).unwrap();
+        let z = ops::zeros_like(&x).unwrap();
+        assert_eq!((z.shape(), z.dtype(), z.to_f64_vec().unwrap()), (&[2, 2][..], dtype, vec![0.0; 4]));
+        let l = ops::full_like(&x, 1.0).unwrap();
+        assert_eq!((l.dtype(), l.to_f64_vec().unwrap()), (dtype, vec![1.0; 4]));
+        for shape in [&[0usize][..], &[3, 0], &[]] {
+            let n: usize = shape.iter().product();
+            assert_eq!(ops::ones(shape, dtype).unwrap().to_f64_vec().unwrap(), vec![1.0; n], "ones {shape:?} {dtype}");
+        }
+    }
+    assert_eq!(ops::eye(0, None, 0, Dtype::F32).unwrap().shape(), &[0, 0]);
+    // Lengths as numpy computes them: ceil((stop - start) / step), never negative.
+    for (start, stop, step, len) in [(0.0, 1.0, 0.1, 10), (0.0, 0.0, 1.0, 0), (5.0, 0.0, 1.0, 0), (0.0, -1.0, -0.25, 4), (0.5, 3.0, 1.0, 3)] {
+        let a = ops::arange(start, stop, step, Dtype::F64).unwrap().to_f64_vec().unwrap();
+        let want: Vec<f64> = (0..len).map(|i| start + i as f64 * step).collect();
+        assert_close(&a, &want, 1e-12, 1e-12, &format!("arange({start}, {stop}, {step})"));
+    }
+    assert_eq!(ops::arange(0.0, 5.0, 2.0, Dtype::U8).unwrap().to_f64_vec().unwrap(), vec![0.0, 2.0, 4.0]);
+    assert_eq!(ops::arange(0.0, 1.0, 0.0, Dtype::F32).unwrap_err().kind, ErrorKind::Value);
+    assert_eq!(ops::arange(0.0, f64::INFINITY, 1.0, Dtype::F32).unwrap_err().kind, ErrorKind::Value);
+    assert_eq!(ops::arange(0.0, 2.0, 1.0, Dtype::Bool).unwrap_err().kind, ErrorKind::Dtype);
+}
+
+#[test]
+fn meshgrid_of_one_and_three_inputs_and_errors() {
+    let a = Array::from_slice(&[1i32, 2], &[2]).unwrap();
+    let b = Array::from_slice(&[3i32, 4, 5], &[3]).unwrap();
+    let c = Array::from_slice(&[6i32, 7, 8, 9], &[4]).unwrap();
+    let one = ops::meshgrid(&[a.clone()], false).unwrap();
+    assert_eq!((one.len(), one[0].to_vec::<i32>().unwrap()), (1, vec![1, 2]));
+    let g = ops::meshgrid(&[a.clone(), b.clone(), c.clone()], false).unwrap();
+    for (axis, (grid, src)) in g.iter().zip([&a, &b, &c]).enumerate() {
+        assert_eq!(grid.shape(), &[2, 3, 4]);
+        let (v, s) = (grid.to_vec::<i32>().unwrap(), src.to_vec::<i32>().unwrap());
+        for (p, got) in v.iter().enumerate() {
+            let idx = [p / 12, (p / 4) % 3, p % 4];
+            assert_eq!(*got, s[idx[axis]], "ij grid {axis} at {idx:?}");
+        }
+    }
+    let xy = ops::meshgrid(&[a.clone(), b, c], true).unwrap();
+    assert_eq!(xy[0].shape(), &[3, 2, 4]);
+    let e = ops::meshgrid(&[ops::zeros(&[2, 2], Dtype::F32).unwrap()], false).unwrap_err();
+    assert_eq!((e.op.as_str(), e.kind), ("meshgrid", ErrorKind::Shape), "{e}");
+    assert!(e.to_string().contains("(2, 2)"), "{e}");
+}

@@ -114,3 +114,47 @@ fn addmm_scales_both_terms_and_broadcasts_c() {
         assert_close(&out.to_f64_vec().unwrap(), &want, 1e-5, 1e-5, &format!("addmm {dtype}"));
     }
 }
+
+#[test]
+fn batch_broadcasting_and_vector_operands_in_every_float_dtype() {
+    let mut rng = Rng::new(6);
+    let (m, k, n) = (3, 5, 4);
+    for dtype in [Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::F64] {
+        let tol = rtol_for(dtype) * 8.0;
+        // (2, 1, m, k) @ (3, k, n) -> (2, 3, m, n): both batch axes broadcast.
+        let (av, bv) = (rng.vec(2 * m * k, -1.0, 1.0), rng.vec(3 * k * n, -1.0, 1.0));
+        let (ra, rb) = (rounded(&av, &[2 * m * k], dtype), rounded(&bv, &[3 * k * n], dtype));
+        let c = ops::matmul(array(&av, &[2, 1, m, k], dtype), array(&bv, &[3, k, n], dtype)).unwrap();
+        assert_eq!((c.shape(), c.dtype()), (&[2, 3, m, n][..], dtype));
+        let got = c.to_f64_vec().unwrap();
+        for p in 0..2 {
+            for q in 0..3 {
+                let want = reference(&ra[p * m * k..][..m * k], &rb[q * k * n..][..k * n], 1, m, k, n);
+                let off = (p * 3 + q) * m * n;
+                assert_close(&got[off..off + m * n], &want, tol, tol, &format!("batch {dtype} ({p}, {q})"));
+            }
+        }
+        // Vector operands: (k,) @ (k, n) -> (n,), (m, k) @ (k,) -> (m,), (k,) @ (k,) -> ().
+        let v = &ra[..k];
+        let vm = ops::matmul(array(v, &[k], dtype), array(&rb[..k * n], &[k, n], dtype)).unwrap();
+        assert_close(&vm.to_f64_vec().unwrap(), &reference(v, &rb[..k * n], 1, 1, k, n), tol, tol, &format!("v@M {dtype}"));
+        let mv = ops::matmul(array(&ra[..m * k], &[m, k], dtype), array(v, &[k], dtype)).unwrap();
+        assert_close(&mv.to_f64_vec().unwrap(), &reference(&ra[..m * k], v, 1, m, k, 1), tol, tol, &format!("M@v {dtype}"));
+        let dot = ops::matmul(array(v, &[k], dtype), array(v, &[k], dtype)).unwrap();
+        assert_close(&dot.to_f64_vec().unwrap(), &[v.iter().map(|x| x * x).sum()], tol, tol, &format!("v@v {dtype}"));
+    }
+}
+
+#[test]
+fn mixed_dtypes_promote_and_empty_outputs_keep_their_shape() {
+    let a = ops::ones(&[2, 3], Dtype::F16).unwrap();
+    let b = ops::ones(&[3, 2], Dtype::F32).unwrap();
+    let c = ops::matmul(&a, &b).unwrap();
+    assert_eq!((c.dtype(), c.to_vec::<f32>().unwrap()), (Dtype::F32, vec![3.0; 4]));
+    let bf = ops::matmul(ops::ones(&[2, 3], Dtype::BF16).unwrap(), ops::ones(&[3, 2], Dtype::F16).unwrap()).unwrap();
+    assert_eq!(bf.dtype(), Dtype::F32);
+    for (sa, sb, so) in [([0, 3], [3, 2], [0, 2]), ([2, 3], [3, 0], [2, 0])] {
+        let out = ops::matmul(ops::ones(&sa, Dtype::F32).unwrap(), ops::ones(&sb, Dtype::F32).unwrap()).unwrap();
+        assert_eq!((out.shape(), out.size()), (&so[..], 0));
+    }
+}

@@ -156,3 +156,42 @@ fn views_feed_kernels_in_every_dtype() {
         }
     }
 }
+
+#[test]
+fn broadcast_arrays_share_memory_and_follow_numpy() {
+    let a = iota(&[3, 1]);
+    let b = iota(&[4]);
+    let out = ops::broadcast_arrays(&[a.clone(), b.clone()]).unwrap();
+    assert_eq!((out[0].shape(), out[1].shape()), (&[3, 4][..], &[3, 4][..]));
+    let want0: Vec<i32> = (0..12).map(|p| p / 4).collect();
+    let want1: Vec<i32> = (0..12).map(|p| p % 4).collect();
+    assert_eq!((out[0].to_vec::<i32>().unwrap(), out[1].to_vec::<i32>().unwrap()), (want0, want1));
+    assert!(out[0].shares_memory(&a) && out[1].shares_memory(&b)); // (once evaluated)
+    let e = ops::broadcast_arrays(&[iota(&[2, 3]), iota(&[4])]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Shape);
+    assert!(e.to_string().contains("(2, 3)") && e.to_string().contains("(4,)"), "{e}");
+}
+
+#[test]
+fn view_ops_reject_bad_axes_and_handle_zero_size() {
+    let x = iota(&[2, 3]);
+    for (result, op) in [
+        (ops::expand_dims(&x, &[3]), "expand_dims"),
+        (ops::expand_dims(&x, &[0, 0]), "expand_dims"),
+        (ops::moveaxis(&x, 2, 0), "moveaxis"),
+        (ops::swapaxes(&x, 0, -3), "swapaxes"),
+        (ops::squeeze(&x, Some(&[0])), "squeeze"),
+        (ops::flatten(&x, 1, 0), "flatten"),
+        (ops::transpose(&x, Some(&[0, 0])), "transpose"),
+    ] {
+        let e = result.unwrap_err();
+        assert_eq!(e.op, op, "{e}");
+        assert!(matches!(e.kind, ErrorKind::Axis | ErrorKind::Shape | ErrorKind::Value), "{e}");
+    }
+    let z = ops::zeros(&[0, 4], Dtype::F32).unwrap();
+    // -1 next to a 0 is ambiguous (numpy refuses it too).
+    assert_eq!(ops::reshape(&z, &[2, 0, -1]).unwrap_err().kind, ErrorKind::Shape);
+    assert_eq!(ops::reshape(&z, &[0, 3]).unwrap().shape(), &[0, 3]);
+    assert_eq!(ops::transpose(&z, None).unwrap().shape(), &[4, 0]);
+    assert_eq!(ops::flatten(&z, 0, -1).unwrap().shape(), &[0]);
+}

@@ -12,11 +12,10 @@ use crate::shape::fmt_shape;
 /// `None`, the value's own dtype (float32 for a Rust float, int32 for a Rust integer).
 pub fn full(shape: &[usize], value: impl AsArray, dtype: Option<Dtype>) -> Result<Array> {
     let v = value.as_array();
-    if v.size() != 1 && crate::shape::broadcast_shapes("full", v.shape(), shape).is_err() {
-        return Err(Error::shape("full", format!("value of shape {} cannot fill shape {}", fmt_shape(v.shape()), fmt_shape(shape))));
-    }
-    let v = cast(&v, dtype.unwrap_or(v.dtype()))?;
-    broadcast_to(&v, shape)
+    let filled = cast(&v, dtype.unwrap_or(v.dtype()))?;
+    broadcast_to(&filled, shape).map_err(|_| {
+        Error::shape("full", format!("value of shape {} cannot fill shape {}", fmt_shape(v.shape()), fmt_shape(shape)))
+    })
 }
 
 /// Zeros of `shape` and `dtype`.
