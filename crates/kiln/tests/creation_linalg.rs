@@ -201,7 +201,7 @@ fn meshgrid_of_one_and_three_inputs_and_errors() {
     let a = Array::from_slice(&[1i32, 2], &[2]).unwrap();
     let b = Array::from_slice(&[3i32, 4, 5], &[3]).unwrap();
     let c = Array::from_slice(&[6i32, 7, 8, 9], &[4]).unwrap();
-    let one = ops::meshgrid(&[a.clone()], false).unwrap();
+    let one = ops::meshgrid(std::slice::from_ref(&a), false).unwrap();
     assert_eq!((one.len(), one[0].to_vec::<i32>().unwrap()), (1, vec![1, 2]));
     let g = ops::meshgrid(&[a.clone(), b.clone(), c.clone()], false).unwrap();
     for (axis, (grid, src)) in g.iter().zip([&a, &b, &c]).enumerate() {

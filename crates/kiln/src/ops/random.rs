@@ -157,7 +157,7 @@ fn unit(shape: &[usize], dtype: Dtype, key: &Array) -> Result<Array> {
 /// Uniform samples in [low, high) of `shape` and float `dtype`.
 pub fn uniform(low: f64, high: f64, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
     check_float("uniform", dtype)?;
-    if !(low < high) || !low.is_finite() || !high.is_finite() {
+    if !low.is_finite() || !high.is_finite() || low >= high {
         return Err(Error::value("uniform", format!("needs finite low < high, got low={low}, high={high}")));
     }
     let k = key_or_next("uniform", key)?;
@@ -187,7 +187,7 @@ fn f64_next_up(v: f64, dtype: Dtype) -> f64 {
 /// Normal samples truncated to [lower, upper] (inverse-CDF method).
 pub fn truncated_normal(lower: f64, upper: f64, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
     check_float("truncated_normal", dtype)?;
-    if !(lower < upper) {
+    if lower.is_nan() || upper.is_nan() || lower >= upper {
         return Err(Error::value("truncated_normal", format!("needs lower < upper, got {lower} and {upper}")));
     }
     let erf = |v: f64| crate::backend::cpu::math::erf_f64(v / std::f64::consts::SQRT_2);

@@ -26,7 +26,7 @@ pub fn reshape(x: impl AsArray, shape: &[i64]) -> Result<Array> {
     }
     let mut out: Shape = shape.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(i) = infer {
-        if known == 0 || x.size() % known != 0 {
+        if known == 0 || !x.size().is_multiple_of(known) {
             return Err(bad());
         }
         out[i] = x.size() / known;

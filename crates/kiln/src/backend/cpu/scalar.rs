@@ -239,7 +239,7 @@ where
         return if base == one {
             one
         } else if base == zero - one {
-            if exp.is_odd() { base } else { one }
+            if exp.odd() { base } else { one }
         } else {
             zero
         };
@@ -248,7 +248,7 @@ where
     let mut b = base;
     let mut e = exp;
     while e > zero {
-        if e.is_odd() {
+        if e.odd() {
             result = result.wmul(b);
         }
         b = b.wmul(b);
@@ -262,7 +262,7 @@ pub trait WrappingInt {
     /// Wrapping multiply.
     fn wmul(self, o: Self) -> Self;
     /// Whether odd.
-    fn is_odd(self) -> bool;
+    fn odd(self) -> bool;
     /// Shift right by one.
     fn half(self) -> Self;
 }
@@ -273,7 +273,7 @@ macro_rules! impl_ints {
             #[inline(always)]
             fn wmul(self, o: Self) -> Self { self.wrapping_mul(o) }
             #[inline(always)]
-            fn is_odd(self) -> bool { self & 1 == 1 }
+            fn odd(self) -> bool { self & 1 == 1 }
             #[inline(always)]
             fn half(self) -> Self { self >> 1 }
         }
