@@ -431,6 +431,23 @@ fn large_strided_inputs_take_the_threaded_path() {
     let rb = rounded(&b, &[700], Dtype::F32);
     let want: Vec<f64> = (0..ra.len()).map(|i| ra[i].exp() * rb[i % 700]).collect();
     assert_close(&y.to_f64_vec().unwrap(), &want, 1e-6, 1e-6, "exp(x.T.T) * b");
+    // The same walk in block order for converting dtypes, reversed views, and plain copies.
+    for dtype in [Dtype::F16, Dtype::I8, Dtype::F64] {
+        let v = random_values(&mut rng, 300 * 700, dtype, -50.0, 50.0);
+        let rv = rounded(&v, &[300, 700], dtype);
+        let t = with_layout(&v, &[300, 700], dtype, Layout::Transposed);
+        let r = ops::slice(&t, &[SliceSpec { start: None, stop: None, step: -1 }]).unwrap();
+        let sum = ops::add(&t, &r).unwrap().to_f64_vec().unwrap();
+        let want: Vec<f64> = (0..rv.len()).map(|i| rv[i] + rv[(299 - i / 700) * 700 + i % 700]).collect();
+        assert_close(&sum, &rounded(&want, &[300, 700], dtype), rtol_for(dtype), 0.0, &format!("x.T + x.T[::-1] {dtype}"));
+        assert_eq!(ops::copy(&t).unwrap().to_f64_vec().unwrap(), rv, "copy of a transposed view, {dtype}");
+        // Reducing axis 0 first makes it the contiguous axis: a transposing copy of its own.
+        let x = array(&v, &[300, 700], dtype);
+        let cols = ops::sum(&x, Some(&[0]), false).unwrap().to_f64_vec().unwrap();
+        let want_c: Vec<f64> = (0..700).map(|c| (0..300).map(|r| rv[r * 700 + c]).sum()).collect();
+        let want_c = rounded(&want_c, &[700], ops::sum(&x, Some(&[0]), false).unwrap().dtype());
+        assert_close(&cols, &want_c, rtol_for(dtype), 0.0, &format!("sum over axis 0, {dtype}"));
+    }
 }
 
 #[test]

@@ -117,6 +117,219 @@ fn stack_and_split() {
 }
 
 #[test]
+fn stack_every_dtype_and_axis_against_loops() {
+    let mut rng = Rng::new(11);
+    let shape = [2usize, 3];
+    for dt in DTYPES {
+        for (li, lay) in LAYOUTS.into_iter().enumerate() {
+            let vals: Vec<Vec<f64>> = (0..3).map(|_| random_values(&mut rng, 6, dt, -9.0, 9.0)).collect();
+            // Mixed layouts among the stacked arrays.
+            let xs: Vec<Array> = vals.iter().enumerate().map(|(i, v)| with_layout(v, &shape, dt, LAYOUTS[(li + i) % 4])).collect();
+            let rs: Vec<Vec<f64>> = vals.iter().map(|v| rounded(v, &shape, dt)).collect();
+            for axis in -3i64..=2 {
+                let got = ops::stack(&xs, axis).unwrap();
+                let a = axis.rem_euclid(3) as usize;
+                let mut out_shape = shape.to_vec();
+                out_shape.insert(a, 3);
+                assert_eq!((got.shape(), got.dtype()), (&out_shape[..], dt), "stack {dt} {lay:?} axis={axis}");
+                let want: Vec<f64> = (0..18)
+                    .map(|p| {
+                        let mut ix = unravel(p, &out_shape);
+                        let k = ix.remove(a);
+                        rs[k][ravel(&ix, &shape)]
+                    })
+                    .collect();
+                assert_eq!(got.to_f64_vec().unwrap(), want, "stack {dt} {lay:?} axis={axis}");
+            }
+            check_err(ops::stack(&xs, 3), ErrorKind::Axis, "stack");
+            check_err(ops::stack(&xs, -4), ErrorKind::Axis, "stack");
+        }
+    }
+    let s = ops::stack(&[Array::scalar(1u8), Array::scalar(2u8)], 0).unwrap();
+    assert_eq!((s.shape(), s.to_f64_vec().unwrap()), (&[2usize][..], vec![1.0, 2.0]));
+    check_err(ops::stack(&[], 0), ErrorKind::Value, "stack");
+}
+
+#[test]
+fn split_sections_and_indices_every_axis_against_loops() {
+    let mut rng = Rng::new(12);
+    let shape = [2usize, 6, 4];
+    for (n, dt) in DTYPES.into_iter().enumerate() {
+        let lay = LAYOUTS[n % 4];
+        let v = random_values(&mut rng, 48, dt, -9.0, 9.0);
+        let r = rounded(&v, &shape, dt);
+        let x = with_layout(&v, &shape, dt, lay);
+        for axis in [0i64, 1, 2, -1, -2, -3] {
+            let a = axis.rem_euclid(3) as usize;
+            let d = shape[a] as i64;
+            let mut specs: Vec<SplitSpec> = (1..=d).filter(|s| d % s == 0).map(|s| SplitSpec::Sections(s as usize)).collect();
+            // Python slice bounds: negative from the end, clamped; a decreasing pair gives an empty part.
+            for v in [vec![], vec![1], vec![1, 3], vec![-1], vec![0, 0], vec![3, 1], vec![0, d], vec![-d - 2, d + 5]] {
+                specs.push(SplitSpec::Indices(v));
+            }
+            for spec in specs {
+                let what = format!("split {dt} {lay:?} axis={axis} {spec:?}");
+                let cuts: Vec<i64> = match &spec {
+                    SplitSpec::Sections(s) => (1..*s as i64).map(|i| i * d / *s as i64).collect(),
+                    SplitSpec::Indices(v) => v.iter().map(|&i| if i < 0 { (i + d).max(0) } else { i.min(d) }).collect(),
+                };
+                let starts: Vec<i64> = [vec![0], cuts.clone()].concat();
+                let stops: Vec<i64> = [cuts, vec![d]].concat();
+                let parts = ops::split(&x, spec.clone(), axis).unwrap();
+                assert_eq!(parts.len(), starts.len(), "{what}");
+                for ((part, &lo), &hi) in parts.iter().zip(&starts).zip(&stops) {
+                    let mut ps = shape.to_vec();
+                    ps[a] = (hi - lo).max(0) as usize;
+                    assert_eq!((part.shape(), part.dtype()), (&ps[..], dt), "{what} part {lo}..{hi}");
+                    let want: Vec<f64> =
+                        (0..48).filter(|&p| (lo..hi).contains(&(unravel(p, &shape)[a] as i64))).map(|p| r[p]).collect();
+                    assert_eq!(part.to_f64_vec().unwrap(), want, "{what} part {lo}..{hi}");
+                }
+            }
+            check_err(ops::split(&x, SplitSpec::Sections(0), axis), ErrorKind::Value, "split");
+            check_err(ops::split(&x, SplitSpec::Sections(5), axis), ErrorKind::Value, "split");
+        }
+        check_err(ops::split(&x, SplitSpec::Sections(1), 3), ErrorKind::Axis, "split");
+    }
+}
+
+/// Checks pad, tile (each of `tile_reps`) and repeat (each of `repeats`, along 0, -1 and None)
+/// of a 2-d array of `shape` against index arithmetic, over several dtypes and every layout.
+fn check_pad_tile_repeat(seed: u64, shapes: &[[usize; 2]], tile_reps: &[&[usize]], repeats: &[usize]) {
+    let mut rng = Rng::new(seed);
+    for dt in [Dtype::Bool, Dtype::U8, Dtype::I16, Dtype::I64, Dtype::F16, Dtype::BF16, Dtype::F64] {
+        let fill = rounded(&[7.0], &[1], dt)[0];
+        for (shape, lay) in shapes.iter().flat_map(|s| LAYOUTS.map(|l| (s, l))) {
+            let n: usize = shape.iter().product();
+            let v = random_values(&mut rng, n, dt, -9.0, 9.0);
+            let r = rounded(&v, shape, dt);
+            let x = with_layout(&v, shape, dt, lay);
+            let what = format!("{dt} {lay:?} {shape:?}");
+            // pad: the input in a frame of `fill`.
+            let widths = [(1usize, 0usize), (2, 1)];
+            let p = ops::pad(&x, &widths, 7.0).unwrap();
+            let ps: Vec<usize> = shape.iter().zip(&widths).map(|(&d, &(b, e))| d + b + e).collect();
+            assert_eq!((p.shape(), p.dtype()), (&ps[..], dt), "pad {what}");
+            let want: Vec<f64> = (0..ps.iter().product())
+                .map(|q| {
+                    let ix = unravel(q, &ps);
+                    let inside = ix.iter().zip(&widths).zip(shape).all(|((&i, &(b, _)), &d)| i >= b && i < b + d);
+                    if inside { r[ravel(&[ix[0] - widths[0].0, ix[1] - widths[1].0], shape)] } else { fill }
+                })
+                .collect();
+            assert_eq!(p.to_f64_vec().unwrap(), want, "pad {what}");
+            // tile: output position i reads input position i mod the (1-padded) input shape.
+            for &reps in tile_reps {
+                let nd = reps.len().max(2);
+                let pad1 = |s: &[usize]| -> Vec<usize> { [vec![1; nd - s.len()], s.to_vec()].concat() };
+                let (xs, rs) = (pad1(shape), pad1(reps));
+                let ts: Vec<usize> = xs.iter().zip(&rs).map(|(d, r)| d * r).collect();
+                let t = ops::tile(&x, reps).unwrap();
+                assert_eq!((t.shape(), t.dtype()), (&ts[..], dt), "tile {what} {reps:?}");
+                let want: Vec<f64> = (0..ts.iter().product())
+                    .map(|q| {
+                        let ix: Vec<usize> = unravel(q, &ts).iter().zip(&xs).map(|(i, d)| i % d).collect();
+                        r[ravel(&ix[nd - 2..], shape)]
+                    })
+                    .collect();
+                assert_eq!(t.to_f64_vec().unwrap(), want, "tile {what} {reps:?}");
+            }
+            // repeat: each element `reps` times along the axis (of the flattened array for None).
+            for (&reps, axis) in repeats.iter().flat_map(|k| [Some(0i64), Some(-1), None].map(|a| (k, a))) {
+                let got = ops::repeat(&x, reps, axis).unwrap();
+                let (src_shape, a) = match axis {
+                    Some(ax) => (shape.to_vec(), ax.rem_euclid(2) as usize),
+                    None => (vec![n], 0),
+                };
+                let mut rs = src_shape.clone();
+                rs[a] *= reps;
+                assert_eq!((got.shape(), got.dtype()), (&rs[..], dt), "repeat {what} {reps} axis={axis:?}");
+                let want: Vec<f64> = (0..rs.iter().product())
+                    .map(|q| {
+                        let mut ix = unravel(q, &rs);
+                        ix[a] /= reps;
+                        r[ravel(&ix, &src_shape)]
+                    })
+                    .collect();
+                assert_eq!(got.to_f64_vec().unwrap(), want, "repeat {what} {reps} axis={axis:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn pad_tile_repeat_int_bool_half_dtypes() {
+    check_pad_tile_repeat(13, &[[2, 3]], &[&[2, 1], &[3], &[2, 1, 3]], &[1, 3]);
+    // pad of empty inputs (tile/repeat of them: see the ignored test below)
+    check_pad_tile_repeat(14, &[[0, 3], [2, 0]], &[], &[]);
+}
+
+#[test]
+fn tile_repeat_empty_input_and_zero_repeats() {
+    check_pad_tile_repeat(15, &[[2, 3], [0, 3], [2, 0]], &[&[0, 2], &[2, 1], &[3], &[2, 1, 3]], &[0, 1, 3]);
+}
+
+#[test]
+fn take_put_along_axis_int_dtypes_and_array_values() {
+    let mut rng = Rng::new(14);
+    let shape = [3usize, 4];
+    // Per-row (axis 1) and per-column (axis 0) indices, distinct within each lane; negatives wrap.
+    let ind1 = [3i64, 0, 1, -2, -1, 0];
+    let ind0 = [2i64, 0, 1, -1, 0, -2, 2, 0];
+    let flat = [11i64, -12, 5, 6];
+    for dt in [Dtype::Bool, Dtype::U8, Dtype::I8, Dtype::U32, Dtype::I64, Dtype::F16, Dtype::F64] {
+        let v = random_values(&mut rng, 12, dt, -9.0, 9.0);
+        let r = rounded(&v, &shape, dt);
+        for (n, lay) in LAYOUTS.into_iter().enumerate() {
+            let x = with_layout(&v, &shape, dt, lay);
+            // Index dtypes, signed and unsigned (unsigned indices take the wrapped, non-negative form).
+            let idt = [Dtype::U8, Dtype::I16, Dtype::I32, Dtype::U64][n];
+            let as_idx = |ind: &[i64], d: i64, s: &[usize]| {
+                let w: Vec<i64> = ind.iter().map(|&i| if idt.is_unsigned() { i.rem_euclid(d) } else { i }).collect();
+                ops::astype(idx(&w, s), idt).unwrap()
+            };
+            // Values: an int32 array (cast to dt), non-negative so every dtype holds them.
+            let upd: Vec<f64> = (0..8).map(|_| (rng.next_u64() % 9) as f64).collect();
+            let upd_r = rounded(&upd, &[8], dt);
+            let vals = |k: usize, s: &[usize]| ops::astype(common::array(&upd[..k], s, Dtype::F64), Dtype::I32).unwrap();
+            let what = format!("{dt} {lay:?} index {idt}");
+            for (axis, ind, is, vs) in [(Some(1i64), &ind1[..], [3usize, 2], [3usize, 2]), (Some(-2), &ind0[..], [2, 4], [1, 4])] {
+                let a = axis.unwrap().rem_euclid(2) as usize;
+                let i = as_idx(ind, shape[a] as i64, &is);
+                let at = |p: usize| {
+                    let mut ix = unravel(p, &is);
+                    ix[a] = ind[p].rem_euclid(shape[a] as i64) as usize;
+                    ravel(&ix, &shape)
+                };
+                let got = ops::take_along_axis(&x, &i, axis).unwrap();
+                assert_eq!((got.shape(), got.dtype()), (&is[..], dt), "take_along_axis {what} axis={axis:?}");
+                let want: Vec<f64> = (0..ind.len()).map(|p| r[at(p)]).collect();
+                assert_eq!(got.to_f64_vec().unwrap(), want, "take_along_axis {what} axis={axis:?}");
+                // Values broadcast from `vs` to the indices' shape.
+                let put = ops::put_along_axis(&x, &i, vals(vs.iter().product(), &vs), axis).unwrap();
+                assert_eq!((put.shape(), put.dtype()), (&shape[..], dt), "put_along_axis {what} axis={axis:?}");
+                let mut want = r.clone();
+                for p in 0..ind.len() {
+                    let q = if vs[0] == 1 { p % vs[1] } else { p };
+                    want[at(p)] = upd_r[q];
+                }
+                assert_eq!(put.to_f64_vec().unwrap(), want, "put_along_axis {what} axis={axis:?}");
+            }
+            // axis None: positions in the flattened array; put keeps x's shape (as mlx).
+            let i = as_idx(&flat, 12, &[4]);
+            let pos: Vec<usize> = flat.iter().map(|&f| f.rem_euclid(12) as usize).collect();
+            let got = ops::take_along_axis(&x, &i, None).unwrap().to_f64_vec().unwrap();
+            assert_eq!(got, pos.iter().map(|&p| r[p]).collect::<Vec<_>>(), "take_along_axis {what} axis=None");
+            let put = ops::put_along_axis(&x, &i, vals(4, &[4]), None).unwrap();
+            assert_eq!(put.shape(), &shape, "put_along_axis {what} axis=None");
+            let mut want = r.clone();
+            pos.iter().enumerate().for_each(|(k, &p)| want[p] = upd_r[k]);
+            assert_eq!(put.to_f64_vec().unwrap(), want, "put_along_axis {what} axis=None");
+        }
+    }
+}
+
+#[test]
 fn pad_tile_repeat_against_loops() {
     let mut rng = Rng::new(2);
     for lay in LAYOUTS {
@@ -160,19 +373,20 @@ fn pad_tile_repeat_against_loops() {
 fn tril_triu_against_loops() {
     let mut rng = Rng::new(3);
     for lay in LAYOUTS {
-        for dt in [Dtype::I32, Dtype::F16, Dtype::F64] {
+        for dt in [Dtype::Bool, Dtype::U8, Dtype::I32, Dtype::F16, Dtype::BF16, Dtype::F64] {
             let shape = [2, 3, 4];
             let v = random_values(&mut rng, 24, dt, -5.0, 5.0);
             let r = rounded(&v, &shape, dt);
             let x = with_layout(&v, &shape, dt, lay);
-            for k in [-1i64, 0, 2] {
+            // k beyond the matrix (-3, 4 and further) keeps everything or nothing.
+            for k in [-9i64, -3, -1, 0, 2, 4, 9] {
                 let lo = ops::tril(&x, k).unwrap().to_f64_vec().unwrap();
                 let up = ops::triu(&x, k).unwrap().to_f64_vec().unwrap();
                 for p in 0..24 {
                     let ix = unravel(p, &shape);
                     let (i, j) = (ix[1] as i64, ix[2] as i64);
-                    assert_eq!(lo[p], if j <= i + k { r[p] } else { 0.0 }, "tril k={k}");
-                    assert_eq!(up[p], if j >= i + k { r[p] } else { 0.0 }, "triu k={k}");
+                    assert_eq!(lo[p], if j <= i + k { r[p] } else { 0.0 }, "tril {dt} {lay:?} k={k}");
+                    assert_eq!(up[p], if j >= i + k { r[p] } else { 0.0 }, "triu {dt} {lay:?} k={k}");
                 }
             }
         }
@@ -319,19 +533,20 @@ fn scatter_add_all_dtypes_and_empty() {
 fn gather_general() {
     let shape = [3, 4, 2];
     let v: Vec<f64> = (0..24).map(|v| v as f64 * 1.5).collect();
-    for lay in LAYOUTS {
-        let x = with_layout(&v, &shape, Dtype::F32, lay);
+    for (dt, lay) in DTYPES.iter().flat_map(|&d| LAYOUTS.map(|l| (d, l))) {
+        let x = with_layout(&v, &shape, dt, lay);
+        let r = rounded(&v, &shape, dt);
         let i0 = idx(&[0, 2, -1], &[3, 1]);
         let i1 = idx(&[1, 3], &[1, 2]);
         let got = ops::gather(&x, &[i0, i1], &[0, -2], &[1, 2, 2]).unwrap();
-        assert_eq!(got.shape(), &[3, 2, 1, 2, 2]);
+        assert_eq!((got.shape(), got.dtype()), (&[3usize, 2, 1, 2, 2][..], dt));
         let gv = got.to_f64_vec().unwrap();
         let rows = [0usize, 2, 2];
         let cols = [1usize, 2]; // 3 clamps to 4 - 2 = 2
         for (p, &g) in gv.iter().enumerate() {
             let ix = unravel(p, &[3, 2, 1, 2, 2]);
             let src = [rows[ix[0]] + ix[2], cols[ix[1]] + ix[3], ix[4]];
-            assert_eq!(g, v[ravel(&src, &shape)], "{lay:?} {ix:?}");
+            assert_eq!(g, r[ravel(&src, &shape)], "gather {dt} {lay:?} {ix:?}");
         }
     }
 }
@@ -463,3 +678,4 @@ fn large_slice_update_and_pad() {
         assert_eq!(g, want);
     }
 }
+

@@ -195,3 +195,17 @@ fn view_ops_reject_bad_axes_and_handle_zero_size() {
     assert_eq!(ops::transpose(&z, None).unwrap().shape(), &[4, 0]);
     assert_eq!(ops::flatten(&z, 0, -1).unwrap().shape(), &[0]);
 }
+
+#[test]
+fn empty_arrays_reshape_and_flatten() {
+    for shape in [[2usize, 0], [0, 3]] {
+        let z = ops::zeros(&shape, Dtype::F32).unwrap();
+        let fresh = ops::add(&z, 1.0).unwrap(); // a computed (not broadcast) empty buffer
+        for x in [&z, &fresh] {
+            assert_eq!(ops::reshape(x, &[0]).unwrap().to_vec::<f32>().unwrap(), Vec::<f32>::new());
+            assert_eq!(ops::flatten(x, 0, -1).unwrap().shape(), &[0]);
+            let r = ops::reshape(x, &[3, 0, 1]).unwrap();
+            assert_eq!((r.shape(), r.to_vec::<f32>().unwrap().len()), (&[3, 0, 1][..], 0));
+        }
+    }
+}

@@ -371,10 +371,12 @@ pub fn take_along_axis(x: impl AsArray, indices: impl AsArray, axis: Option<i64>
 }
 
 /// A copy of `x` with `values` written at `indices` along `axis` (of the flattened array when
-/// `None`, in which case the result is flat).
+/// `None`; the result then keeps `x`'s shape, as in mlx).
 pub fn put_along_axis(x: impl AsArray, indices: impl AsArray, values: impl AsArray, axis: Option<i64>) -> Result<Array> {
     let op = "put_along_axis";
-    let (x, a) = axis_or_flat(op, x.as_array(), axis)?;
+    let x = x.as_array();
+    let shape: Shape = x.shape().into();
+    let (x, a) = axis_or_flat(op, x, axis)?;
     let idx = indices.as_array();
     let idx = if axis.is_none() { reshape_to(&idx, Shape::from_slice(&[idx.size()]))? } else { idx };
     let all = along_axis_indices(op, &x, &idx, a)?;
@@ -384,7 +386,9 @@ pub fn put_along_axis(x: impl AsArray, indices: impl AsArray, values: impl AsArr
     b.extend(std::iter::repeat_n(1, x.ndim()));
     let values = reshape_to(&values, b.into())?;
     let axes: Vec<i64> = (0..x.ndim() as i64).collect();
-    scatter_op(op, x, &all, values, &axes, ScatterOp::Set)
+    let out = scatter_op(op, x, &all, values, &axes, ScatterOp::Set)?;
+    // Fix: with no axis this used to return the flat result; mlx reshapes it back to x's shape.
+    if axis.is_none() { reshape_to(&out, shape) } else { Ok(out) }
 }
 
 /// Reverses the order of elements along `axes` (all axes when `None`): a negative-step view.

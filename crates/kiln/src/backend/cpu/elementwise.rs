@@ -7,9 +7,9 @@
 //! An input whose storage nobody else can see, of the output's dtype and layout, is donated: the
 //! output is written over it.
 
-use super::parallel::for_chunks;
+use super::parallel::{for_chunks, for_runs};
 use super::scalar::{CastTo, Compute, Scalar};
-use super::strided::{alloc, gather_range};
+use super::strided::{alloc, gather_range, run_layout};
 use crate::backend::Input;
 use crate::buffer::Buffer;
 use crate::dtype::{Dtype, Element};
@@ -86,12 +86,14 @@ fn drive<I: Compute, O: Compute, const N: usize>(
     kernel: impl Fn([*const I::C; N], *mut O::C, usize) -> Result<()> + Sync,
 ) -> Result<Buffer> {
     let out = output(&inputs, shape, out_dtype);
-    let total = numel(shape);
     let sources: Vec<Source> = inputs.iter().map(|i| Source::new::<I>(i, shape)).collect();
     let all_direct = sources.iter().all(Source::is_direct) && !I::CONVERTS && !O::CONVERTS;
+    let strides: Vec<Strides> = inputs.iter().map(|i| i.strides_for(shape)).collect();
+    let (rows, width, blocked) = run_layout(shape, &strides.iter().map(|s| s.as_slice()).collect::<Vec<_>>());
     let out_base = out.ptr::<O>() as usize;
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
-    for_chunks(total, CHUNK, |start, len| {
+    let scratch = || if all_direct { Scratch::default() } else { Scratch::new::<I, O>(N) };
+    for_runs(rows, width, blocked, scratch, |scratch, start, len| {
         let result = unsafe {
             if all_direct {
                 // Storage and compute types coincide here, so the casts are identities.
@@ -99,7 +101,7 @@ fn drive<I: Compute, O: Compute, const N: usize>(
                     std::array::from_fn(|k| sources[k].read::<I>(start, len, &mut []) as *const I::C);
                 kernel(ptrs, (out_base as *mut O).add(start) as *mut O::C, len)
             } else {
-                run_tiles::<I, O, N>(&sources, start, len, out_base, &kernel)
+                run_tiles::<I, O, N>(&sources, start, len, out_base, &kernel, scratch)
             }
         };
         if let Err(e) = result {
@@ -112,32 +114,57 @@ fn drive<I: Compute, O: Compute, const N: usize>(
     }
 }
 
+/// Per-task tile buffers of [`run_tiles`], as raw bytes so one type serves every dtype: gathered
+/// inputs in storage type, inputs converted to the compute type, and the output tile before
+/// conversion to storage.
+#[derive(Default)]
+struct Scratch {
+    raw: Vec<Vec<u64>>,
+    conv: Vec<Vec<u64>>,
+    out: Vec<u64>,
+}
+
+impl Scratch {
+    fn new<I: Compute, O: Compute>(inputs: usize) -> Scratch {
+        let words = |size: usize| vec![0u64; (TILE * size).div_ceil(8)];
+        Scratch {
+            raw: (0..inputs).map(|_| words(std::mem::size_of::<I>())).collect(),
+            conv: (0..if I::CONVERTS { inputs } else { 0 }).map(|_| words(std::mem::size_of::<I::C>())).collect(),
+            out: if O::CONVERTS { words(std::mem::size_of::<O::C>()) } else { Vec::new() },
+        }
+    }
+}
+
+/// Views a scratch buffer as `TILE` elements of `T` (u64 storage is aligned for every element type).
+fn tile_of<T>(words: &mut [u64]) -> &mut [T] {
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut T, TILE) }
+}
+
 unsafe fn run_tiles<I: Compute, O: Compute, const N: usize>(
     sources: &[Source],
     start: usize,
     len: usize,
     out_base: usize,
     kernel: &impl Fn([*const I::C; N], *mut O::C, usize) -> Result<()>,
+    scratch: &mut Scratch,
 ) -> Result<()> {
-    let mut raw: Vec<Vec<I>> = (0..N).map(|_| vec![I::default(); TILE]).collect();
-    let mut conv: Vec<Vec<I::C>> =
-        (0..if I::CONVERTS { N } else { 0 }).map(|_| vec![I::C::default(); TILE]).collect();
-    let mut out_tile: Vec<O::C> = vec![O::C::default(); if O::CONVERTS { TILE } else { 0 }];
     let mut pos = start;
     while pos < start + len {
         let n = TILE.min(start + len - pos);
         let mut ptrs: [*const I::C; N] = [std::ptr::null(); N];
         for k in 0..N {
-            let p = sources[k].read::<I>(pos, n, &mut raw[k]);
+            let p = sources[k].read::<I>(pos, n, tile_of(&mut scratch.raw[k]));
             ptrs[k] = if I::CONVERTS {
-                I::load(p, conv[k].as_mut_ptr(), n);
-                conv[k].as_ptr()
+                let conv = tile_of::<I::C>(&mut scratch.conv[k]);
+                I::load(p, conv.as_mut_ptr(), n);
+                conv.as_ptr()
             } else {
                 p as *const I::C
             };
         }
         let dst = (out_base as *mut O).add(pos);
         if O::CONVERTS {
+            let out_tile = tile_of::<O::C>(&mut scratch.out);
             kernel(ptrs, out_tile.as_mut_ptr(), n)?;
             O::store(out_tile.as_ptr(), dst, n);
         } else {

@@ -17,7 +17,12 @@ pub fn alloc(shape: &[usize], dtype: Dtype) -> Buffer {
 }
 
 /// Whether a view with these strides is laid out row-major without gaps (size-1 axes ignored).
+/// An empty view counts as contiguous: it has no elements to be out of place, and any strides
+/// (such as `row_major_strides` gives it) read it.
 pub fn is_row_contiguous(shape: &[usize], strides: &[isize]) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
     let mut expected = 1isize;
     for (&d, &s) in shape.iter().zip(strides).rev() {
         if d != 1 && s != expected {
@@ -156,16 +161,26 @@ pub unsafe fn gather_range<T: Copy>(
 pub fn to_contiguous(input: &Input, shape: &[usize]) -> Buffer {
     let out = alloc(shape, input.dtype);
     let strides = input.strides_for(shape);
+    let (rows, width, blocked) = run_layout(shape, &[&strides]);
     let (cshape, cstrides) = collapse_dims(shape, &[&strides]);
-    let total = numel(shape);
     crate::with_dtype!(input.dtype, T => {
         let src = input.buffer.ptr::<T>() as usize;
         let dst = out.ptr::<T>() as usize;
-        super::parallel::for_chunks(total, 1 << 16, |start, len| unsafe {
+        super::parallel::for_runs(rows, width, blocked, || (), |_, start, len| unsafe {
             gather_range(src as *const T, &cshape, &cstrides[0], start, len, (dst as *mut T).add(start));
         });
     });
     out
+}
+
+/// How to walk a row-major output of `shape` read through inputs with `strides` (broadcast to
+/// `shape`): as `(rows, width)` with width the last axis, and whether to go block by block (see
+/// [`super::parallel::for_runs`]) because some input strides far along the last axis.
+pub fn run_layout(shape: &[usize], strides: &[&[isize]]) -> (usize, usize, bool) {
+    let width = shape.last().copied().unwrap_or(1);
+    let rows = numel(shape) / width.max(1);
+    let transposed = strides.iter().any(|s| s.last().is_some_and(|&l| l.unsigned_abs() > 1));
+    (if width == 0 { 0 } else { rows }, width, transposed && width >= super::parallel::BLOCK && rows > 1)
 }
 
 #[cfg(test)]
