@@ -282,3 +282,27 @@ fn empty_inputs_to_composite_reductions() {
     let b = ops::broadcast_to(Array::from_vec(vec![1.0f32, 2.0, 3.0]), &[4, 3]).unwrap();
     assert_eq!(ops::sum(&b, Some(&[0]), false).unwrap().to_vec::<f32>().unwrap(), vec![4.0, 8.0, 12.0]);
 }
+
+#[test]
+fn column_reductions_of_large_contiguous_arrays() {
+    // Reducing a middle block of axes of a contiguous (3, 20, 30, 1100) array reads it in place by
+    // columns, split over threads: compare with the float64 reference and with the same reduction
+    // of a transposed copy (which moves the axes last instead).
+    let mut rng = Rng::new(16);
+    let shape = [3usize, 20, 30, 1100];
+    let vals = rng.vec(shape.iter().product(), -1.0, 1.0);
+    let x = array(&vals, &shape, Dtype::F32);
+    let exact = rounded(&vals, &shape, Dtype::F32);
+    for op in ["sum", "max", "min", "prod"] {
+        let got = run(op, &x, Some(&[1, 2]), false);
+        assert_eq!(got.shape(), &[3, 1100]);
+        let want: Vec<f64> = groups(&exact, &shape, &[1, 2]).iter().map(|g| reference(op, g)).collect();
+        let want = rounded(&want, &[want.len()], Dtype::F32);
+        assert_close(&got.to_f64_vec().unwrap(), &want, 1e-6, 1e-6, &format!("{op} over axes (1, 2)"));
+    }
+    let ints = array(&random_values(&mut rng, 400 * 700, Dtype::I32, -9.0, 9.0), &[400, 700], Dtype::I32);
+    let by_columns = ops::sum(&ints, Some(&[0]), true).unwrap().to_vec::<i32>().unwrap();
+    let t = ops::transpose(&ints, None).unwrap();
+    let by_rows = ops::sum(&t, Some(&[1]), false).unwrap().to_vec::<i32>().unwrap();
+    assert_eq!(by_columns, by_rows);
+}

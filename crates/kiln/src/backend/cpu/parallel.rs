@@ -6,23 +6,20 @@ use rayon::prelude::*;
 /// Elements below which work runs on the calling thread.
 pub const SERIAL_BELOW: usize = 1 << 17;
 
-/// Calls `f(start, len)` over consecutive chunks of `0..total` of at most `chunk` elements, in
-/// parallel when `total` is large.
+/// Calls `f(start, len)` over consecutive chunks of `0..total` of at most `chunk` items, in
+/// parallel when there is more than one chunk. Callers size `chunk` so that one chunk is about
+/// [`SERIAL_BELOW`] elements of work (for rows of a reduction: that many elements divided by the
+/// row length), so small problems stay on the calling thread and large ones use every core
+/// whether they are many short items or a few long ones.
 pub fn for_chunks(total: usize, chunk: usize, f: impl Fn(usize, usize) + Sync) {
     if total == 0 {
         return;
     }
     let chunk = chunk.max(1);
-    if total < SERIAL_BELOW {
-        let mut start = 0;
-        while start < total {
-            let len = chunk.min(total - start);
-            f(start, len);
-            start += len;
-        }
-        return;
-    }
     let n = total.div_ceil(chunk);
+    if n == 1 {
+        return f(0, total);
+    }
     (0..n).into_par_iter().for_each(|i| {
         let start = i * chunk;
         f(start, chunk.min(total - start));
