@@ -441,6 +441,10 @@ fn large_strided_inputs_take_the_threaded_path() {
         let want: Vec<f64> = (0..rv.len()).map(|i| rv[i] + rv[(299 - i / 700) * 700 + i % 700]).collect();
         assert_close(&sum, &rounded(&want, &[300, 700], dtype), rtol_for(dtype), 0.0, &format!("x.T + x.T[::-1] {dtype}"));
         assert_eq!(ops::copy(&t).unwrap().to_f64_vec().unwrap(), rv, "copy of a transposed view, {dtype}");
+        // Rows spanning two axes: (700, 2, 150) viewed as (2, 150, 700).
+        let t3 = ops::transpose(array(&v, &[700, 2, 150], dtype), Some(&[1, 2, 0])).unwrap();
+        let want3: Vec<f64> = (0..rv.len()).map(|p| rv[(p % 700) * 300 + p / 700]).collect();
+        assert_eq!(ops::negative(&t3).unwrap().to_f64_vec().unwrap().iter().map(|v| -v).collect::<Vec<_>>(), want3, "-(x.transpose(1, 2, 0)), {dtype}");
         // Reducing axis 0 first makes it the contiguous axis: a transposing copy of its own.
         let x = array(&v, &[300, 700], dtype);
         let cols = ops::sum(&x, Some(&[0]), false).unwrap().to_f64_vec().unwrap();

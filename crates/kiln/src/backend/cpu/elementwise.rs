@@ -7,7 +7,7 @@
 //! An input whose storage nobody else can see, of the output's dtype and layout, is donated: the
 //! output is written over it.
 
-use super::parallel::{for_chunks, for_runs};
+use super::parallel::{for_chunks, for_runs, BLOCK};
 use super::scalar::{CastTo, Compute, Scalar};
 use super::strided::{alloc, gather_range, run_layout};
 use crate::backend::Input;
@@ -31,10 +31,39 @@ enum Source {
     Splat(usize),
     /// Any other layout: gather through collapsed shape and strides.
     Strided(usize, Shape, Strides),
+    /// Read with a stride other than 1 along the output's rows while the output is walked block
+    /// by block (see [`for_runs`]), with affine strides over `(rows, width)`. Each block is
+    /// gathered whole, walking the input along its own rows, and then served row by row: reading
+    /// a transposed view column by column would touch a new cache line per element, and with
+    /// power-of-two strides those lines all fall into the same cache set.
+    Transposed { base: usize, rows: usize, width: usize, row_stride: isize, col_stride: isize },
+}
+
+/// Per-input, per-task scratch of [`Source::read`]: a gather tile, and the last block gathered by
+/// a [`Source::Transposed`] input with the (row, column) of its corner.
+#[derive(Default)]
+struct InputScratch {
+    tile: Vec<u64>,
+    block: Vec<u64>,
+    block_at: Option<(usize, usize)>,
+}
+
+impl InputScratch {
+    fn new(element_size: usize) -> InputScratch {
+        let words = |n: usize| vec![0u64; (n * element_size).div_ceil(8)];
+        InputScratch { tile: words(TILE), block: words(BLOCK * BLOCK), block_at: None }
+    }
+}
+
+/// Views scratch words as `n` elements of `T` (u64 storage is aligned for every element type).
+fn elements_of<T>(words: &mut [u64], n: usize) -> &mut [T] {
+    debug_assert!(n * std::mem::size_of::<T>() <= words.len() * 8);
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut T, n) }
 }
 
 impl Source {
-    fn new<S>(input: &Input, shape: &[usize]) -> Source {
+    /// How to read `input` broadcast to `shape`; `blocked` says the output is walked by blocks.
+    fn new<S>(input: &Input, shape: &[usize], blocked: bool) -> Source {
         let base = input.buffer.ptr::<S>() as usize;
         if input.is_contiguous_as(shape) {
             return Source::Direct(base);
@@ -43,22 +72,54 @@ impl Source {
         if strides.iter().all(|&s| s == 0) {
             return Source::Splat(base);
         }
+        let nd = shape.len();
+        if blocked && strides[nd - 1].unsigned_abs() > 1 {
+            let (rows_shape, row_strides) = collapse_dims(&shape[..nd - 1], &[&strides[..nd - 1]]);
+            if rows_shape.len() <= 1 {
+                let row_stride = row_strides[0].first().copied().unwrap_or(0);
+                let width = shape[nd - 1];
+                let rows = numel(shape) / width;
+                return Source::Transposed { base, rows, width, row_stride, col_stride: strides[nd - 1] };
+            }
+        }
         let (s, st) = collapse_dims(shape, &[&strides]);
         Source::Strided(base, s, st.into_iter().next().unwrap())
     }
 
     /// A pointer to `len` elements of this input for output positions `start..start+len`,
     /// gathering into `scratch` when needed.
-    unsafe fn read<S: Copy>(&self, start: usize, len: usize, scratch: &mut [S]) -> *const S {
+    unsafe fn read<S: Copy>(&self, start: usize, len: usize, scratch: &mut InputScratch) -> *const S {
         match self {
             Source::Direct(base) => (*base as *const S).add(start),
             Source::Splat(base) => {
-                scratch[..len].fill(*(*base as *const S));
-                scratch.as_ptr()
+                let tile = elements_of::<S>(&mut scratch.tile, len);
+                tile.fill(*(*base as *const S));
+                tile.as_ptr()
             }
             Source::Strided(base, s, st) => {
-                gather_range(*base as *const S, s, st, start, len, scratch.as_mut_ptr());
-                scratch.as_ptr()
+                let tile = elements_of::<S>(&mut scratch.tile, len);
+                gather_range(*base as *const S, s, st, start, len, tile.as_mut_ptr());
+                tile.as_ptr()
+            }
+            &Source::Transposed { base, rows, width, row_stride, col_stride } => {
+                // Runs come from `for_runs` blocks: the corner is the run's position rounded down.
+                let (r, c) = (start / width, start % width);
+                let (r0, c0) = (r - r % BLOCK, c - c % BLOCK);
+                let block = elements_of::<S>(&mut scratch.block, BLOCK * BLOCK);
+                if scratch.block_at != Some((r0, c0)) {
+                    let src = base as *const S;
+                    let (nr, nc) = (BLOCK.min(rows - r0), BLOCK.min(width - c0));
+                    for j in 0..nc {
+                        let col = src.offset((c0 + j) as isize * col_stride + r0 as isize * row_stride);
+                        // `i` walks the input's contiguous direction (row_stride is 1 for a transpose).
+                        for i in 0..nr {
+                            *block.get_unchecked_mut(i * BLOCK + j) = *col.offset(i as isize * row_stride);
+                        }
+                    }
+                    scratch.block_at = Some((r0, c0));
+                }
+                debug_assert!(c - c0 + len <= BLOCK);
+                block.as_ptr().add((r - r0) * BLOCK + (c - c0))
             }
         }
     }
@@ -86,19 +147,19 @@ fn drive<I: Compute, O: Compute, const N: usize>(
     kernel: impl Fn([*const I::C; N], *mut O::C, usize) -> Result<()> + Sync,
 ) -> Result<Buffer> {
     let out = output(&inputs, shape, out_dtype);
-    let sources: Vec<Source> = inputs.iter().map(|i| Source::new::<I>(i, shape)).collect();
-    let all_direct = sources.iter().all(Source::is_direct) && !I::CONVERTS && !O::CONVERTS;
     let strides: Vec<Strides> = inputs.iter().map(|i| i.strides_for(shape)).collect();
     let (rows, width, blocked) = run_layout(shape, &strides.iter().map(|s| s.as_slice()).collect::<Vec<_>>());
+    let sources: Vec<Source> = inputs.iter().map(|i| Source::new::<I>(i, shape, blocked)).collect();
+    let all_direct = sources.iter().all(Source::is_direct) && !I::CONVERTS && !O::CONVERTS;
     let out_base = out.ptr::<O>() as usize;
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
-    let scratch = || if all_direct { Scratch::default() } else { Scratch::new::<I, O>(N) };
+    let scratch = || if all_direct { Scratch::direct(N) } else { Scratch::new::<I, O>(N) };
     for_runs(rows, width, blocked, scratch, |scratch, start, len| {
         let result = unsafe {
             if all_direct {
                 // Storage and compute types coincide here, so the casts are identities.
                 let ptrs: [*const I::C; N] =
-                    std::array::from_fn(|k| sources[k].read::<I>(start, len, &mut []) as *const I::C);
+                    std::array::from_fn(|k| sources[k].read::<I>(start, len, &mut scratch.inputs[k]) as *const I::C);
                 kernel(ptrs, (out_base as *mut O).add(start) as *mut O::C, len)
             } else {
                 run_tiles::<I, O, N>(&sources, start, len, out_base, &kernel, scratch)
@@ -114,12 +175,12 @@ fn drive<I: Compute, O: Compute, const N: usize>(
     }
 }
 
-/// Per-task tile buffers of [`run_tiles`], as raw bytes so one type serves every dtype: gathered
-/// inputs in storage type, inputs converted to the compute type, and the output tile before
-/// conversion to storage.
+/// Per-task buffers of [`run_tiles`], as raw words so one type serves every dtype: each input's
+/// gather scratch, inputs converted to the compute type, and the output tile before conversion
+/// to storage.
 #[derive(Default)]
 struct Scratch {
-    raw: Vec<Vec<u64>>,
+    inputs: Vec<InputScratch>,
     conv: Vec<Vec<u64>>,
     out: Vec<u64>,
 }
@@ -128,16 +189,16 @@ impl Scratch {
     fn new<I: Compute, O: Compute>(inputs: usize) -> Scratch {
         let words = |size: usize| vec![0u64; (TILE * size).div_ceil(8)];
         Scratch {
-            raw: (0..inputs).map(|_| words(std::mem::size_of::<I>())).collect(),
+            inputs: (0..inputs).map(|_| InputScratch::new(std::mem::size_of::<I>())).collect(),
             conv: (0..if I::CONVERTS { inputs } else { 0 }).map(|_| words(std::mem::size_of::<I::C>())).collect(),
             out: if O::CONVERTS { words(std::mem::size_of::<O::C>()) } else { Vec::new() },
         }
     }
-}
 
-/// Views a scratch buffer as `TILE` elements of `T` (u64 storage is aligned for every element type).
-fn tile_of<T>(words: &mut [u64]) -> &mut [T] {
-    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut T, TILE) }
+    /// Empty buffers for drives whose inputs are all read in place.
+    fn direct(inputs: usize) -> Scratch {
+        Scratch { inputs: (0..inputs).map(|_| InputScratch::default()).collect(), ..Scratch::default() }
+    }
 }
 
 unsafe fn run_tiles<I: Compute, O: Compute, const N: usize>(
@@ -153,9 +214,9 @@ unsafe fn run_tiles<I: Compute, O: Compute, const N: usize>(
         let n = TILE.min(start + len - pos);
         let mut ptrs: [*const I::C; N] = [std::ptr::null(); N];
         for k in 0..N {
-            let p = sources[k].read::<I>(pos, n, tile_of(&mut scratch.raw[k]));
+            let p = sources[k].read::<I>(pos, n, &mut scratch.inputs[k]);
             ptrs[k] = if I::CONVERTS {
-                let conv = tile_of::<I::C>(&mut scratch.conv[k]);
+                let conv = elements_of::<I::C>(&mut scratch.conv[k], TILE);
                 I::load(p, conv.as_mut_ptr(), n);
                 conv.as_ptr()
             } else {
@@ -164,7 +225,7 @@ unsafe fn run_tiles<I: Compute, O: Compute, const N: usize>(
         }
         let dst = (out_base as *mut O).add(pos);
         if O::CONVERTS {
-            let out_tile = tile_of::<O::C>(&mut scratch.out);
+            let out_tile = elements_of::<O::C>(&mut scratch.out, TILE);
             kernel(ptrs, out_tile.as_mut_ptr(), n)?;
             O::store(out_tile.as_ptr(), dst, n);
         } else {
@@ -213,6 +274,24 @@ pub fn select(cond: &Input, a: &Input, b: &Input, shape: &[usize]) -> Result<Buf
     }))
 }
 
+/// A row-major copy of `x` read as `shape` (broadcasting allowed). Elements are copied as
+/// unsigned integers of their width, so no dtype pays for a conversion, through the same walk
+/// (blocks for transposed reads) as every elementwise op.
+pub fn copy_to_row_major(x: &Input, shape: &[usize]) -> Buffer {
+    let bits = match x.dtype.size() {
+        1 => Dtype::U8,
+        2 => Dtype::U16,
+        4 => Dtype::U32,
+        _ => Dtype::U64,
+    };
+    let as_bits = Input { shape: x.shape.clone(), dtype: bits, buffer: x.buffer.clone(), donatable: false };
+    let copied = crate::with_dtype!(bits, T => drive::<T, T, 1>([&as_bits], shape, bits, |[a], o, n| unsafe {
+        std::ptr::copy(a, o, n);
+        Ok(())
+    }));
+    copied.expect("copying cannot fail")
+}
+
 /// Converts to `dtype` (floats to integers truncate toward zero and saturate; NaN gives 0).
 pub fn astype(x: &Input, dtype: Dtype) -> Result<Buffer> {
     let shape = x.shape.clone();
@@ -233,10 +312,10 @@ pub fn astype(x: &Input, dtype: Dtype) -> Result<Buffer> {
 
 fn round_once<H: Compute>(x: &Input, shape: &[usize]) -> Result<Buffer> {
     let out = alloc(shape, H::DTYPE);
-    let source = Source::new::<f64>(x, shape);
+    let source = Source::new::<f64>(x, shape, false);
     let base = out.ptr::<H>() as usize;
     for_chunks(numel(shape), CHUNK, |start, len| unsafe {
-        let mut scratch = vec![0.0f64; if source.is_direct() { 0 } else { TILE }];
+        let mut scratch = if source.is_direct() { InputScratch::default() } else { InputScratch::new(8) };
         let mut pos = start;
         while pos < start + len {
             let n = if source.is_direct() { len } else { TILE.min(start + len - pos) };

@@ -159,18 +159,7 @@ pub unsafe fn gather_range<T: Copy>(
 
 /// A copy of `input` read as `shape` (broadcasting allowed) into a fresh row-major buffer.
 pub fn to_contiguous(input: &Input, shape: &[usize]) -> Buffer {
-    let out = alloc(shape, input.dtype);
-    let strides = input.strides_for(shape);
-    let (rows, width, blocked) = run_layout(shape, &[&strides]);
-    let (cshape, cstrides) = collapse_dims(shape, &[&strides]);
-    crate::with_dtype!(input.dtype, T => {
-        let src = input.buffer.ptr::<T>() as usize;
-        let dst = out.ptr::<T>() as usize;
-        super::parallel::for_runs(rows, width, blocked, || (), |_, start, len| unsafe {
-            gather_range(src as *const T, &cshape, &cstrides[0], start, len, (dst as *mut T).add(start));
-        });
-    });
-    out
+    super::elementwise::copy_to_row_major(input, shape)
 }
 
 /// How to walk a row-major output of `shape` read through inputs with `strides` (broadcast to
