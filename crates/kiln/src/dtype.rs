@@ -232,8 +232,9 @@ impl Element for bool {
 
 impl Element for f16 {
     const DTYPE: Dtype = Dtype::F16;
+    #[inline(always)]
     fn to_f64(self) -> f64 {
-        self.to_f64()
+        f16_to_f32(self) as f64
     }
     fn from_f64(v: f64) -> Self {
         f16::from_f32(f64_to_f32_round_odd(v))
@@ -242,12 +243,28 @@ impl Element for f16 {
 
 impl Element for bf16 {
     const DTYPE: Dtype = Dtype::BF16;
+    #[inline(always)]
     fn to_f64(self) -> f64 {
-        self.to_f64()
+        f32::from_bits((self.to_bits() as u32) << 16) as f64
     }
     fn from_f64(v: f64) -> Self {
         bf16::from_f32(f64_to_f32_round_odd(v))
     }
+}
+
+/// float16 to float32 with bit operations and one multiply, no branches or calls, so loops over
+/// it (reductions, sorts) vectorise; `half`'s per-element conversion checks the CPU on every call.
+/// The exponent and mantissa shifted into float32 position and scaled by 2^112 give every finite
+/// value, subnormals included; infinities and NaNs keep an all-ones exponent.
+#[inline(always)]
+pub fn f16_to_f32(h: f16) -> f32 {
+    let bits = h.to_bits() as u32;
+    let sign = (bits & 0x8000) << 16;
+    let magnitude = (bits & 0x7fff) << 13;
+    let finite = f32::from_bits(magnitude) * f32::from_bits(0x7780_0000); // 2^112
+    let special = f32::from_bits(magnitude | 0x7f80_0000);
+    let v = if bits & 0x7c00 == 0x7c00 { special } else { finite };
+    f32::from_bits(v.to_bits() | sign)
 }
 
 /// Rounds f64 to f32 *to odd* (truncate, then set the last bit if anything was cut off), so that
@@ -309,6 +326,15 @@ mod tests {
             for b in Dtype::ALL {
                 assert_eq!(promote_types(a, b), promote_types(b, a), "{a} {b}");
             }
+        }
+    }
+
+    #[test]
+    fn float16_conversion_matches_half_for_every_bit_pattern() {
+        for bits in 0..=u16::MAX {
+            let h = f16::from_bits(bits);
+            let (ours, theirs) = (f16_to_f32(h), h.to_f32());
+            assert!(ours.to_bits() == theirs.to_bits() || ours.is_nan() && theirs.is_nan(), "{bits:#06x}: {ours} vs {theirs}");
         }
     }
 

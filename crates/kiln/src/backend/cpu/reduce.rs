@@ -199,7 +199,7 @@ pub fn reduce(op: ReduceOp, x: &Input, axes: &[usize], shape: &[usize], dtype: D
     let dst = out.ptr::<u8>() as usize;
     crate::with_dtype!(x.dtype, T => {
         if x.dtype.is_float() {
-            crate::with_dtype!(dtype, O => reduce_in::<T, f64>(op, x, axes, |v: T| v.to_f64(),
+            crate::with_dtype!(dtype, O => reduce_in::<T, f64>(op, x, axes, |v: T| Element::to_f64(v),
                 |r, a| unsafe { *(dst as *mut O).add(r) = O::from_f64(a) }))
         } else if x.dtype.is_unsigned() {
             crate::with_dtype!(dtype, O => reduce_in::<T, u64>(op, x, axes, |v: T| v.to_u64(),
@@ -261,7 +261,7 @@ pub fn arg_reduce(op: ArgReduceOp, x: &Input, axis: usize, shape: &[usize]) -> R
                 let row = unsafe { std::slice::from_raw_parts((src as *const T).add(r * len), len) };
                 let mut best = 0usize;
                 for (i, v) in row.iter().enumerate().skip(1) {
-                    let (v, b) = (v.to_f64(), row[best].to_f64());
+                    let (v, b) = (Element::to_f64(*v), Element::to_f64(row[best]));
                     if b.is_nan() {
                         break;
                     }

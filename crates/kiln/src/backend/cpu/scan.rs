@@ -76,7 +76,7 @@ pub fn scan(op: ScanOp, x: &Input, axis: usize, reverse: bool, inclusive: bool, 
     let (src, dst, rop) = (l.buffer.ptr::<u8>() as usize, out.ptr::<u8>() as usize, as_reduce(op));
     crate::with_dtype!(x.dtype, T => crate::with_dtype!(dtype, O => {
         if x.dtype.is_float() {
-            scan_rows::<T, O, f64>(rop, src, dst, l.rows, l.len, reverse, inclusive, |v| v.to_f64(), O::from_f64)
+            scan_rows::<T, O, f64>(rop, src, dst, l.rows, l.len, reverse, inclusive, |v: T| Element::to_f64(v), O::from_f64)
         } else if x.dtype.is_unsigned() {
             scan_rows::<T, O, u64>(rop, src, dst, l.rows, l.len, reverse, inclusive, |v| v.to_u64(), O::from_u64)
         } else {
