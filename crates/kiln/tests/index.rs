@@ -679,3 +679,32 @@ fn large_slice_update_and_pad() {
     }
 }
 
+
+#[test]
+fn roll_over_several_axes() {
+    let shape = [2usize, 3, 4];
+    let v: Vec<f64> = (0..24).map(|v| v as f64).collect();
+    for lay in LAYOUTS {
+        let x = with_layout(&v, &shape, Dtype::I32, lay);
+        // (shifts, axes) and the total shift each axis gets.
+        for (shifts, axes, total) in [
+            (vec![1i64, -2], vec![0i64, 2], [1i64, 0, -2]),
+            (vec![5], vec![1, -1], [0, 5, 5]),
+            (vec![1, 2], vec![2, 2], [0, 0, 3]),
+        ] {
+            let got = ops::roll_axes(&x, &shifts, &axes).unwrap().to_f64_vec().unwrap();
+            let want: Vec<f64> = (0..24)
+                .map(|p| {
+                    let idx = unravel(p, &shape);
+                    let src: Vec<usize> =
+                        (0..3).map(|a| (idx[a] as i64 - total[a]).rem_euclid(shape[a] as i64) as usize).collect();
+                    v[ravel(&src, &shape)]
+                })
+                .collect();
+            assert_eq!(got, want, "roll {shifts:?} over {axes:?} {lay:?}");
+        }
+    }
+    let x = ops::zeros(&shape, Dtype::F32).unwrap();
+    check_err(ops::roll_axes(&x, &[1, 2, 3], &[0, 1]), ErrorKind::Value, "roll");
+    check_err(ops::roll_axes(&x, &[1], &[3]), ErrorKind::Axis, "roll");
+}

@@ -426,6 +426,19 @@ pub fn roll(x: impl AsArray, shift: i64, axis: Option<i64>) -> Result<Array> {
     reshape_to(&out, x.shape().into())
 }
 
+/// Rolls along several axes at once, as numpy and mlx do for tuples: `shifts[i]` along
+/// `axes[i]` (one shift applies to every axis; an axis named twice rolls by the sum).
+pub fn roll_axes(x: impl AsArray, shifts: &[i64], axes: &[i64]) -> Result<Array> {
+    let x = x.as_array();
+    if shifts.len() != axes.len() && shifts.len() != 1 {
+        return Err(Error::value(
+            "roll",
+            format!("got {} shifts for {} axes; give one shift, or one per axis", shifts.len(), axes.len()),
+        ));
+    }
+    axes.iter().enumerate().try_fold(x, |out, (i, &axis)| roll(out, shifts[i.min(shifts.len() - 1)], Some(axis)))
+}
+
 /// The diagonal at `offset` of the planes spanned by `axis1` and `axis2`, as a new last axis.
 pub fn diagonal(x: impl AsArray, offset: i64, axis1: i64, axis2: i64) -> Result<Array> {
     let x = x.as_array();
