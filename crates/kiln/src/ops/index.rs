@@ -387,7 +387,7 @@ pub fn put_along_axis(x: impl AsArray, indices: impl AsArray, values: impl AsArr
     let values = reshape_to(&values, b.into())?;
     let axes: Vec<i64> = (0..x.ndim() as i64).collect();
     let out = scatter_op(op, x, &all, values, &axes, ScatterOp::Set)?;
-    // Fix: with no axis this used to return the flat result; mlx reshapes it back to x's shape.
+    // With no axis the scatter ran on the flattened array; mlx hands it back in x's shape.
     if axis.is_none() { reshape_to(&out, shape) } else { Ok(out) }
 }
 

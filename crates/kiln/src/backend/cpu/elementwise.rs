@@ -7,7 +7,7 @@
 //! An input whose storage nobody else can see, of the output's dtype and layout, is donated: the
 //! output is written over it.
 
-use super::parallel::{for_chunks, for_runs, BLOCK};
+use super::parallel::{for_runs, BLOCK};
 use super::scalar::{CastTo, Compute, Scalar};
 use super::strided::{alloc, gather_range, run_layout};
 use crate::backend::Input;
@@ -20,8 +20,6 @@ use std::sync::Mutex;
 
 /// Elements per scratch tile: three float32 tiles fit in a 32 KiB L1 cache.
 pub const TILE: usize = 2048;
-/// Elements per parallel task.
-const CHUNK: usize = 1 << 16;
 
 /// How one input is read for a range of output positions.
 enum Source {
@@ -40,7 +38,8 @@ enum Source {
 }
 
 /// Per-input, per-task scratch of [`Source::read`]: a gather tile, and the last block gathered by
-/// a [`Source::Transposed`] input with the (row, column) of its corner.
+/// a [`Source::Transposed`] input with the (row, column) of its corner. The block is allocated on
+/// first use, so only transposed inputs pay for it.
 #[derive(Default)]
 struct InputScratch {
     tile: Vec<u64>,
@@ -50,8 +49,7 @@ struct InputScratch {
 
 impl InputScratch {
     fn new(element_size: usize) -> InputScratch {
-        let words = |n: usize| vec![0u64; (n * element_size).div_ceil(8)];
-        InputScratch { tile: words(TILE), block: words(BLOCK * BLOCK), block_at: None }
+        InputScratch { tile: vec![0u64; (TILE * element_size).div_ceil(8)], ..InputScratch::default() }
     }
 }
 
@@ -62,13 +60,13 @@ fn elements_of<T>(words: &mut [u64], n: usize) -> &mut [T] {
 }
 
 impl Source {
-    /// How to read `input` broadcast to `shape`; `blocked` says the output is walked by blocks.
-    fn new<S>(input: &Input, shape: &[usize], blocked: bool) -> Source {
+    /// How to read `input` broadcast to `shape`, whose strides for that shape are `strides`;
+    /// `blocked` says the output is walked by blocks.
+    fn new<S>(input: &Input, shape: &[usize], strides: &[isize], blocked: bool) -> Source {
         let base = input.buffer.ptr::<S>() as usize;
         if input.is_contiguous_as(shape) {
             return Source::Direct(base);
         }
-        let strides = input.strides_for(shape);
         if strides.iter().all(|&s| s == 0) {
             return Source::Splat(base);
         }
@@ -82,7 +80,7 @@ impl Source {
                 return Source::Transposed { base, rows, width, row_stride, col_stride: strides[nd - 1] };
             }
         }
-        let (s, st) = collapse_dims(shape, &[&strides]);
+        let (s, st) = collapse_dims(shape, &[strides]);
         Source::Strided(base, s, st.into_iter().next().unwrap())
     }
 
@@ -105,6 +103,9 @@ impl Source {
                 // Runs come from `for_runs` blocks: the corner is the run's position rounded down.
                 let (r, c) = (start / width, start % width);
                 let (r0, c0) = (r - r % BLOCK, c - c % BLOCK);
+                if scratch.block.is_empty() {
+                    scratch.block = vec![0u64; (BLOCK * BLOCK * std::mem::size_of::<S>()).div_ceil(8)];
+                }
                 let block = elements_of::<S>(&mut scratch.block, BLOCK * BLOCK);
                 if scratch.block_at != Some((r0, c0)) {
                     let src = base as *const S;
@@ -149,7 +150,8 @@ fn drive<I: Compute, O: Compute, const N: usize>(
     let out = output(&inputs, shape, out_dtype);
     let strides: Vec<Strides> = inputs.iter().map(|i| i.strides_for(shape)).collect();
     let (rows, width, blocked) = run_layout(shape, &strides.iter().map(|s| s.as_slice()).collect::<Vec<_>>());
-    let sources: Vec<Source> = inputs.iter().map(|i| Source::new::<I>(i, shape, blocked)).collect();
+    let sources: Vec<Source> =
+        inputs.iter().zip(&strides).map(|(i, s)| Source::new::<I>(i, shape, s, blocked)).collect();
     let all_direct = sources.iter().all(Source::is_direct) && !I::CONVERTS && !O::CONVERTS;
     let out_base = out.ptr::<O>() as usize;
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
@@ -312,14 +314,14 @@ pub fn astype(x: &Input, dtype: Dtype) -> Result<Buffer> {
 
 fn round_once<H: Compute>(x: &Input, shape: &[usize]) -> Result<Buffer> {
     let out = alloc(shape, H::DTYPE);
-    let source = Source::new::<f64>(x, shape, false);
+    let source = Source::new::<f64>(x, shape, &x.strides_for(shape), false);
     let base = out.ptr::<H>() as usize;
-    for_chunks(numel(shape), CHUNK, |start, len| unsafe {
-        let mut scratch = if source.is_direct() { InputScratch::default() } else { InputScratch::new(8) };
+    let scratch = || if source.is_direct() { InputScratch::default() } else { InputScratch::new(8) };
+    for_runs(1, numel(shape), false, scratch, |scratch, start, len| unsafe {
         let mut pos = start;
         while pos < start + len {
             let n = if source.is_direct() { len } else { TILE.min(start + len - pos) };
-            let src = source.read::<f64>(pos, n, &mut scratch);
+            let src = source.read::<f64>(pos, n, scratch);
             super::simd::map1(src, (base as *mut H).add(pos), n, H::from_f64);
             pos += n;
         }

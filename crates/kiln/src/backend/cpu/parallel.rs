@@ -26,6 +26,9 @@ pub fn for_chunks(total: usize, chunk: usize, f: impl Fn(usize, usize) + Sync) {
     });
 }
 
+/// Elements per task of [`for_runs`] when it is not blocked.
+const CHUNK: usize = 1 << 16;
+
 /// Side of the square blocks [`for_runs`] walks when reads are transposed: 64 rows of 64 elements
 /// touch 64 pages and 16 KiB of float32 cache lines, which stay in L1 and the TLB.
 pub const BLOCK: usize = 64;
@@ -51,10 +54,8 @@ pub fn for_runs<S>(
         return;
     }
     if !blocked {
-        let chunk = 1 << 16;
-        let tasks = total.div_ceil(chunk);
-        let task = |state: &mut S, i: usize| f(state, i * chunk, chunk.min(total - i * chunk));
-        return run_tasks(tasks, total, init, task);
+        let task = |state: &mut S, i: usize| f(state, i * CHUNK, CHUNK.min(total - i * CHUNK));
+        return run_tasks(total.div_ceil(CHUNK), total, init, task);
     }
     let band = |state: &mut S, b: usize| {
         let (r0, r1) = (b * BLOCK, ((b + 1) * BLOCK).min(rows));

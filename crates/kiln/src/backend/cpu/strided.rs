@@ -167,9 +167,9 @@ pub fn to_contiguous(input: &Input, shape: &[usize]) -> Buffer {
 /// [`super::parallel::for_runs`]) because some input strides far along the last axis.
 pub fn run_layout(shape: &[usize], strides: &[&[isize]]) -> (usize, usize, bool) {
     let width = shape.last().copied().unwrap_or(1);
-    let rows = numel(shape) / width.max(1);
+    let rows = numel(shape) / width.max(1); // 0 when the output is empty
     let transposed = strides.iter().any(|s| s.last().is_some_and(|&l| l.unsigned_abs() > 1));
-    (if width == 0 { 0 } else { rows }, width, transposed && width >= super::parallel::BLOCK && rows > 1)
+    (rows, width, transposed && width >= super::parallel::BLOCK && rows > 1)
 }
 
 #[cfg(test)]
