@@ -1,6 +1,8 @@
 //! astype between every pair of dtypes against reference conversions written here: floats to
 //! integers truncate toward zero and saturate (NaN gives 0), integers wrap modulo 2^bits,
 //! anything to bool is `!= 0`, and conversions to float16/bfloat16 round once, to nearest even.
+mod common;
+use common::wrap;
 use half::{bf16, f16};
 use kiln::{ops, Array, Dtype};
 
@@ -21,15 +23,6 @@ fn sources(dtype: Dtype) -> Vec<f64> {
             65504.0, 70000.0, -3.0e9, 1.0e10, 1.0 + 2f64.powi(-11) + 2f64.powi(-40), 1.0e-8,
         ],
     }
-}
-
-fn wrap(v: i128, bits: u32, signed: bool) -> f64 {
-    let m = 1i128 << bits;
-    let mut r = v.rem_euclid(m);
-    if signed && r >= m / 2 {
-        r -= m;
-    }
-    r as f64
 }
 
 /// Round-to-nearest-even into a 16-bit float format by search: `guess` is within one step of the

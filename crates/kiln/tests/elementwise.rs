@@ -129,14 +129,6 @@ fn float_ops_on_integers_and_bools_compute_in_float32() {
     }
 }
 
-/// `v` wrapped to the width and signedness of an integer dtype, as two's complement does.
-fn wrap(v: i128, dtype: Dtype) -> f64 {
-    let bits = 8 * dtype.size() as u32;
-    let m = v.rem_euclid(1i128 << bits);
-    let signed = !dtype.is_unsigned();
-    (if signed && m >= 1i128 << (bits - 1) { m - (1i128 << bits) } else { m }) as f64
-}
-
 #[test]
 fn integer_unary_ops_keep_the_dtype_and_wrap() {
     let mut rng = Rng::new(3);
@@ -156,7 +148,7 @@ fn integer_unary_ops_keep_the_dtype_and_wrap() {
             for (name, op, reference) in cases {
                 let y = op(&x).unwrap();
                 assert_eq!(y.dtype(), dtype, "{name} {dtype}");
-                let want: Vec<f64> = values.iter().map(|&v| wrap(reference(v as i128), dtype)).collect();
+                let want: Vec<f64> = values.iter().map(|&v| wrap_to(reference(v as i128), dtype)).collect();
                 assert_eq!(y.to_f64_vec().unwrap(), want, "{name} {dtype} {layout:?}");
             }
         }
@@ -313,7 +305,7 @@ fn integer_binary_ops_match_i128_references() {
                 for (i, g) in got.iter().enumerate() {
                     let (x, s) = (a[i] as i128, b[i % 4] as i128);
                     if let Some(w) = reference(x, s, bits) {
-                        assert_eq!(*g, wrap(w, dtype), "{name} {dtype} {layout:?}: {x} and {s}");
+                        assert_eq!(*g, wrap_to(w, dtype), "{name} {dtype} {layout:?}: {x} and {s}");
                     }
                 }
             }

@@ -1,7 +1,7 @@
 //! Index ops against plain-loop float64 references.
 mod common;
 
-use common::{random_values, rounded, with_layout, Rng, LAYOUTS};
+use common::{check_err, random_values, rounded, with_layout, Rng, LAYOUTS};
 use kiln::ops::{self, SliceSpec, SplitSpec};
 use kiln::{Array, Dtype, ErrorKind};
 
@@ -34,12 +34,6 @@ type Combine = (&'static str, fn(f64, f64) -> f64);
 
 fn idx(v: &[i64], shape: &[usize]) -> Array {
     Array::from_slice(v, shape).unwrap()
-}
-
-fn check_err<T: std::fmt::Debug>(r: kiln::Result<T>, kind: ErrorKind, op: &str) {
-    let e = r.expect_err("expected an error");
-    assert_eq!(e.kind, kind, "{e:?}");
-    assert_eq!(e.op, op, "{e:?}");
 }
 
 #[test]

@@ -50,11 +50,6 @@ fn empty(shape: &[usize], dtype: Dtype) -> Array {
     ops::astype(Array::from_slice::<f32>(&[], shape).unwrap(), dtype).unwrap()
 }
 
-fn check_err<T: std::fmt::Debug>(r: kiln::Result<T>, kind: ErrorKind, op: &str) {
-    let e = r.expect_err(&format!("{op}: expected an error"));
-    assert_eq!((e.kind, e.op.as_str()), (kind, op), "{e:?}");
-}
-
 /// Reference scan of one lane; max/min propagate NaN, as mlx does.
 fn scan_ref(lane: &[f64], op: &str, reverse: bool, inclusive: bool) -> Vec<f64> {
     let n = lane.len();

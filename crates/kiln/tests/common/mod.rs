@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use kiln::ops::{self, SliceSpec};
-use kiln::{Array, Dtype};
+use kiln::{Array, Dtype, ErrorKind};
 
 /// splitmix64: a small deterministic generator, independent of the code under test.
 pub struct Rng(u64);
@@ -118,6 +118,27 @@ pub fn assert_close(got: &[f64], want: &[f64], rtol: f64, atol: f64, what: &str)
             || (g - w).abs() <= atol + rtol * w.abs();
         assert!(ok, "{what}: element {i}: got {g}, want {w}");
     }
+}
+
+/// `v` wrapped modulo 2^bits into an integer of that width, as two's complement arithmetic does.
+pub fn wrap(v: i128, bits: u32, signed: bool) -> f64 {
+    let m = 1i128 << bits;
+    let mut r = v.rem_euclid(m);
+    if signed && r >= m / 2 {
+        r -= m;
+    }
+    r as f64
+}
+
+/// `v` wrapped into the integer `dtype`.
+pub fn wrap_to(v: i128, dtype: Dtype) -> f64 {
+    wrap(v, 8 * dtype.size() as u32, !dtype.is_unsigned())
+}
+
+/// Asserts that `r` is an error of `kind` reported by `op`.
+pub fn check_err<T: std::fmt::Debug>(r: kiln::Result<T>, kind: ErrorKind, op: &str) {
+    let e = r.expect_err(&format!("{op}: expected an error"));
+    assert_eq!((e.kind, e.op.as_str()), (kind, op), "{e:?}");
 }
 
 /// Relative tolerance suited to a dtype's precision.
