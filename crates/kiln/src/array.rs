@@ -26,6 +26,9 @@ pub(crate) struct Node {
     /// without rounding through its default dtype.
     pub(crate) literal: Option<Literal>,
     pub(crate) stream: Stream,
+    /// Built while a transform traced a function: evaluating it during the trace keeps its op
+    /// and inputs, so the transform can still walk the graph through it.
+    pub(crate) traced: bool,
     pub(crate) state: Mutex<State>,
 }
 
@@ -44,6 +47,11 @@ pub(crate) enum State {
     Pending { op: Op, inputs: Vec<Array> },
     /// Computed (or created with data).
     Ready(Buffer),
+    /// Computed during a transform's trace: the data, plus the op and inputs the transform walks.
+    Traced { buffer: Buffer, op: Op, inputs: Vec<Array> },
+    /// A stand-in with a shape and dtype but no data (the per-example input vmap traces with);
+    /// the string names the transform, for the error evaluating it raises.
+    Placeholder(&'static str),
 }
 
 impl Drop for Node {
@@ -60,8 +68,8 @@ impl Drop for Node {
 
 fn take_inputs(state: &mut State) -> Vec<Array> {
     match state {
-        State::Pending { inputs, .. } => std::mem::take(inputs),
-        State::Ready(_) => Vec::new(),
+        State::Pending { inputs, .. } | State::Traced { inputs, .. } => std::mem::take(inputs),
+        State::Ready(_) | State::Placeholder(_) => Vec::new(),
     }
 }
 
@@ -80,19 +88,31 @@ impl Array {
             weak,
             literal: None,
             stream: current_stream(),
+            traced: crate::transforms::is_tracing(),
             state: Mutex::new(State::Pending { op, inputs }),
         })))
     }
 
     /// An evaluated array wrapping `buffer`.
     pub(crate) fn from_buffer(shape: Shape, dtype: Dtype, buffer: Buffer) -> Array {
+        Array::leaf(shape, dtype, State::Ready(buffer))
+    }
+
+    /// A data-less stand-in of `shape` and `dtype` for tracing a function; evaluating anything
+    /// that depends on it fails with an error naming `transform`.
+    pub(crate) fn placeholder(shape: &[usize], dtype: Dtype, transform: &'static str) -> Array {
+        Array::leaf(shape.into(), dtype, State::Placeholder(transform))
+    }
+
+    fn leaf(shape: Shape, dtype: Dtype, state: State) -> Array {
         Array(Arc::new(Node {
             shape,
             dtype,
             weak: false,
             literal: None,
             stream: current_stream(),
-            state: Mutex::new(State::Ready(buffer)),
+            traced: false,
+            state: Mutex::new(state),
         }))
     }
 
@@ -143,6 +163,7 @@ impl Array {
             weak: true,
             literal: Some(literal),
             stream: current_stream(),
+            traced: false,
             state: Mutex::new(State::Ready(default.buffer().expect("a scalar has data"))),
         };
         Array(Arc::new(node))
@@ -195,7 +216,12 @@ impl Array {
 
     /// Whether the array has data (was evaluated or created with data).
     pub fn is_evaluated(&self) -> bool {
-        matches!(*self.lock(), State::Ready(_))
+        matches!(*self.lock(), State::Ready(_) | State::Traced { .. })
+    }
+
+    /// The node's identity (its address), for maps keyed by node.
+    pub(crate) fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
     }
 
     /// Whether two handles refer to the same node.
@@ -212,11 +238,28 @@ impl Array {
         }
     }
 
-    /// The node's op and inputs, or `None` once evaluated.
+    /// The node's op and inputs: `None` for leaves (data, placeholders) and for nodes evaluated
+    /// outside a transform's trace, which dropped them to free memory.
     pub fn op_and_inputs(&self) -> Option<(Op, Vec<Array>)> {
         match &*self.lock() {
-            State::Pending { op, inputs } => Some((op.clone(), inputs.clone())),
-            State::Ready(_) => None,
+            State::Pending { op, inputs } | State::Traced { op, inputs, .. } => {
+                Some((op.clone(), inputs.clone()))
+            }
+            State::Ready(_) | State::Placeholder(_) => None,
+        }
+    }
+
+    /// Whether this is a placeholder (a traced stand-in without data).
+    pub fn is_placeholder(&self) -> bool {
+        matches!(*self.lock(), State::Placeholder(_))
+    }
+
+    /// Forgets the op and inputs kept when the node was evaluated during a trace, so they can be
+    /// freed once the trace is over.
+    pub(crate) fn release_trace(&self) {
+        let mut state = self.lock();
+        if let State::Traced { buffer, .. } = &*state {
+            *state = State::Ready(buffer.clone());
         }
     }
 
@@ -227,8 +270,8 @@ impl Array {
     /// The data buffer, if evaluated.
     pub(crate) fn buffer(&self) -> Option<Buffer> {
         match &*self.lock() {
-            State::Ready(b) => Some(b.clone()),
-            State::Pending { .. } => None,
+            State::Ready(b) | State::Traced { buffer: b, .. } => Some(b.clone()),
+            State::Pending { .. } | State::Placeholder(_) => None,
         }
     }
 

@@ -8,7 +8,7 @@
 
 use crate::array::{Array, Node, State};
 use crate::backend::{self, Input};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -19,7 +19,7 @@ static EVAL_LOCK: Mutex<()> = Mutex::new(());
 /// Computes every pending node the `targets` depend on.
 pub(crate) fn eval(targets: &[Array]) -> Result<()> {
     let _guard = EVAL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let mut order = schedule(targets);
+    let mut order = schedule(targets)?;
     for slot in order.iter_mut() {
         let node = slot.take().expect("each node is scheduled once");
         run_node(&node)?;
@@ -28,8 +28,9 @@ pub(crate) fn eval(targets: &[Array]) -> Result<()> {
 }
 
 /// Post-order of the pending nodes reachable from `targets` (inputs before consumers), found
-/// iteratively so deep graphs cannot overflow the stack.
-fn schedule(targets: &[Array]) -> Vec<Option<Array>> {
+/// iteratively so deep graphs cannot overflow the stack. Reaching a placeholder is an error: its
+/// value is unknown while a transform traces the function.
+fn schedule(targets: &[Array]) -> Result<Vec<Option<Array>>> {
     let mut order = Vec::new();
     let mut seen: HashSet<*const Node> = HashSet::new();
     let mut stack: Vec<(Array, bool)> = targets.iter().rev().map(|a| (a.clone(), false)).collect();
@@ -43,7 +44,8 @@ fn schedule(targets: &[Array]) -> Vec<Option<Array>> {
         }
         let inputs = match &*a.lock() {
             State::Pending { inputs, .. } => inputs.clone(),
-            State::Ready(_) => continue,
+            State::Ready(_) | State::Traced { .. } => continue,
+            State::Placeholder(transform) => return Err(placeholder_error(transform, &a)),
         };
         stack.push((a, true));
         for i in inputs.into_iter().rev() {
@@ -52,29 +54,50 @@ fn schedule(targets: &[Array]) -> Vec<Option<Array>> {
             }
         }
     }
-    order
+    Ok(order)
+}
+
+fn placeholder_error(transform: &str, a: &Array) -> Error {
+    Error::new(
+        transform,
+        ErrorKind::NoData,
+        format!(
+            "cannot evaluate an array that depends on a traced input (shape {}, dtype {}): \
+             {transform} traces the function without data, so it must not read values \
+             (eval, item, to_vec, printing) of arrays computed from its inputs",
+            crate::shape::fmt_shape(a.shape()),
+            a.dtype()
+        ),
+    )
 }
 
 fn run_node(node: &Array) -> Result<()> {
     let (op, inputs) = match &mut *node.lock() {
         State::Pending { op, inputs } => (op.clone(), std::mem::take(inputs)),
-        State::Ready(_) => return Ok(()),
+        State::Ready(_) | State::Traced { .. } | State::Placeholder(_) => return Ok(()),
     };
+    // A node kept for a transform keeps its inputs too, so their storage must stay intact.
+    let keep = node.0.traced && crate::transforms::is_tracing();
     let data: Vec<Input> = inputs
         .iter()
         .map(|a| {
             let buffer = a.buffer().expect("inputs run before their consumers");
             // Only this node holds the input and only the input holds the storage (plus the clone
             // just taken): nobody can observe the storage being overwritten.
-            let donatable = Arc::strong_count(&a.0) == 1 && Arc::strong_count(&buffer.storage) == 2;
+            let donatable = !keep
+                && Arc::strong_count(&a.0) == 1 && Arc::strong_count(&buffer.storage) == 2;
             Input { shape: a.shape().into(), dtype: a.dtype(), buffer, donatable }
         })
         .collect();
     match backend::run(node.stream(), &op, &data, node.shape(), node.dtype()) {
         Ok(buffer) => {
             drop(data);
-            *node.lock() = State::Ready(buffer);
-            drop(inputs);
+            if keep {
+                *node.lock() = State::Traced { buffer, op, inputs };
+            } else {
+                *node.lock() = State::Ready(buffer);
+                drop(inputs);
+            }
             Ok(())
         }
         Err(e) => {

@@ -21,6 +21,7 @@ pub mod error;
 pub mod ops;
 pub mod primitive;
 pub mod shape;
+pub mod transforms;
 
 mod eval;
 mod operators;
@@ -33,3 +34,4 @@ pub use dtype::{promote_types, Dtype, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::random;
 pub use shape::Shape;
+pub use transforms::{checkpoint, grad, jvp, stop_gradient, value_and_grad, vjp, vmap, CustomFunction};

@@ -9,6 +9,7 @@ use crate::array::Array;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::shape::{broadcast_shapes, Shape};
+pub use crate::transforms::custom::CustomCall;
 
 /// Elementwise ops of one input.
 #[allow(missing_docs)]
@@ -195,8 +196,14 @@ pub enum Op {
     Scatter { axes: Vec<usize>, op: ScatterOp },
     /// Batched matrix product of [a (..., M, K), b (..., K, N)] with equal batch shapes; floats only.
     Matmul,
-    /// Random bits from a threefry2x32 key (input [key], uint32 of shape (2,)): `shape` elements of
-    /// `width` bytes (1, 2 or 4).
+    /// The input unchanged, with a zero derivative: `stop_gradient`. Evaluates as a view.
+    StopGradient,
+    /// Output `index` of one call of a function with user-supplied derivatives (custom_function,
+    /// checkpoint). Inputs are the call's outputs followed by its arguments; it evaluates as a
+    /// view of input `index`, while transforms apply the call's own rules.
+    Custom { index: usize, call: CustomCall },
+    /// Random bits from threefry2x32 keys (input [key], uint32 of shape (..., 2)): for each key,
+    /// `shape` elements of `width` bytes (1, 2 or 4); the output is the key batch ++ `shape`.
     RandomBits { shape: Shape, width: usize },
 }
 
@@ -262,12 +269,22 @@ impl Op {
             Op::Scatter { .. } => "scatter",
             Op::Matmul => "matmul",
             Op::RandomBits { .. } => "random_bits",
+            Op::StopGradient => "stop_gradient",
+            Op::Custom { .. } => "custom_function",
         }
     }
 
     /// Whether the op's output is a view of its first input (no data is copied when strides allow).
     pub fn is_view(&self) -> bool {
-        matches!(self, Op::Reshape(_) | Op::Transpose(_) | Op::BroadcastTo(_) | Op::Slice { .. })
+        matches!(
+            self,
+            Op::Reshape(_)
+                | Op::Transpose(_)
+                | Op::BroadcastTo(_)
+                | Op::Slice { .. }
+                | Op::StopGradient
+                | Op::Custom { .. }
+        )
     }
 
     /// The output shape and dtype of this op on `inputs`. Constructors validate arguments before
@@ -372,13 +389,17 @@ impl Op {
                 s[n - 1] = b[n - 1];
                 (s, first().dtype())
             }
+            Op::StopGradient => (first().shape().into(), first().dtype()),
+            Op::Custom { index, .. } => (inputs[*index].shape().into(), inputs[*index].dtype()),
             Op::RandomBits { shape, width } => {
                 let dt = match width {
                     1 => Dtype::U8,
                     2 => Dtype::U16,
                     _ => Dtype::U32,
                 };
-                (shape.clone(), dt)
+                let mut out: Shape = first().shape()[..first().ndim().saturating_sub(1)].into();
+                out.extend_from_slice(shape);
+                (out, dt)
             }
         })
     }

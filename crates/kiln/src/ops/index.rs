@@ -373,8 +373,23 @@ pub fn take_along_axis(x: impl AsArray, indices: impl AsArray, axis: Option<i64>
 /// A copy of `x` with `values` written at `indices` along `axis` (of the flattened array when
 /// `None`; the result then keeps `x`'s shape, as in mlx).
 pub fn put_along_axis(x: impl AsArray, indices: impl AsArray, values: impl AsArray, axis: Option<i64>) -> Result<Array> {
-    let op = "put_along_axis";
-    let x = x.as_array();
+    scatter_along_axis("put_along_axis", x.as_array(), indices, values, axis, ScatterOp::Set)
+}
+
+/// A copy of `x` with `values` added at `indices` along `axis` (duplicates accumulate): the
+/// derivative of [`take_along_axis`], used by the sort and scan derivatives.
+pub(crate) fn add_along_axis(x: &Array, indices: &Array, values: &Array, axis: usize) -> Result<Array> {
+    scatter_along_axis("add_along_axis", x.clone(), indices, values, Some(axis as i64), ScatterOp::Add)
+}
+
+fn scatter_along_axis(
+    op: &str,
+    x: Array,
+    indices: impl AsArray,
+    values: impl AsArray,
+    axis: Option<i64>,
+    combine: ScatterOp,
+) -> Result<Array> {
     let shape: Shape = x.shape().into();
     let (x, a) = axis_or_flat(op, x, axis)?;
     let idx = indices.as_array();
@@ -386,7 +401,7 @@ pub fn put_along_axis(x: impl AsArray, indices: impl AsArray, values: impl AsArr
     b.extend(std::iter::repeat_n(1, x.ndim()));
     let values = reshape_to(&values, b.into())?;
     let axes: Vec<i64> = (0..x.ndim() as i64).collect();
-    let out = scatter_op(op, x, &all, values, &axes, ScatterOp::Set)?;
+    let out = scatter_op(op, x, &all, values, &axes, combine)?;
     // With no axis the scatter ran on the flattened array; mlx hands it back in x's shape.
     if axis.is_none() { reshape_to(&out, shape) } else { Ok(out) }
 }

@@ -2,6 +2,8 @@
 //! that exercise strided kernels, and comparison against float64 references.
 #![allow(dead_code)]
 
+pub mod derivatives;
+
 use kiln::ops::{self, SliceSpec};
 use kiln::{Array, Dtype, ErrorKind};
 

@@ -28,24 +28,36 @@ pub fn threefry2x32(k0: u32, k1: u32, c0: u32, c1: u32) -> (u32, u32) {
     (x0, x1)
 }
 
-/// `shape` elements of `width` bytes from the key in `key` (uint32, shape (2,)): element i is the
-/// low `width` bytes of 32-bit word i of the threefry stream.
+/// `shape` elements of `width` bytes per key in `key` (uint32, shape `(..., 2)`: one key or a
+/// batch of them, as vmap makes): element i of a key's block is the low `width` bytes of 32-bit
+/// word i of that key's threefry stream.
 pub fn random_bits(key: &Input, shape: &[usize], width: usize) -> Result<Buffer> {
-    if key.dtype != Dtype::U32 || key.shape.as_slice() != [2] {
-        return Err(Error::value("random_bits", "the key must be a uint32 array of shape (2,)"));
+    if key.dtype != Dtype::U32 || key.shape.last() != Some(&2) {
+        return Err(Error::value("random_bits", "the key must be a uint32 array of shape (..., 2)"));
     }
-    let kp = key.buffer.ptr::<u32>();
-    let stride = key.buffer.strides[0];
-    // Safety: the key has two elements.
-    let (k0, k1) = unsafe { (*kp, *kp.offset(stride)) };
+    let nk = key.shape.len() - 1;
     let dtype = match width {
         1 => Dtype::U8,
         2 => Dtype::U16,
         _ => Dtype::U32,
     };
+    let block: &[usize] = &shape[nk..];
+    let n = numel(block);
     let out = alloc(shape, dtype);
-    let base = out.ptr::<u8>() as usize;
-    let n = numel(shape);
+    let kp = key.buffer.ptr::<u32>();
+    let word_stride = key.buffer.strides[nk];
+    let mut k = 0;
+    super::strided::for_each_offset(&key.shape[..nk], &key.buffer.strides[..nk], |off| {
+        // Safety: each key offset addresses two words inside the key view.
+        let (k0, k1) = unsafe { (*kp.offset(off), *kp.offset(off + word_stride)) };
+        fill_block(k0, k1, out.ptr::<u8>() as usize + k * n * width, n, width);
+        k += 1;
+    });
+    Ok(out)
+}
+
+/// Writes `n` elements of `width` bytes of the stream of key `(k0, k1)` at address `base`.
+fn fill_block(k0: u32, k1: u32, base: usize, n: usize, width: usize) {
     // Chunks start at even positions so each counter's two words land in one chunk.
     for_chunks(n, 1 << 16, |start, len| {
         let mut i = start;
@@ -55,7 +67,7 @@ pub fn random_bits(key: &Input, shape: &[usize], width: usize) -> Result<Buffer>
             for (k, w) in [w0, w1].into_iter().enumerate() {
                 let pos = 2 * j as usize + k;
                 if pos >= i && pos < start + len {
-                    // Safety: pos < n.
+                    // Safety: pos < n, inside this key's block.
                     unsafe {
                         match width {
                             1 => *(base as *mut u8).add(pos) = w as u8,
@@ -68,7 +80,6 @@ pub fn random_bits(key: &Input, shape: &[usize], width: usize) -> Result<Buffer>
             i = 2 * j as usize + 2;
         }
     });
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -1,0 +1,368 @@
+//! Reverse mode (`vjp`, `grad`, `value_and_grad`) and forward mode (`jvp`) differentiation.
+//!
+//! The function runs on tracers: identity views of the primal values, new nodes that mark where
+//! the differentiated inputs enter. The function may read values (the tracers have data), and
+//! nodes it evaluates during the trace keep their graph for the walk. The walk then covers only
+//! the section of the graph between the tracers and the outputs ([`Section`]) and applies each
+//! op's rule; rules are built from ordinary lazy ops, so the result is a graph again, evaluated
+//! when the caller wants it, and differentiable again.
+
+use super::custom::Rules;
+use super::graph::{Section, Visit};
+use super::{jvp_rules, vjp_rules, Function, TraceGuard};
+use crate::array::Array;
+use crate::error::{Error, Result};
+use crate::ops;
+use crate::primitive::Op;
+use crate::shape::fmt_shape;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// New identity nodes over `primals`: the leaves a derivative is taken with respect to.
+pub(crate) fn tracers(primals: &[Array]) -> Result<Vec<Array>> {
+    let _trace = TraceGuard::enter();
+    primals.iter().map(|p| Array::from_op(Op::Reshape(p.shape().into()), vec![p.clone()])).collect()
+}
+
+/// Runs `f` on `args` while tracing, checking that it returned at least one array.
+pub(crate) fn trace(transform: &str, f: &dyn Function, args: &[Array]) -> Result<Vec<Array>> {
+    let outputs = {
+        let _trace = TraceGuard::enter();
+        f(args)?
+    };
+    if outputs.is_empty() {
+        return Err(Error::value(transform, "the function returned no arrays; it must return at least one"));
+    }
+    Ok(outputs)
+}
+
+/// `x` unchanged, but with a zero derivative: gradients do not flow through it.
+pub fn stop_gradient(x: &Array) -> Result<Array> {
+    Array::from_op(Op::StopGradient, vec![x.clone()])
+}
+
+/// The outputs of `f` at `primals`, and the vector-Jacobian product: for each primal, the sum
+/// over outputs of `cotangent_i · ∂output_i/∂primal`. One cotangent per output, of its shape.
+pub fn vjp(f: impl Function, primals: &[Array], cotangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)> {
+    let leaves = tracers(primals)?;
+    let outputs = trace("vjp", &f, &leaves)?;
+    if cotangents.len() != outputs.len() {
+        return Err(Error::value(
+            "vjp",
+            format!("the function returned {} outputs but {} cotangents were given", outputs.len(), cotangents.len()),
+        ));
+    }
+    for (i, (o, c)) in outputs.iter().zip(cotangents).enumerate() {
+        if o.shape() != c.shape() {
+            return Err(Error::shape(
+                "vjp",
+                format!(
+                    "cotangent {i} has shape {} but output {i} has shape {}; each cotangent must match its output",
+                    fmt_shape(c.shape()),
+                    fmt_shape(o.shape())
+                ),
+            ));
+        }
+    }
+    let grads = backward(&outputs, &leaves, cotangents)?;
+    Ok((outputs, grads))
+}
+
+/// The outputs of `f` at `primals`, and the Jacobian-vector product: for each output, the sum
+/// over primals of `∂output/∂primal_j · tangent_j`. One tangent per primal, of its shape.
+pub fn jvp(f: impl Function, primals: &[Array], tangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)> {
+    if tangents.len() != primals.len() {
+        return Err(Error::value(
+            "jvp",
+            format!("{} primals but {} tangents were given; give one tangent per primal", primals.len(), tangents.len()),
+        ));
+    }
+    for (i, (p, t)) in primals.iter().zip(tangents).enumerate() {
+        if p.shape() != t.shape() {
+            return Err(Error::shape(
+                "jvp",
+                format!("tangent {i} has shape {} but primal {i} has shape {}", fmt_shape(t.shape()), fmt_shape(p.shape())),
+            ));
+        }
+    }
+    let leaves = tracers(primals)?;
+    let outputs = trace("jvp", &f, &leaves)?;
+    let tangents = forward(&outputs, &leaves, tangents)?;
+    Ok((outputs, tangents))
+}
+
+/// `f`'s gradient with respect to the arguments `argnums`: `f` must return a scalar loss first
+/// (further outputs are ignored). The result returns one gradient per entry of `argnums`.
+pub fn grad(f: impl Function, argnums: &[usize]) -> impl Function {
+    let vg = value_and_grad(f, argnums);
+    move |args: &[Array]| Ok(vg(args)?.1)
+}
+
+/// Like [`grad`], but also returns `f`'s outputs: `(outputs, gradients)`. As in mlx, `f` may
+/// return more than the loss; the loss is its first output.
+pub fn value_and_grad(
+    f: impl Function,
+    argnums: &[usize],
+) -> impl Fn(&[Array]) -> Result<(Vec<Array>, Vec<Array>)> {
+    let argnums = argnums.to_vec();
+    move |args: &[Array]| {
+        check_argnums(&argnums, args)?;
+        let wrt: Vec<Array> = argnums.iter().map(|&i| args[i].clone()).collect();
+        let leaves = tracers(&wrt)?;
+        let mut full = args.to_vec();
+        for (&i, leaf) in argnums.iter().zip(&leaves) {
+            full[i] = leaf.clone();
+        }
+        let outputs = trace("grad", &f, &full)?;
+        let loss = &outputs[0];
+        if loss.size() != 1 {
+            return Err(Error::shape(
+                "grad",
+                format!(
+                    "the function must return a scalar loss as its first output, got shape {}; reduce it (e.g. with sum or mean)",
+                    fmt_shape(loss.shape())
+                ),
+            ));
+        }
+        if !loss.dtype().is_float() {
+            return Err(Error::dtype(
+                "grad",
+                format!("the loss has dtype {}: only floating-point outputs have gradients", loss.dtype()),
+            ));
+        }
+        let seed = ops::ones_like(loss)?;
+        let grads = backward(std::slice::from_ref(loss), &leaves, &[seed])?;
+        Ok((outputs, grads))
+    }
+}
+
+fn check_argnums(argnums: &[usize], args: &[Array]) -> Result<()> {
+    if argnums.is_empty() {
+        return Err(Error::value("grad", "argnums is empty: name at least one argument to differentiate"));
+    }
+    for (k, &i) in argnums.iter().enumerate() {
+        if i >= args.len() {
+            return Err(Error::value(
+                "grad",
+                format!("argnums contains {i} but the function was called with {} arguments", args.len()),
+            ));
+        }
+        if argnums[..k].contains(&i) {
+            return Err(Error::value("grad", format!("argnums contains {i} twice")));
+        }
+        if !args[i].dtype().is_float() {
+            return Err(Error::dtype(
+                "grad",
+                format!(
+                    "argument {i} has dtype {}: gradients exist only for floating-point inputs (cast it with astype)",
+                    args[i].dtype()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `ct` made to fit `input`: summed over broadcast axes and cast to its dtype. `None` for inputs
+/// without gradients (integer and bool).
+fn fit_cotangent(ct: Array, input: &Array) -> Result<Option<Array>> {
+    if !input.dtype().is_float() {
+        return Ok(None);
+    }
+    let ct = vjp_rules::unbroadcast(ct, input.shape())?;
+    Ok(Some(ops::astype(&ct, input.dtype())?))
+}
+
+/// `t` made to fit `output`: broadcast to its shape and cast to its dtype.
+fn fit_tangent(t: Array, output: &Array) -> Result<Array> {
+    let t = if t.shape() == output.shape() { t } else { ops::broadcast_to(&t, output.shape())? };
+    ops::astype(&t, output.dtype())
+}
+
+/// Cotangents accumulated per node id.
+struct Cotangents(HashMap<usize, Array>);
+
+impl Cotangents {
+    fn add(&mut self, node: &Array, ct: Array) -> Result<()> {
+        let Some(ct) = fit_cotangent(ct, node)? else { return Ok(()) };
+        let sum = match self.0.remove(&node.id()) {
+            Some(prev) => ops::add(&prev, &ct)?,
+            None => ct,
+        };
+        self.0.insert(node.id(), sum);
+        Ok(())
+    }
+}
+
+/// Cotangents of the outputs of one custom call gathered until its last output is reached.
+struct PendingCall {
+    remaining: usize,
+    cotangents: Vec<Option<Array>>,
+}
+
+/// Reverse-mode walk: the cotangent of each leaf given the outputs' cotangents (zeros for leaves
+/// the outputs do not depend on).
+pub(crate) fn backward(outputs: &[Array], leaves: &[Array], cotangents: &[Array]) -> Result<Vec<Array>> {
+    let section = Section::between(outputs, leaves);
+    let mut cts = Cotangents(HashMap::new());
+    for (o, c) in outputs.iter().zip(cotangents) {
+        if section.reaches(o) {
+            cts.add(o, c.clone())?;
+        }
+    }
+    let mut counts = section.custom_call_counts();
+    let mut calls: HashMap<usize, PendingCall> = HashMap::new();
+    for v in section.order.iter().rev() {
+        let ct = cts.0.remove(&v.node.id());
+        if let Op::Custom { index, call } = &v.op {
+            if call.rules().vjp.is_some() {
+                let n = call.outputs();
+                let entry = calls.entry(call.id()).or_insert_with(|| PendingCall {
+                    remaining: counts.remove(&call.id()).unwrap_or(1),
+                    cotangents: vec![None; n],
+                });
+                entry.cotangents[*index] = ct;
+                entry.remaining -= 1;
+                if entry.remaining == 0 {
+                    let pending = calls.remove(&call.id()).expect("entry just seen");
+                    custom_vjp(call.rules(), v, n, pending.cotangents, &section, &mut cts)?;
+                }
+                continue;
+            }
+        }
+        let Some(ct) = ct else { continue };
+        if !v.node.dtype().is_float() {
+            continue;
+        }
+        let input_cts = vjp_rules::vjp(&v.op, &v.inputs, &v.node, &ct)?;
+        for (input, ict) in v.inputs.iter().zip(input_cts) {
+            if let Some(ict) = ict {
+                if section.reaches(input) {
+                    cts.add(input, ict)?;
+                }
+            }
+        }
+    }
+    section.release();
+    leaves
+        .iter()
+        .map(|l| match cts.0.remove(&l.id()) {
+            Some(c) => Ok(c),
+            None => ops::zeros_like(l),
+        })
+        .collect()
+}
+
+/// Applies a custom call's vjp: `v` is one of its output nodes (they share the input list).
+fn custom_vjp(
+    rules: &Arc<Rules>,
+    v: &Visit,
+    n: usize,
+    output_cts: Vec<Option<Array>>,
+    section: &Section,
+    cts: &mut Cotangents,
+) -> Result<()> {
+    if output_cts.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    let (outputs, args) = v.inputs.split_at(n);
+    let output_cts = output_cts
+        .into_iter()
+        .zip(outputs)
+        .map(|(c, o)| c.map_or_else(|| ops::zeros_like(o), Ok))
+        .collect::<Result<Vec<_>>>()?;
+    let rule = rules.vjp.as_ref().expect("caller checked");
+    let arg_cts = rule(args, &output_cts, outputs)?;
+    if arg_cts.len() != args.len() {
+        return Err(Error::value(
+            &rules.name,
+            format!("the custom vjp returned {} cotangents for {} arguments", arg_cts.len(), args.len()),
+        ));
+    }
+    for (i, (arg, ct)) in args.iter().zip(arg_cts).enumerate() {
+        if ct.shape() != arg.shape() {
+            return Err(Error::shape(
+                &rules.name,
+                format!(
+                    "the custom vjp returned a cotangent of shape {} for argument {i} of shape {}",
+                    fmt_shape(ct.shape()),
+                    fmt_shape(arg.shape())
+                ),
+            ));
+        }
+        if section.reaches(arg) {
+            cts.add(arg, ct)?;
+        }
+    }
+    Ok(())
+}
+
+/// Forward-mode walk: the tangent of each output given the leaves' tangents (zeros for outputs
+/// that do not depend on the leaves).
+pub(crate) fn forward(outputs: &[Array], leaves: &[Array], tangents: &[Array]) -> Result<Vec<Array>> {
+    let section = Section::between(outputs, leaves);
+    let mut tans: HashMap<usize, Array> = HashMap::new();
+    for (l, t) in leaves.iter().zip(tangents) {
+        if l.dtype().is_float() {
+            tans.insert(l.id(), fit_tangent(t.clone(), l)?);
+        }
+    }
+    let mut custom_results: HashMap<usize, Vec<Array>> = HashMap::new();
+    for v in &section.order {
+        if !v.node.dtype().is_float() {
+            continue;
+        }
+        let tin: Vec<Option<Array>> = v.inputs.iter().map(|i| tans.get(&i.id()).cloned()).collect();
+        if tin.iter().all(Option::is_none) {
+            continue;
+        }
+        let t = match &v.op {
+            Op::Custom { index, call } if call.rules().jvp.is_some() => {
+                if !custom_results.contains_key(&call.id()) {
+                    let r = custom_jvp(call.rules(), v, call.outputs(), &tin)?;
+                    custom_results.insert(call.id(), r);
+                }
+                Some(custom_results[&call.id()][*index].clone())
+            }
+            _ => jvp_rules::jvp(&v.op, &v.inputs, &v.node, &tin)?,
+        };
+        if let Some(t) = t {
+            tans.insert(v.node.id(), fit_tangent(t, &v.node)?);
+        }
+    }
+    section.release();
+    outputs
+        .iter()
+        .map(|o| match tans.get(&o.id()) {
+            Some(t) => Ok(t.clone()),
+            None => ops::zeros_like(o),
+        })
+        .collect()
+}
+
+/// Applies a custom call's jvp to the tangents of its arguments.
+fn custom_jvp(rules: &Arc<Rules>, v: &Visit, n: usize, tin: &[Option<Array>]) -> Result<Vec<Array>> {
+    let args = &v.inputs[n..];
+    let arg_tangents = tin[n..]
+        .iter()
+        .zip(args)
+        .map(|(t, a)| t.clone().map_or_else(|| ops::zeros_like(a), Ok))
+        .collect::<Result<Vec<_>>>()?;
+    let rule = rules.jvp.as_ref().expect("caller checked");
+    let out = rule(args, &arg_tangents)?;
+    if out.len() != n {
+        return Err(Error::value(
+            &rules.name,
+            format!("the custom jvp returned {} tangents for {n} outputs", out.len()),
+        ));
+    }
+    for (i, (t, o)) in out.iter().zip(&v.inputs[..n]).enumerate() {
+        if t.shape() != o.shape() {
+            return Err(Error::shape(
+                &rules.name,
+                format!("the custom jvp returned a tangent of shape {} for output {i} of shape {}", fmt_shape(t.shape()), fmt_shape(o.shape())),
+            ));
+        }
+    }
+    Ok(out)
+}
