@@ -94,6 +94,7 @@ fn run_node(node: &Array) -> Result<()> {
             drop(data);
             if keep {
                 *node.lock() = State::Traced { buffer, op, inputs };
+                crate::transforms::note_kept(node);
             } else {
                 *node.lock() = State::Ready(buffer);
                 drop(inputs);

@@ -20,16 +20,13 @@ use std::sync::Arc;
 
 /// New identity nodes over `primals`: the leaves a derivative is taken with respect to.
 pub(crate) fn tracers(primals: &[Array]) -> Result<Vec<Array>> {
-    let _trace = TraceGuard::enter();
     primals.iter().map(|p| Array::from_op(Op::Reshape(p.shape().into()), vec![p.clone()])).collect()
 }
 
-/// Runs `f` on `args` while tracing, checking that it returned at least one array.
+/// Runs `f` on `args`, checking that it returned at least one array. The caller holds a
+/// [`TraceGuard`] until its walk is done.
 pub(crate) fn trace(transform: &str, f: &dyn Function, args: &[Array]) -> Result<Vec<Array>> {
-    let outputs = {
-        let _trace = TraceGuard::enter();
-        f(args)?
-    };
+    let outputs = f(args)?;
     if outputs.is_empty() {
         return Err(Error::value(transform, "the function returned no arrays; it must return at least one"));
     }
@@ -44,6 +41,7 @@ pub fn stop_gradient(x: &Array) -> Result<Array> {
 /// The outputs of `f` at `primals`, and the vector-Jacobian product: for each primal, the sum
 /// over outputs of `cotangent_i · ∂output_i/∂primal`. One cotangent per output, of its shape.
 pub fn vjp(f: impl Function, primals: &[Array], cotangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)> {
+    let _trace = TraceGuard::enter();
     let leaves = tracers(primals)?;
     let outputs = trace("vjp", &f, &leaves)?;
     if cotangents.len() != outputs.len() {
@@ -85,6 +83,7 @@ pub fn jvp(f: impl Function, primals: &[Array], tangents: &[Array]) -> Result<(V
             ));
         }
     }
+    let _trace = TraceGuard::enter();
     let leaves = tracers(primals)?;
     let outputs = trace("jvp", &f, &leaves)?;
     let tangents = forward(&outputs, &leaves, tangents)?;
@@ -107,6 +106,7 @@ pub fn value_and_grad(
     let argnums = argnums.to_vec();
     move |args: &[Array]| {
         check_argnums(&argnums, args)?;
+        let _trace = TraceGuard::enter();
         let wrt: Vec<Array> = argnums.iter().map(|&i| args[i].clone()).collect();
         let leaves = tracers(&wrt)?;
         let mut full = args.to_vec();
@@ -243,7 +243,6 @@ pub(crate) fn backward(outputs: &[Array], leaves: &[Array], cotangents: &[Array]
             }
         }
     }
-    section.release();
     leaves
         .iter()
         .map(|l| match cts.0.remove(&l.id()) {
@@ -330,7 +329,6 @@ pub(crate) fn forward(outputs: &[Array], leaves: &[Array], tangents: &[Array]) -
             tans.insert(v.node.id(), fit_tangent(t, &v.node)?);
         }
     }
-    section.release();
     outputs
         .iter()
         .map(|o| match tans.get(&o.id()) {

@@ -67,14 +67,4 @@ impl Section {
         }
         counts
     }
-
-    /// Ends a trace: nodes evaluated during it forget the graph they kept for the walk (only at
-    /// the outermost trace; an enclosing transform still needs it).
-    pub(crate) fn release(&self) {
-        if !super::is_tracing() {
-            for v in &self.order {
-                v.node.release_trace();
-            }
-        }
-    }
 }

@@ -23,11 +23,21 @@ pub use autodiff::{grad, jvp, stop_gradient, value_and_grad, vjp};
 pub use custom::{checkpoint, CustomFunction};
 pub use vmap::vmap;
 
-use std::cell::Cell;
+use crate::array::{Array, Node};
+use std::cell::{Cell, RefCell};
+use std::sync::Weak;
 
 thread_local! {
     /// How many transforms are tracing a function on this thread right now.
     static TRACE_DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// Nodes evaluated during the current outermost trace, which kept their graph.
+    static KEPT: RefCell<Vec<Weak<Node>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records a node that kept its graph when evaluated during a trace, to release it when the
+/// outermost trace ends.
+pub(crate) fn note_kept(node: &Array) {
+    KEPT.with(|k| k.borrow_mut().push(std::sync::Arc::downgrade(&node.0)));
 }
 
 /// Whether a transform is tracing a function on this thread: nodes built now are marked, and
@@ -36,7 +46,8 @@ pub(crate) fn is_tracing() -> bool {
     TRACE_DEPTH.with(|d| d.get() > 0)
 }
 
-/// Marks the thread as tracing while alive (nests).
+/// Marks the thread as tracing while alive (nests). When the outermost guard ends, nodes
+/// evaluated during the trace forget the graph they kept, so it can be freed.
 pub(crate) struct TraceGuard;
 
 impl TraceGuard {
@@ -49,7 +60,16 @@ impl TraceGuard {
 
 impl Drop for TraceGuard {
     fn drop(&mut self) {
-        TRACE_DEPTH.with(|d| d.set(d.get() - 1));
+        let depth = TRACE_DEPTH.with(|d| {
+            d.set(d.get() - 1);
+            d.get()
+        });
+        if depth == 0 {
+            let kept = KEPT.with(|k| std::mem::take(&mut *k.borrow_mut()));
+            for node in kept.iter().filter_map(Weak::upgrade) {
+                Array(node).release_trace();
+            }
+        }
     }
 }
 
