@@ -2,13 +2,33 @@
 //! `value_and_grad`), forward mode (`jvp`), batching (`vmap`), `checkpoint` and
 //! `custom_function`. Every op carries its own rules (`vjp_rules`, `jvp_rules`, `batching`), each
 //! a `match` over [`crate::primitive::Op`] without a catch-all, so a new op cannot be added
-//! without deciding its derivative and its batching rule.
+//! without deciding its derivative and its batching rule. (The architecture guide places these
+//! rules on the op enum in `primitive.rs`; they live here so that file stays about shapes and
+//! dtypes and the rules can use the public ops. The exhaustive matches keep the same guarantee.)
 //!
 //! Autodiff runs the function on *tracers* (identity views of the primal values, so the function
 //! may still read values), then walks the graph between the tracers and the outputs. Rules build
 //! their results from ordinary ops, so derivatives are themselves differentiable (grad of grad,
 //! jvp of vjp) and every transform nests with the others. vmap traces the function once on
 //! data-less placeholders of the per-example shape and rewrites that graph with batching rules.
+//!
+//! ```
+//! use kiln::{grad, ops, vmap, Array};
+//! // f(x, y) = sum(sin(x) * y); functions take and return lists of arrays.
+//! let f = |a: &[Array]| Ok(vec![ops::sum(ops::multiply(ops::sin(&a[0])?, &a[1])?, None, false)?]);
+//! let x = Array::from_vec(vec![0.0f64, 1.0]);
+//! let y = Array::from_vec(vec![2.0f64, 3.0]);
+//! let d = grad(f, &[0, 1])(&[x.clone(), y.clone()]).unwrap();
+//! assert_eq!(d[0].to_vec::<f64>().unwrap(), vec![2.0, 3.0 * 1f64.cos()]);
+//! // Second derivative of sum(sin(x) * y) in x: -sin(x) * y.
+//! let dx = move |a: &[Array]| Ok(vec![ops::sum(&grad(f, &[0])(a)?[0], None, false)?]);
+//! let d2 = grad(dx, &[0])(&[x.clone(), y.clone()]).unwrap();
+//! assert_eq!(d2[0].to_vec::<f64>().unwrap(), vec![0.0, -3.0 * 1f64.sin()]);
+//! // One gradient per row of a batch of x, y shared: each op runs once on the whole batch.
+//! let xs = Array::from_slice(&[0.0f64, 1.0, 2.0, 3.0], &[2, 2]).unwrap();
+//! let per_row = vmap(grad(f, &[0]), &[Some(0), None], &[Some(0)]);
+//! assert_eq!(per_row(&[xs, y]).unwrap()[0].shape(), &[2, 2]);
+//! ```
 
 pub mod autodiff;
 pub mod custom;
