@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::ops;
 use crate::primitive::Op;
 use crate::shape::fmt_shape;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -317,11 +318,11 @@ pub(crate) fn forward(outputs: &[Array], leaves: &[Array], tangents: &[Array]) -
         }
         let t = match &v.op {
             Op::Custom { index, call } if call.rules().jvp.is_some() => {
-                if !custom_results.contains_key(&call.id()) {
-                    let r = custom_jvp(call.rules(), v, call.outputs(), &tin)?;
-                    custom_results.insert(call.id(), r);
-                }
-                Some(custom_results[&call.id()][*index].clone())
+                let results = match custom_results.entry(call.id()) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => e.insert(custom_jvp(call.rules(), v, call.outputs(), &tin)?),
+                };
+                Some(results[*index].clone())
             }
             _ => jvp_rules::jvp(&v.op, &v.inputs, &v.node, &tin)?,
         };

@@ -26,7 +26,9 @@ impl Section {
         let leaf_ids: HashSet<usize> = leaves.iter().map(Array::id).collect();
         let mut post: Vec<Visit> = Vec::new();
         let mut seen: HashSet<usize> = HashSet::new();
-        let mut stack: Vec<(Array, Option<(Op, Vec<Array>)>)> =
+        // Each entry: a node, and once expanded, its op and inputs (to finish after them).
+        type Entry = (Array, Option<(Op, Vec<Array>)>);
+        let mut stack: Vec<Entry> =
             outputs.iter().rev().map(|a| (a.clone(), None)).collect();
         while let Some((a, expanded)) = stack.pop() {
             if let Some((op, inputs)) = expanded {

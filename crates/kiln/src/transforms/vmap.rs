@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::ops;
 use crate::primitive::Op;
 use crate::shape::{fmt_shape, normalize_axis};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -56,11 +57,11 @@ pub fn vmap(f: impl Function, in_axes: &[Option<i64>], out_axes: &[Option<i64>])
                 v.inputs.iter().map(|i| values.get(&i.id()).cloned().unwrap_or((i.clone(), None))).collect();
             let out = match &v.op {
                 Op::Custom { index, call } => {
-                    if !calls.contains_key(&call.id()) {
-                        let r = batch_custom(call.rules(), call.outputs(), &inputs, size)?;
-                        calls.insert(call.id(), r);
-                    }
-                    calls[&call.id()][*index].clone()
+                    let batched = match calls.entry(call.id()) {
+                        Entry::Occupied(e) => e.into_mut(),
+                        Entry::Vacant(e) => e.insert(batch_custom(call.rules(), call.outputs(), &inputs, size)?),
+                    };
+                    batched[*index].clone()
                 }
                 op => batch(op, &inputs, size)
                     .map_err(|e| Error { message: format!("{} (batching {})", e.message, op.name()), ..e })?,
