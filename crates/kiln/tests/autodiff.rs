@@ -332,3 +332,46 @@ fn composites_of_many_ops() {
     };
     check("layer-norm mlp", &layer_norm_mlp, &[w, x], 1);
 }
+
+#[test]
+fn narrow_float_gradients_match_float64() {
+    // Gradients keep the input's dtype and agree with the float64 gradient to its precision.
+    let mut rng = Rng::new(15);
+    let values = rng.vec(24, -1.0, 1.0);
+    let weights = rng.vec(6, -1.0, 1.0);
+    let loss = |a: &[Array]| -> kiln::Result<Vec<Array>> {
+        let h = ops::tanh(ops::matmul(&a[0], &a[1])?)?;
+        Ok(vec![ops::mean(ops::multiply(&h, ops::sigmoid(&h)?)?, None, false)?])
+    };
+    let grads = |dtype: Dtype| {
+        let x = common::array(&values, &[4, 6], dtype);
+        let w = common::array(&weights, &[6, 1], dtype);
+        let g = kiln::grad(loss, &[0, 1])(&[x, w]).unwrap();
+        assert!(g.iter().all(|g| g.dtype() == dtype), "{dtype}: gradient dtype");
+        g.iter().map(|g| g.to_f64_vec().unwrap()).collect::<Vec<_>>()
+    };
+    let want = grads(Dtype::F64);
+    for dtype in [Dtype::F32, Dtype::F16, Dtype::BF16] {
+        let tol = common::rtol_for(dtype) * 8.0;
+        for (got, want) in grads(dtype).iter().zip(&want) {
+            common::assert_close(got, want, tol, tol * 0.1, &format!("{dtype} gradient"));
+        }
+    }
+}
+
+#[test]
+fn linear_algebra_composites() {
+    let mut rng = Rng::new(16);
+    let (a, b) = (rand(&mut rng, &[2, 3, 4], -1.0, 1.0), rand(&mut rng, &[4, 3, 2], -1.0, 1.0));
+    check(
+        "tensordot",
+        &|x: &[Array]| ops::tensordot(&x[0], &x[1], ops::TensordotAxes::Pairs(vec![1, 2], vec![1, 0])),
+        &[a, b],
+        1,
+    );
+    let (u, v) = (rand(&mut rng, &[2, 3], -1.0, 1.0), rand(&mut rng, &[4, 3], -1.0, 1.0));
+    check("inner", &|x: &[Array]| ops::inner(&x[0], &x[1]), &[u, v], 2);
+    check("diag", &|x: &[Array]| ops::diag(&x[0], 1), &[rand(&mut rng, &[3], -1.0, 1.0)], 3);
+    check("triu", &|x: &[Array]| ops::triu(&x[0], -1), &[rand(&mut rng, &[3, 4], -1.0, 1.0)], 4);
+    check("roll_axes", &|x: &[Array]| ops::roll_axes(&x[0], &[1, -2], &[0, 1]), &[rand(&mut rng, &[3, 4], -1.0, 1.0)], 5);
+}

@@ -891,3 +891,32 @@ fn bad_arguments_give_clear_errors() {
     let broken = single(|a: &[Array]| ops::add(&a[0], arr(&[1.0, 2.0], &[2])));
     check_err(grad(&broken, &[0])(&[x]), ErrorKind::Shape, "add");
 }
+
+#[test]
+fn scratch_orders() {
+    let mut rng = Rng::new(15);
+    let xv = rng.vec(CHAIN_N, -1.0, 1.0);
+    let x = arr(&xv, &[CHAIN_N]);
+    for checkpointed in [false, true] {
+      for order in 0..3 {
+        let ck = checkpoint(chain_block);
+        let f = single(|a: &[Array]| {
+            let mut h = a[0].clone();
+            for _ in 0..BLOCKS {
+                h = if checkpointed { ck(&[h])? } else { chain_block(&[h])? }.remove(0);
+            }
+            sum(&h)
+        });
+        let base = kiln::active_memory();
+        kiln::reset_peak_memory();
+        let (value, grads) = value_and_grad(f, &[0])(&[x.clone()]).unwrap();
+        match order {
+            0 => kiln::eval(&[&value[0], &grads[0]]).unwrap(),
+            1 => kiln::eval(&[&grads[0], &value[0]]).unwrap(),
+            _ => { value[0].eval().unwrap(); grads[0].eval().unwrap(); }
+        }
+        let peak = kiln::peak_memory() - base;
+        println!("ck {checkpointed} order {order}: {:.1} arrays", peak as f64 / (CHAIN_N * 8) as f64);
+      }
+    }
+}
