@@ -157,10 +157,16 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    /// Pointer to element 0 as `T`.
+    /// Pointer to element 0 as `T` (the view's offset counts elements of `T`, so `T` must be the
+    /// array's element type; use [`Buffer::start_address`] where the type is not known).
     pub fn ptr<T>(&self) -> *mut T {
         // Safety: offset stays inside the block for every valid view.
         unsafe { (self.storage.ptr() as *mut T).offset(self.offset) }
+    }
+
+    /// The address of element 0 of a view whose elements are `elem_size` bytes wide.
+    pub fn start_address(&self, elem_size: usize) -> usize {
+        (self.storage.ptr() as isize + self.offset * elem_size as isize) as usize
     }
 }
 

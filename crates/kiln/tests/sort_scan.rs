@@ -334,3 +334,31 @@ fn sort_family_errors_name_the_op() {
     assert_eq!(ops::sort(&s, None).unwrap().to_f64_vec().unwrap(), vec![2.0]);
     assert_eq!(ops::topk(&s, 1, None).unwrap().to_f64_vec().unwrap(), vec![2.0]);
 }
+
+#[test]
+fn views_that_start_inside_their_buffer() {
+    // Row-sliced views start at an element offset: kernels must scale it by the element size.
+    for dtype in [kiln::Dtype::F32, kiln::Dtype::F64, kiln::Dtype::I16, kiln::Dtype::U8] {
+        let values: Vec<f64> = (0..35).map(|i| ((i * 11) % 35) as f64).collect();
+        let big = common::array(&values, &[7, 5], dtype);
+        for start in [1, 2, 3] {
+            let view = ops::slice_axis(&big, 0, start, 7).unwrap();
+            let copy = ops::copy(&view).unwrap();
+            let cases: Vec<(&str, fn(&kiln::Array) -> kiln::Result<kiln::Array>)> = vec![
+                ("sort", |x| ops::sort(x, Some(-1))),
+                ("argsort", |x| ops::argsort(x, Some(0))),
+                ("partition", |x| ops::partition(x, 2, Some(-1))),
+                ("argmax", |x| ops::argmax(x, Some(1), false)),
+                ("argmin", |x| ops::argmin(x, Some(0), false)),
+                ("cumsum", |x| ops::cumsum(x, Some(-1), false, true)),
+                ("cummax", |x| ops::cummax(x, Some(0), true, true)),
+                ("topk", |x| ops::topk(x, 2, None)),
+            ];
+            for (name, f) in cases {
+                let got = f(&view).unwrap().to_f64_vec().unwrap();
+                let want = f(&copy).unwrap().to_f64_vec().unwrap();
+                assert_eq!(got, want, "{name} of rows {start}.. in {dtype}");
+            }
+        }
+    }
+}

@@ -11,8 +11,8 @@ use common::derivatives::check;
 use common::{assert_close, check_err, Rng};
 use kiln::ops::{self, AsArray};
 use kiln::{
-    checkpoint, grad, jvp, random, stop_gradient, value_and_grad, vjp, vmap, Array, CustomFunction, Dtype,
-    ErrorKind, Result,
+    checkpoint, grad, jvp, random, stop_gradient, value_and_grad, vjp, vmap, Array, CustomFunction, Dtype, ErrorKind,
+    Result,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -65,6 +65,11 @@ fn sum(x: impl AsArray) -> Result<Array> {
 /// A function of one output as the transforms take it.
 fn single(f: impl Fn(&[Array]) -> Result<Array>) -> impl Fn(&[Array]) -> Outputs {
     move |a: &[Array]| Ok(vec![f(a)?])
+}
+
+/// `f`'s first output summed: a scalar loss.
+fn summed(f: impl Fn(&[Array]) -> Outputs) -> impl Fn(&[Array]) -> Outputs {
+    move |a: &[Array]| Ok(vec![sum(&f(a)?[0])?])
 }
 
 /// The only array of a transform's result.
@@ -266,6 +271,61 @@ fn integer_and_boolean_results_carry_no_gradient() {
     check_err_mentions(value_and_grad(bool_loss, &[0])(&[xa]), ErrorKind::Dtype, "grad", &["bool"]);
 }
 
+#[test]
+fn identity_repeated_constant_and_unused_parts() {
+    let mut rng = Rng::new(19);
+    let (x, xa) = rand(&mut rng, &[3], -1.0, 1.0);
+    let (c0, c0a) = rand(&mut rng, &[3], -1.0, 1.0);
+    let (c1, c1a) = rand(&mut rng, &[3], -1.0, 1.0);
+    // The input returned as is: the cotangent and the tangent pass straight through.
+    let identity = |a: &[Array]| -> Outputs { Ok(vec![a[0].clone()]) };
+    let (outs, g) = vjp(identity, &[xa.clone()], &[c0a.clone()]).unwrap();
+    assert_array(&outs[0], &[3], &x, "identity value");
+    assert_array(&g[0], &[3], &c0, "identity vjp");
+    assert_array(&only(jvp(identity, &[xa.clone()], &[c1a.clone()]).map(|r| r.1)), &[3], &c1, "identity jvp");
+    // One array returned twice: the cotangents of both outputs add up.
+    let twice = |a: &[Array]| -> Outputs {
+        let y = ops::sin(&a[0])?;
+        Ok(vec![y.clone(), y])
+    };
+    let (_, g) = vjp(twice, &[xa.clone()], &[c0a.clone(), c1a]).unwrap();
+    let want: Vec<f64> = (0..3).map(|i| x[i].cos() * (c0[i] + c1[i])).collect();
+    assert_array(&g[0], &[3], &want, "vjp of a repeated output");
+    // Outputs that do not depend on the input: zero gradient and tangent.
+    let constant = |a: &[Array]| -> Outputs { Ok(vec![ops::ones(&[2], Dtype::F64)?, ops::zeros_like(&a[0])?]) };
+    let cts = [ops::ones(&[2], Dtype::F64).unwrap(), c0a.clone()];
+    assert_array(&only(vjp(constant, &[xa.clone()], &cts).map(|r| r.1)), &[3], &[0.0; 3], "vjp of constants");
+    let (_, t) = jvp(constant, &[xa.clone()], &[c0a]).unwrap();
+    assert_array(&t[0], &[2], &[0.0; 2], "jvp of a constant");
+    // An unused argument gets zeros of its shape and dtype; gradients take their argument's dtype
+    // even when the loss is computed in float64.
+    let x32 = ops::astype(&xa, Dtype::F32).unwrap();
+    let y32 = ops::zeros(&[2, 2], Dtype::F32).unwrap();
+    let loss = single(|a: &[Array]| sum(ops::square(ops::astype(&a[0], Dtype::F64)?)?));
+    let g = grad(loss, &[0, 1])(&[x32.clone(), y32]).unwrap();
+    assert_eq!((g[0].dtype(), g[1].dtype()), (Dtype::F32, Dtype::F32));
+    assert_close(&vals(&g[0]), &map(&vals(&x32), |v| 2.0 * v), 1e-7, 0.0, "float32 argument");
+    assert_array(&g[1], &[2, 2], &[0.0; 4], "unused argument");
+}
+
+#[test]
+fn deep_graphs_do_not_overflow_the_stack() {
+    // 40 000 nodes: y ↦ 0.9999 y + 0.0001, 20 000 times. Derivative 0.9999^20000.
+    const STEPS: i32 = 20_000;
+    let chain = single(|a: &[Array]| {
+        let mut y = a[0].clone();
+        for _ in 0..STEPS {
+            y = ops::add(ops::multiply(&y, 0.9999)?, 0.0001)?;
+        }
+        sum(&y)
+    });
+    let x = arr(&[0.5, 1.5], &[2]);
+    let slope = 0.9999f64.powi(STEPS);
+    assert_close(&vals(&only(grad(&chain, &[0])(&[x.clone()]))), &[slope; 2], 1e-9, 0.0, "grad");
+    let tangent = only(jvp(&chain, &[x], &[arr(&[1.0, 2.0], &[2])]).map(|r| r.1));
+    assert_close(&vals(&tangent), &[3.0 * slope], 1e-9, 0.0, "jvp");
+}
+
 // ---------------------------------------------------------------------------------------------
 // stop_gradient
 // ---------------------------------------------------------------------------------------------
@@ -294,7 +354,7 @@ fn stop_gradient_blocks_gradients_and_tangents() {
     // Σ x² · sg(x): gradient 2x · x (not 3x²), and under grad∘grad 2x (not 6x).
     let g = grad(single(|a: &[Array]| sum(ops::multiply(ops::square(&a[0])?, stop_gradient(&a[0])?)?)), &[0]);
     assert_array(&only(g(&[xa.clone()])), &[5], &map(&x, |v| 2.0 * v * v), "grad with a stopped factor");
-    let gg = grad(single(|a: &[Array]| sum(&g(a)?[0])), &[0]);
+    let gg = grad(summed(&g), &[0]);
     assert_array(&only(gg(&[xa])), &[5], &map(&x, |v| 2.0 * v), "grad of grad with a stopped factor");
 }
 
@@ -308,7 +368,7 @@ fn grad_of_grad_matches_the_analytic_second_derivative_and_finite_differences() 
     let (x, xa) = rand(&mut rng, &[6], -2.0, 2.0);
     let df = grad(single(cube_sin), &[0]);
     // Σ f'(x_i) has gradient f''(x_i).
-    let d2f = grad(single(|a: &[Array]| sum(&df(a)?[0])), &[0]);
+    let d2f = grad(summed(&df), &[0]);
     assert_array(&only(d2f(&[xa.clone()])), &[6], &map(&x, cube_sin_d2), "grad of grad");
     // The derivatives of f' (its vjp and jvp, i.e. Hessian products) against differences of f'.
     check("grad of x³ sin x", &|a: &[Array]| Ok(df(a)?.remove(0)), &[xa.clone()], 81);
@@ -349,8 +409,8 @@ fn hessian_vector_products_agree_in_every_nesting_order() {
     // Reverse over reverse: grad of x ↦ ⟨∇f(x), v⟩.
     let dot = single(|a: &[Array]| sum(ops::multiply(&g(a)?[0], &va)?));
     assert_array(&only(grad(dot, &[0])(&[xa.clone()])), &[4], &hv, "grad∘grad");
-    // And the gradient function's derivatives against its finite differences.
-    check("grad of Σ tanh(Ax)", &|a: &[Array]| Ok(g(a)?.remove(0)), &[xa], 91);
+    // The derivatives of the vjp function (jvp∘vjp, vjp∘vjp) against its finite differences.
+    check("vjp of Σ tanh(Ax)", &|a: &[Array]| Ok(by_vjp(a)?.remove(0)), &[xa], 91);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -392,8 +452,27 @@ fn custom_vjp_and_jvp_are_used_and_missing_rules_fall_back_to_the_function() {
     assert_array(&only(jvp(&f, &[xa.clone()], &[ta.clone()]).map(|r| r.1)), &[4], &exp_t, "no custom jvp: true jvp");
 
     let f = exp_with_jvp();
-    assert_array(&only(jvp(&f, &[xa.clone()], &[ta]).map(|r| r.1)), &[4], &thrice, "custom jvp used by jvp");
-    assert_array(&only(vjp(&f, &[xa], &[ca]).map(|r| r.1)), &[4], &exp_c, "no custom vjp: true vjp");
+    assert_array(&only(jvp(&f, &[xa.clone()], &[ta.clone()]).map(|r| r.1)), &[4], &thrice, "custom jvp used by jvp");
+    assert_array(&only(vjp(&f, &[xa.clone()], &[ca]).map(|r| r.1)), &[4], &exp_c, "no custom vjp: true vjp");
+    // Reverse over the custom jvp: Σ jvp(x, t) = Σ 3t has gradient 0 in x and 3 in t.
+    let tangent_sum = single(|a: &[Array]| sum(&jvp(&f, &a[..1], &a[1..])?.1[0]));
+    let g = grad(tangent_sum, &[0, 1])(&[xa, ta]).unwrap();
+    assert_array(&g[0], &[4], &[0.0; 4], "grad∘jvp of a custom jvp, d/dx");
+    assert_array(&g[1], &[4], &[3.0; 4], "grad∘jvp of a custom jvp, d/dt");
+}
+
+#[test]
+fn custom_rules_survive_vmap() {
+    let mut rng = Rng::new(20);
+    let (x, xa) = rand(&mut rng, &[2, 3], -1.0, 1.0);
+    let (c, ca) = rand(&mut rng, &[2, 3], -1.0, 1.0);
+    let batched = vmap(exp_with_vjp(), &[Some(0)], &[Some(0)]);
+    assert_array(&only(batched(&[xa.clone()])), &[2, 3], &map(&x, f64::exp), "vmap of a custom function");
+    let g = grad(single(|a: &[Array]| sum(ops::multiply(&batched(a)?[0], &ca)?)), &[0]);
+    assert_array(&only(g(&[xa.clone()])), &[2, 3], &map(&c, |v| 2.0 * v), "grad∘vmap uses the custom vjp");
+    let batched = vmap(exp_with_jvp(), &[Some(0)], &[Some(0)]);
+    let tangent = only(jvp(&batched, &[xa], &[ca.clone()]).map(|r| r.1));
+    assert_array(&tangent, &[2, 3], &map(&c, |v| 3.0 * v), "jvp∘vmap uses the custom jvp");
 }
 
 #[test]
@@ -410,7 +489,10 @@ fn custom_function_with_several_arguments_and_outputs() {
     })
     .vjp(move |_args, cts, outs| {
         counter.fetch_add(1, Ordering::SeqCst);
-        let da = ops::add(ops::add(ops::multiply(&cts[0], 2.0)?, ops::multiply(&cts[1], 3.0)?)?, ops::multiply(&cts[2], &outs[0])?)?;
+        let da = ops::add(
+            ops::add(ops::multiply(&cts[0], 2.0)?, ops::multiply(&cts[1], 3.0)?)?,
+            ops::multiply(&cts[2], &outs[0])?,
+        )?;
         let db = ops::subtract(ops::multiply(&cts[0], 5.0)?, &cts[1])?;
         Ok(vec![da, db])
     })
@@ -442,16 +524,21 @@ fn custom_function_with_several_arguments_and_outputs() {
     assert_array(&g[1], &[3], &map(&w0, |w| 5.0 * w), "custom vjp, argument 1");
     // Only output 1 used.
     let (w1, w1a) = rand(&mut rng, &[3], -1.0, 1.0);
-    let g = grad(single(|x: &[Array]| sum(ops::multiply(&f(x)?[1], &w1a)?)), &[0, 1])(&[aa.clone(), ba.clone()]).unwrap();
+    let g =
+        grad(single(|x: &[Array]| sum(ops::multiply(&f(x)?[1], &w1a)?)), &[0, 1])(&[aa.clone(), ba.clone()]).unwrap();
     assert_array(&g[0], &[3], &map(&w1, |w| 3.0 * w), "only output 1, argument 0");
     assert_array(&g[1], &[3], &map(&w1, |w| -w), "only output 1, argument 1");
 
     let (ta, taa) = rand(&mut rng, &[3], -1.0, 1.0);
     let (tb, tba) = rand(&mut rng, &[3], -1.0, 1.0);
-    let (_, tans) = jvp(&f, &[aa, ba], &[taa, tba]).unwrap();
+    let (_, tans) = jvp(&f, &[aa.clone(), ba.clone()], &[taa.clone(), tba]).unwrap();
     assert_array(&tans[0], &[3], &map2(&ta, &tb, |ta, tb| 7.0 * ta + tb), "custom jvp, output 0");
     assert_array(&tans[1], &[3], &map(&tb, |tb| 11.0 * tb), "custom jvp, output 1");
     assert_array(&tans[2], &[3], &map2(&b, &ta, |b, ta| b * ta), "custom jvp, output 2");
+    // Only a differentiated: the rule gets a zero tangent for b.
+    let (_, tans) = jvp(|x: &[Array]| f(&[x[0].clone(), ba.clone()]), &[aa], &[taa]).unwrap();
+    assert_array(&tans[0], &[3], &map(&ta, |t| 7.0 * t), "custom jvp with a constant argument, output 0");
+    assert_array(&tans[1], &[3], &[0.0; 3], "custom jvp with a constant argument, output 1");
 }
 
 #[test]
@@ -462,9 +549,9 @@ fn custom_vjp_is_differentiated_again_under_grad_of_grad() {
     let cube = CustomFunction::new("cube", |a: &[Array]| Ok(vec![ops::multiply(ops::square(&a[0])?, &a[0])?]))
         .vjp(|args, cts, _outs| Ok(vec![ops::multiply(&cts[0], ops::multiply(ops::square(&args[0])?, 5.0)?)?]))
         .into_fn();
-    let g = grad(single(|a: &[Array]| sum(&cube(a)?[0])), &[0]);
+    let g = grad(summed(&cube), &[0]);
     assert_array(&only(g(&[xa.clone()])), &[5], &map(&x, |v| 5.0 * v * v), "grad");
-    let gg = grad(single(|a: &[Array]| sum(&g(a)?[0])), &[0]);
+    let gg = grad(summed(&g), &[0]);
     assert_array(&only(gg(&[xa.clone()])), &[5], &map(&x, |v| 10.0 * v), "grad of grad");
     let (t, ta) = rand(&mut rng, &[5], -1.0, 1.0);
     let (_, tans) = jvp(&g, &[xa], &[ta]).unwrap();
@@ -492,9 +579,14 @@ fn custom_rules_returning_the_wrong_number_or_shape_are_errors() {
     assert_array(&only(jvp(&fine, &args, &tans).map(|r| r.1)), &[3], &[9.0; 3], "custom tangent");
 
     let one = product_returning("one_cotangent", vec![full(&[3], 7.0)], vec![]);
-    check_err_mentions(vjp(one, &args, &[ct.clone()]), ErrorKind::Value, "one_cotangent", &["1 cotangents", "2 arguments"]);
+    check_err_mentions(
+        vjp(one, &args, &[ct.clone()]),
+        ErrorKind::Value,
+        "one_cotangent",
+        &["1 cotangents", "2 arguments"],
+    );
     let misshapen = product_returning("wrong_shape", vec![full(&[3], 7.0), full(&[3], 8.0)], vec![]);
-    let r = grad(single(|a: &[Array]| sum(&misshapen(a)?[0])), &[0])(&args);
+    let r = grad(summed(&misshapen), &[0])(&args);
     check_err_mentions(r, ErrorKind::Shape, "wrong_shape", &["(3,)", "(2,)", "argument 1"]);
     let two = product_returning("two_tangents", vec![], vec![full(&[3], 1.0), full(&[3], 1.0)]);
     check_err_mentions(jvp(two, &args, &tans), ErrorKind::Value, "two_tangents", &["2 tangents", "1 outputs"]);
@@ -550,9 +642,9 @@ fn checkpoint_nests_with_grad_and_vmap() {
     let block = checkpoint(sin_times_x);
     assert_array(&only(block(&[xa.clone()])), &[6], &map(&x, |v| v * v.sin()), "checkpoint value");
     // grad∘checkpoint and grad∘grad∘checkpoint.
-    let g = grad(single(|a: &[Array]| sum(&block(a)?[0])), &[0]);
+    let g = grad(summed(&block), &[0]);
     assert_array(&only(g(&[xa.clone()])), &[6], &map(&x, |v| v * v.cos() + v.sin()), "grad∘checkpoint");
-    let gg = grad(single(|a: &[Array]| sum(&g(a)?[0])), &[0]);
+    let gg = grad(summed(&g), &[0]);
     assert_array(&only(gg(&[xa])), &[6], &map(&x, |v| 2.0 * v.cos() - v * v.sin()), "grad∘grad∘checkpoint");
 
     // checkpoint inside vmap, and grad of that.
@@ -561,7 +653,7 @@ fn checkpoint_nests_with_grad_and_vmap() {
     let batched = vmap(checkpoint(example_loss), &[Some(0), None], &[Some(0)]);
     let per_example: Vec<f64> = (0..3).map(|i| (0..4).map(|j| (w[j] * xs[4 * i + j]).tanh()).sum()).collect();
     assert_array(&only(batched(&[xsa.clone(), wa.clone()])), &[3], &per_example, "vmap∘checkpoint");
-    let g = grad(single(|a: &[Array]| sum(&batched(a)?[0])), &[0, 1])(&[xsa, wa]).unwrap();
+    let g = grad(summed(&batched), &[0, 1])(&[xsa, wa]).unwrap();
     let (dx, dw) = batch_loss_gradients(&xs, &w);
     assert_array(&g[0], &[3, 4], &dx, "grad∘vmap∘checkpoint, d/dX");
     assert_array(&g[1], &[4], &dw, "grad∘vmap∘checkpoint, d/dw");
@@ -572,6 +664,39 @@ fn batch_loss_gradients(xs: &[f64], w: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let dx = (0..12).map(|k| w[k % 4] * sech2(w[k % 4] * xs[k])).collect();
     let dw = (0..4).map(|j| (0..3).map(|i| xs[4 * i + j] * sech2(w[j] * xs[4 * i + j])).sum()).collect();
     (dx, dw)
+}
+
+#[test]
+fn checkpoint_of_nested_and_unusual_blocks() {
+    let mut rng = Rng::new(21);
+    let (x, xa) = rand(&mut rng, &[4], -2.0, 2.0);
+    // A checkpoint inside a checkpoint: x ↦ sin(x) · x with sin checkpointed on its own.
+    let inner = checkpoint(|a: &[Array]| Ok(vec![ops::sin(&a[0])?]));
+    let outer = checkpoint(move |a: &[Array]| Ok(vec![ops::multiply(&inner(a)?[0], &a[0])?]));
+    let g = grad(summed(&outer), &[0]);
+    assert_array(&only(g(&[xa.clone()])), &[4], &map(&x, |v| v * v.cos() + v.sin()), "nested checkpoints");
+    let gg = grad(summed(&g), &[0]);
+    assert_array(&only(gg(&[xa.clone()])), &[4], &map(&x, |v| 2.0 * v.cos() - v * v.sin()), "grad∘grad, nested");
+    // The whole loss checkpointed.
+    let whole = checkpoint(|a: &[Array]| Ok(vec![sum(ops::sin(&a[0])?)?]));
+    assert_array(&only(grad(&whole, &[0])(&[xa.clone()])), &[4], &map(&x, f64::cos), "checkpointed loss");
+    // An integer argument (indices) next to the float one.
+    let idx = Array::from_slice(&[3i32, 0, 3], &[3]).unwrap();
+    let gathered = checkpoint(|a: &[Array]| Ok(vec![ops::take(ops::sin(&a[0])?, &a[1], None)?]));
+    let g = grad(summed(&gathered), &[0])(&[xa.clone(), idx]).unwrap();
+    assert_array(&g[0], &[4], &[x[0].cos(), 0.0, 0.0, 2.0 * x[3].cos()], "checkpoint with an integer argument");
+    // A block that reads a value: the recomputation in the backward pass reads it again.
+    let reading = checkpoint(|a: &[Array]| {
+        let s: f64 = sum(&a[0])?.item()?;
+        Ok(vec![ops::multiply(ops::sin(&a[0])?, s)?])
+    });
+    let s: f64 = x.iter().sum();
+    assert_array(
+        &only(grad(summed(&reading), &[0])(&[xa])),
+        &[4],
+        &map(&x, |v| s * v.cos()),
+        "checkpoint reading a value",
+    );
 }
 
 /// The elements of the deep chain for the memory test.
@@ -607,8 +732,9 @@ fn chain_block_f64(x: f64) -> (f64, f64) {
 }
 
 /// Runs value_and_grad of Σ chain(x) (blocks checkpointed or not), evaluating loss and gradient
-/// together; returns them with the peak bytes held above what was live before.
-fn chain_peak(x: &Array, checkpointed: bool) -> (Vec<f64>, Vec<f64>, usize) {
+/// together (loss first, or gradient first); returns them with the peak bytes held above what was
+/// live before.
+fn chain_peak(x: &Array, checkpointed: bool, gradient_first: bool) -> (Vec<f64>, Vec<f64>, usize) {
     let ck = checkpoint(chain_block);
     let f = single(|a: &[Array]| {
         let mut h = a[0].clone();
@@ -620,9 +746,14 @@ fn chain_peak(x: &Array, checkpointed: bool) -> (Vec<f64>, Vec<f64>, usize) {
     let base = kiln::active_memory();
     kiln::reset_peak_memory();
     let (value, grads) = value_and_grad(f, &[0])(&[x.clone()]).unwrap();
-    kiln::eval(&[&value[0], &grads[0]]).unwrap();
+    let (value, gradient) = (&value[0], &grads[0]);
+    if gradient_first {
+        kiln::eval(&[gradient, value]).unwrap();
+    } else {
+        kiln::eval(&[value, gradient]).unwrap();
+    }
     let peak = kiln::peak_memory() - base;
-    (vals(&value[0]), vals(&grads[0]), peak)
+    (vals(value), vals(gradient), peak)
 }
 
 /// Set in the child process the memory test starts, so it runs alone.
@@ -647,20 +778,8 @@ fn checkpoint_holds_fewer_intermediates() {
     let mut rng = Rng::new(15);
     let xv = rng.vec(CHAIN_N, -1.0, 1.0);
     let x = arr(&xv, &[CHAIN_N]);
-    let mib = |b: usize| b as f64 / (1 << 20) as f64;
-    let (plain_value, plain_grad, plain_peak) = chain_peak(&x, false);
-    let (ck_value, ck_grad, ck_peak) = chain_peak(&x, true);
-    let array_bytes = CHAIN_N * 8;
-    println!(
-        "peak above base: plain {:.1} MiB ({:.1} arrays), checkpointed {:.1} MiB ({:.1} arrays); {BLOCKS} blocks of {OPS_PER_BLOCK} ops on {} f64",
-        mib(plain_peak),
-        plain_peak as f64 / array_bytes as f64,
-        mib(ck_peak),
-        ck_peak as f64 / array_bytes as f64,
-        CHAIN_N
-    );
 
-    // Values against float64 chain rule on a sample of elements, and plain against checkpointed.
+    // The loss and gradient by the float64 chain rule.
     let mut value = 0.0;
     let mut grad_want = vec![0.0; CHAIN_N];
     for (i, &x0) in xv.iter().enumerate() {
@@ -673,25 +792,41 @@ fn checkpoint_holds_fewer_intermediates() {
         value += h;
         grad_want[i] = d;
     }
-    assert_close(&plain_value, &[value], 1e-9, 0.0, "plain loss");
-    assert_close(&ck_value, &[value], 1e-9, 0.0, "checkpointed loss");
-    assert_close(&plain_grad, &grad_want, 1e-9, 1e-12, "plain gradient");
-    assert_close(&ck_grad, &grad_want, 1e-9, 1e-12, "checkpointed gradient");
-    assert_close(&ck_grad, &plain_grad, 1e-12, 1e-15, "checkpointed gradient equals plain");
 
-    // Without checkpoints the backward pass keeps several intermediates of every block alive;
-    // with them only the block boundaries and one block's recomputation.
-    assert!(
-        plain_peak >= BLOCKS * 2 * array_bytes,
-        "plain peak {:.1} MiB: expected at least two live intermediates per block",
-        mib(plain_peak)
-    );
-    assert!(
-        (ck_peak as f64) < 0.6 * plain_peak as f64,
-        "checkpointed peak {:.1} MiB is not clearly below the plain peak {:.1} MiB",
-        mib(ck_peak),
-        mib(plain_peak)
-    );
+    let arrays = |bytes: usize| bytes as f64 / (CHAIN_N * 8) as f64;
+    for gradient_first in [false, true] {
+        let (plain_value, plain_grad, plain_peak) = chain_peak(&x, false, gradient_first);
+        let (ck_value, ck_grad, ck_peak) = chain_peak(&x, true, gradient_first);
+        let order = if gradient_first { "gradient evaluated first" } else { "loss evaluated first" };
+        println!(
+            "{order}: peak above base, plain {:.1} MiB ({:.1} arrays), checkpointed {:.1} MiB ({:.1} arrays); \
+             {BLOCKS} blocks of {OPS_PER_BLOCK} ops on {CHAIN_N} float64",
+            plain_peak as f64 / (1 << 20) as f64,
+            arrays(plain_peak),
+            ck_peak as f64 / (1 << 20) as f64,
+            arrays(ck_peak),
+        );
+        assert_close(&plain_value, &[value], 1e-9, 0.0, "plain loss");
+        assert_close(&ck_value, &[value], 1e-9, 0.0, "checkpointed loss");
+        assert_close(&plain_grad, &grad_want, 1e-9, 1e-12, "plain gradient");
+        assert_close(&ck_grad, &grad_want, 1e-9, 1e-12, "checkpointed gradient");
+        assert_close(&ck_grad, &plain_grad, 1e-12, 1e-15, "checkpointed gradient equals plain");
+
+        // Without checkpoints the backward pass keeps several intermediates of every block alive;
+        // with them, the block boundaries and about one block's recomputation.
+        assert!(arrays(plain_peak) >= (2 * BLOCKS) as f64, "{order}: plain peak {:.1} arrays", arrays(plain_peak));
+        assert!(
+            arrays(ck_peak) <= (BLOCKS + OPS_PER_BLOCK) as f64,
+            "{order}: checkpointed peak {:.1} arrays, more than the {BLOCKS} boundaries and one block",
+            arrays(ck_peak)
+        );
+        assert!(
+            (ck_peak as f64) < 0.6 * plain_peak as f64,
+            "{order}: checkpointed peak {:.1} arrays is not clearly below the plain {:.1}",
+            arrays(ck_peak),
+            arrays(plain_peak)
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -708,7 +843,7 @@ fn grad_jvp_and_vmap_nest_both_ways() {
 
     // grad∘vmap: the gradient of the batch total.
     let batched = vmap(example_loss, &[Some(0), None], &[Some(0)]);
-    let g = grad(single(|a: &[Array]| sum(&batched(a)?[0])), &[0, 1])(&args).unwrap();
+    let g = grad(summed(&batched), &[0, 1])(&args).unwrap();
     assert_array(&g[0], &[3, 4], &dx, "grad∘vmap d/dX");
     assert_array(&g[1], &[4], &dw, "grad∘vmap d/dw");
 
@@ -731,7 +866,7 @@ fn grad_jvp_and_vmap_nest_both_ways() {
     assert_array(&t[0], &[3], &want, "vmap∘jvp");
 
     // vmap∘grad∘grad: per-example second derivatives of Σ x³ sin x.
-    let d2 = grad(single(|a: &[Array]| sum(&grad(single(cube_sin), &[0])(a)?[0])), &[0]);
+    let d2 = grad(summed(grad(single(cube_sin), &[0])), &[0]);
     let d2_batched = only(vmap(d2, &[Some(0)], &[Some(0)])(&[arr(&xs, &[3, 4])]));
     assert_array(&d2_batched, &[3, 4], &map(&xs, cube_sin_d2), "vmap∘grad∘grad");
 }
@@ -749,13 +884,13 @@ fn transforms_take_unevaluated_inputs() {
 
     let xa = lazy_x();
     assert!(!xa.is_evaluated());
-    let g = only(grad(single(|a: &[Array]| sum(&sin_times_x(a)?[0])), &[0])(&[xa.clone()]));
+    let g = only(grad(summed(&sin_times_x), &[0])(&[xa.clone()]));
     assert_array(&g, &[5], &deriv, "grad of an unevaluated input");
     assert_array(&xa, &[5], &x, "the input keeps its value");
     assert_array(&only(vjp(sin_times_x, &[lazy_x()], &[lazy_v()]).map(|r| r.1)), &[5], &deriv_v, "vjp, lazy");
     assert_array(&only(jvp(sin_times_x, &[lazy_x()], &[lazy_v()]).map(|r| r.1)), &[5], &deriv_v, "jvp, lazy");
     let ck = checkpoint(sin_times_x);
-    let g = only(grad(single(|a: &[Array]| sum(&ck(a)?[0])), &[0])(&[lazy_x()]));
+    let g = only(grad(summed(&ck), &[0])(&[lazy_x()]));
     assert_array(&g, &[5], &deriv, "grad∘checkpoint, lazy");
     let batch = ops::stack(&[lazy_x(), lazy_v()], 0).unwrap();
     let w = ops::ones(&[5], Dtype::F64).unwrap();
@@ -798,11 +933,63 @@ fn evaluating_intermediates_inside_a_transform_keeps_the_gradient() {
     let value: f64 = s * x.iter().map(|v| v * v.sin()).sum::<f64>();
     assert_array(&outs[0], &[], &[value], "jvp value");
     assert_array(&tans[0], &[], &[d1.iter().zip(&t).map(|(d, t)| d * t).sum()], "jvp");
-    let gg = grad(single(|a: &[Array]| sum(&g(a)?[0])), &[0]);
+    let gg = grad(summed(&g), &[0]);
     assert_array(&only(gg(&[xa.clone()])), &[5], &d2, "grad of grad");
     // A lazy input evaluated inside the trace too.
     let lazy = ops::multiply(&xa, 1.0).unwrap();
     assert_array(&only(g(&[lazy])), &[5], &d1, "grad of a lazy input");
+    // The output of a custom function evaluated inside the trace still uses its rule.
+    let f = exp_with_vjp();
+    let g = grad(
+        single(|a: &[Array]| {
+            let y = f(a)?.remove(0);
+            y.eval()?;
+            sum(&y)
+        }),
+        &[0],
+    );
+    assert_array(&only(g(&[xa.clone()])), &[5], &[2.0; 5], "custom function evaluated in the trace");
+    // vmap traces without data: reading a value there is a clear error instead.
+    let batched = vmap(single(reads_values), &[Some(0)], &[Some(0)]);
+    check_err_mentions(batched(&[ops::stack(&[xa.clone(), xa], 0).unwrap()]), ErrorKind::NoData, "vmap", &["(5,)"]);
+}
+
+#[test]
+fn nodes_evaluated_in_a_trace_keep_their_graph_until_the_outermost_transform_ends() {
+    let x = arr(&[0.2, 0.4], &[2]);
+    let kept: std::sync::Mutex<Vec<Array>> = Default::default();
+    // Records an intermediate evaluated inside the trace, and checks it kept its op and inputs.
+    let record = |a: &[Array]| -> Result<Array> {
+        let y = ops::sin(&a[0])?;
+        y.eval()?;
+        assert!(y.op_and_inputs().is_some(), "an array evaluated in a trace keeps its graph");
+        kept.lock().unwrap().push(y.clone());
+        sum(ops::square(&y)?)
+    };
+    let g = grad(single(record), &[0]);
+    let gg = grad(
+        single(|a: &[Array]| {
+            let inner = sum(&g(a)?[0])?;
+            // The inner transform is over, but the outer one still needs the graph.
+            assert!(kept.lock().unwrap()[0].op_and_inputs().is_some(), "graph kept for the enclosing transform");
+            Ok(inner)
+        }),
+        &[0],
+    );
+    let d2 = map(&vals(&x), |v| 2.0 * (2.0 * v).cos());
+    assert_array(&only(gg(&[x.clone()])), &[2], &d2, "grad of grad");
+    assert!(kept.lock().unwrap()[0].op_and_inputs().is_none(), "released when the outermost transform ends");
+
+    // A function failing after evaluating inside the trace leaves the thread out of tracing:
+    // arrays evaluated afterwards drop their graph.
+    let failing = single(|a: &[Array]| {
+        a[0].eval()?;
+        ops::add(&a[0], arr(&[1.0, 2.0, 3.0], &[3]))
+    });
+    check_err(grad(failing, &[0])(&[x.clone()]), ErrorKind::Shape, "add");
+    let y = ops::sin(&x).unwrap();
+    y.eval().unwrap();
+    assert!(y.op_and_inputs().is_none(), "evaluated outside any trace: graph dropped");
 }
 
 #[test]
@@ -848,7 +1035,9 @@ fn random_samples_are_constants_to_autodiff() {
 
     // A sample whose parameter depends on x: bernoulli(sigmoid(x)) as a 0/1 mask. Only the direct
     // x factor has a gradient, none flows into the probability.
-    let mask_of = |x: &Array| -> Result<Array> { ops::astype(random::bernoulli(ops::sigmoid(x)?, None, Some(&key))?, Dtype::F64) };
+    let mask_of = |x: &Array| -> Result<Array> {
+        ops::astype(random::bernoulli(ops::sigmoid(x)?, None, Some(&key))?, Dtype::F64)
+    };
     let mask = vals(&mask_of(&xa).unwrap());
     let masked = single(|a: &[Array]| sum(ops::multiply(&a[0], mask_of(&a[0])?)?));
     assert_array(&only(grad(masked, &[0])(&[xa])), &[6], &mask, "d/dx of x · bernoulli(sigmoid(x))");
@@ -890,33 +1079,4 @@ fn bad_arguments_give_clear_errors() {
     // An error raised by the function itself comes through unchanged.
     let broken = single(|a: &[Array]| ops::add(&a[0], arr(&[1.0, 2.0], &[2])));
     check_err(grad(&broken, &[0])(&[x]), ErrorKind::Shape, "add");
-}
-
-#[test]
-fn scratch_orders() {
-    let mut rng = Rng::new(15);
-    let xv = rng.vec(CHAIN_N, -1.0, 1.0);
-    let x = arr(&xv, &[CHAIN_N]);
-    for checkpointed in [false, true] {
-      for order in 0..3 {
-        let ck = checkpoint(chain_block);
-        let f = single(|a: &[Array]| {
-            let mut h = a[0].clone();
-            for _ in 0..BLOCKS {
-                h = if checkpointed { ck(&[h])? } else { chain_block(&[h])? }.remove(0);
-            }
-            sum(&h)
-        });
-        let base = kiln::active_memory();
-        kiln::reset_peak_memory();
-        let (value, grads) = value_and_grad(f, &[0])(&[x.clone()]).unwrap();
-        match order {
-            0 => kiln::eval(&[&value[0], &grads[0]]).unwrap(),
-            1 => kiln::eval(&[&grads[0], &value[0]]).unwrap(),
-            _ => { value[0].eval().unwrap(); grads[0].eval().unwrap(); }
-        }
-        let peak = kiln::peak_memory() - base;
-        println!("ck {checkpointed} order {order}: {:.1} arrays", peak as f64 / (CHAIN_N * 8) as f64);
-      }
-    }
 }

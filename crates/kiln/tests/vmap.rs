@@ -37,10 +37,9 @@ fn norm(ax: i64, ndim: usize) -> usize {
     a as usize
 }
 
-/// Example `i` of `x` along axis `ax`: a width-one slice with the axis squeezed away.
+/// Example `i` of `x` along axis `ax`, as a fresh array (`take` of a scalar index).
 fn example(x: &Array, ax: usize, i: usize) -> Array {
-    let s = ops::slice_axis(x, ax as i64, i as i64, i as i64 + 1).unwrap();
-    ops::squeeze(&s, Some(&[ax as i64])).unwrap()
+    ops::take(x, Array::scalar(i as i32), Some(ax as i64)).unwrap()
 }
 
 /// The arguments of example `i`: batched ones sliced, unbatched ones shared.
@@ -183,6 +182,7 @@ struct Arg {
     draw: Draw,
 }
 
+/// An argument of `shape` and `dtype` drawn as `draw` says.
 fn arg(shape: &[usize], dtype: Dtype, draw: Draw) -> Arg {
     Arg { shape: shape.to_vec(), dtype, draw }
 }
@@ -190,6 +190,11 @@ fn arg(shape: &[usize], dtype: Dtype, draw: Draw) -> Arg {
 /// A float32 argument uniform in [lo, hi).
 fn f32_arg(shape: &[usize], lo: f64, hi: f64) -> Arg {
     arg(shape, Dtype::F32, Draw::Uniform(lo, hi))
+}
+
+/// A float32 array of `shape`, uniform in [lo, hi).
+fn rand_f32(rng: &mut Rng, shape: &[usize], lo: f64, hi: f64) -> Array {
+    common::array(&rng.vec(shape.iter().product(), lo, hi), shape, Dtype::F32)
 }
 
 /// Values for `shape` drawn as `draw` says.
@@ -242,7 +247,7 @@ fn make_args(rng: &mut Rng, specs: &[Arg], axes: &[Option<i64>], size: usize) ->
 /// in_axes for `n` arguments: every non-empty subset batched at axis 0, and all at the last axis.
 fn combos(n: usize) -> Vec<Vec<Option<i64>>> {
     let mut out: Vec<Vec<Option<i64>>> =
-        (1..1u32 << n).map(|m| (0..n).map(|i| (m >> i & 1 == 1).then_some(0)).collect()).collect();
+        (1..1u32 << n).map(|m| (0..n).map(|i| ((m >> i) & 1 == 1).then_some(0)).collect()).collect();
     out.push(vec![Some(-1); n]);
     out
 }
@@ -268,7 +273,7 @@ fn check_each(seed: u64, cases: Vec<(Case, Vec<Arg>)>) {
     }
 }
 
-/// The one axis-0, axis-1 and last-axis in_axes of a single argument.
+/// in_axes of one argument: its first, second and last axis.
 fn one_arg_axes() -> Vec<Vec<Option<i64>>> {
     vec![vec![Some(0)], vec![Some(1)], vec![Some(-1)]]
 }
@@ -277,7 +282,7 @@ fn one_arg_axes() -> Vec<Vec<Option<i64>>> {
 // Op families.
 // ---------------------------------------------------------------------------------------------
 
-/// `(name, op)` pairs of one-argument ops as cases on argument 0.
+/// Cases applying each named one-argument op to argument 0.
 macro_rules! unary_cases {
     ($($op:ident),* $(,)?) => { vec![$(case1(stringify!($op), |a: &[Array]| ops::$op(&a[0]))),*] };
 }
@@ -323,13 +328,14 @@ fn astype() {
     check_cases(6, &from_int, &[arg(&[3], Dtype::I64, Draw::Uniform(-70000.0, 70000.0))], &one_arg_axes());
 }
 
-/// `(name, op)` pairs of two-argument ops as cases on arguments 0 and 1.
+/// Cases applying each named two-argument op to arguments 0 and 1.
 macro_rules! binary_cases {
     ($($op:ident),* $(,)?) => { vec![$(case1(stringify!($op), |a: &[Array]| ops::$op(&a[0], &a[1]))),*] };
 }
 
 /// Per-example shape pairs of binary ops: equal, broadcast either way (different ranks), a scalar.
-const BROADCASTS: [(&[usize], &[usize]); 5] = [(&[3, 4], &[3, 4]), (&[3, 4], &[4]), (&[4], &[3, 4]), (&[], &[3, 4]), (&[3, 1], &[1, 4])];
+const BROADCASTS: [(&[usize], &[usize]); 5] =
+    [(&[3, 4], &[3, 4]), (&[3, 4], &[4]), (&[4], &[3, 4]), (&[], &[3, 4]), (&[3, 1], &[1, 4])];
 
 #[test]
 fn binary_ops_broadcast_batched_with_unbatched() {
@@ -388,9 +394,13 @@ fn sl(start: Option<i64>, stop: Option<i64>, step: i64) -> SliceSpec {
     SliceSpec { start, stop, step }
 }
 
+/// `::-1` on an axis.
+fn rev_all() -> SliceSpec {
+    sl(None, None, -1)
+}
+
 #[test]
 fn shape_ops() {
-    let rev = sl(None, None, -1);
     let cases = vec![
         case1("reshape (4, 6)", |a| ops::reshape(&a[0], &[4, 6])),
         case1("reshape (3, -1, 2)", |a| ops::reshape(&a[0], &[3, -1, 2])),
@@ -407,9 +417,7 @@ fn shape_ops() {
         case1("expand_dims", |a| ops::expand_dims(&a[0], &[0, -1])),
         case1("squeeze one", |a| ops::squeeze(ops::reshape(&a[0], &[2, 1, 3, 1, 4])?, Some(&[-2]))),
         case1("squeeze all", |a| ops::squeeze(ops::reshape(&a[0], &[1, 2, 1, 12, 1])?, None)),
-        case1("slice negative steps", move |a| {
-            ops::slice(&a[0], &[rev, sl(Some(2), Some(0), -2), sl(Some(1), None, 2)])
-        }),
+        case1("slice negative steps", |a| ops::slice(&a[0], &[rev_all(), sl(Some(2), Some(0), -2), sl(Some(1), None, 2)])),
         case1("slice from the end", |a| ops::slice(&a[0], &[sl(Some(-1), None, 1), sl(Some(-2), Some(-4), -1)])),
         case1("slice_axis", |a| ops::slice_axis(&a[0], -1, 1, 3)),
         case1("flip", |a| ops::flip(&a[0], None)),
@@ -433,6 +441,7 @@ fn shape_ops() {
         case("split sections", |a| ops::split(&a[0], SplitSpec::Sections(2), 0)),
         case("split indices", |a| ops::split(&a[0], SplitSpec::Indices(vec![1, -1]), 2)),
         case1("full_like", |a| ops::full_like(&a[0], 7.0)),
+        case1("identity", |a| Ok(a[0].clone())),
     ];
     check_cases(40, &cases, &[f32_arg(&[2, 3, 4], -1.0, 1.0)], &one_arg_axes());
 }
@@ -447,18 +456,13 @@ fn joins_and_updates_of_batched_with_unbatched() {
         case1("stack last", |a| ops::stack(&[a[1].clone(), a[0].clone()], -1)),
         case1("slice_update", move |a| ops::slice_update(&a[0], ops::slice(&a[1], &region)?, &region)),
         case1("slice_update broadcast", move |a| {
-            ops::slice_update(&a[0], ops::slice_axis(&a[1], 2, 0, 1)?, &[sl(None, None, -1), rev_all()])
+            ops::slice_update(&a[0], ops::slice_axis(&a[1], 2, 0, 1)?, &[rev_all(), rev_all()])
         }),
         case1("pad with a value", |a| ops::pad(&a[0], &[(1, 0), (0, 2), (1, 1)], ops::sum(&a[1], None, false)?)),
         case1("full_like with a value", |a| ops::full_like(&a[0], ops::max(&a[1], None, false)?)),
     ];
     let specs = [f32_arg(&[2, 3, 4], -1.0, 1.0), f32_arg(&[2, 3, 4], -1.0, 1.0)];
     check_cases(50, &cases, &specs, &combos(2));
-}
-
-/// `::-1` on an axis.
-fn rev_all() -> SliceSpec {
-    sl(None, None, -1)
 }
 
 #[test]
@@ -501,8 +505,6 @@ fn reductions() {
     }
     check_cases(60, &cases, &[f32_arg(&[3, 4, 5], 0.5, 1.5)], &one_arg_axes());
     check_cases(61, &bool_cases, &[f32_arg(&[3, 4, 5], 0.0, 1.0)], &one_arg_axes());
-    let ints = unary_cases![];
-    drop(ints);
     let int_sums = vec![
         case1("sum i32 axis 1", |a| ops::sum(&a[0], Some(&[1]), false)),
         case1("max i32 all", |a| ops::max(&a[0], None, false)),
@@ -554,8 +556,11 @@ fn sort_argsort_partition_topk() {
     for axis in [None, Some(0), Some(-1)] {
         cases.push(case1(format!("sort {axis:?}"), move |a| ops::sort(&a[0], axis)));
         cases.push(case1(format!("argsort {axis:?}"), move |a| ops::argsort(&a[0], axis)));
-        cases.push(case1(format!("sorted topk {axis:?}"), move |a| {
-            ops::sort(ops::topk(&a[0], 2, axis)?, Some(axis.unwrap_or(0)))
+        // The two largest elements in unspecified order: their min and max identify them.
+        cases.push(case(format!("topk {axis:?}"), move |a| {
+            let t = ops::topk(&a[0], 2, axis)?;
+            let ax = [axis.unwrap_or(0)];
+            Ok(vec![ops::min(&t, Some(&ax), false)?, ops::max(&t, Some(&ax), false)?])
         }));
     }
     for (kth, axis) in [(1, 0), (-2, -1), (0, 1), (3, 1)] {
@@ -584,7 +589,10 @@ fn take_and_along_axis() {
         (case1("take axis -1, 2-d indices", |a| ops::take(&a[0], &a[1], Some(-1))), vec![x(), idx(&[2, 3], -5.0, 5.0)]),
         (case1("take flat", |a| ops::take(&a[0], &a[1], None)), vec![x(), idx(&[3], -20.0, 20.0)]),
         (case1("take scalar index", |a| ops::take(&a[0], &a[1], Some(1))), vec![x(), idx(&[], 0.0, 5.0)]),
-        (case1("take int64 indices", |a| ops::take(&a[0], &a[1], Some(0))), vec![x(), arg(&[2, 2], Dtype::I64, Draw::Uniform(0.0, 4.0))]),
+        (
+            case1("take int64 indices", |a| ops::take(&a[0], &a[1], Some(0))),
+            vec![x(), arg(&[2, 2], Dtype::I64, Draw::Uniform(0.0, 4.0))],
+        ),
         (case1("take_along_axis 1", |a| ops::take_along_axis(&a[0], &a[1], Some(1))), vec![x(), idx(&[4, 2], -5.0, 5.0)]),
         (case1("take_along_axis 0", |a| ops::take_along_axis(&a[0], &a[1], Some(0))), vec![x(), idx(&[2, 5], -4.0, 4.0)]),
         (case1("take_along_axis broadcast", |a| ops::take_along_axis(&a[0], &a[1], Some(1))), vec![x(), idx(&[1, 3], 0.0, 5.0)]),
@@ -687,7 +695,8 @@ fn random_ops_with_batched_keys() {
         case("split, then draw with each subkey", |a| {
             let ks = random::split(&a[0], 2)?;
             let k = |i: i64| ops::reshape(ops::slice_axis(&ks, 0, i, i + 1)?, &[2]);
-            Ok(vec![random::uniform(0.0, 1.0, &[3], Dtype::F32, Some(&k(0)?))?, random::normal(&[2], Dtype::F32, 0.0, 1.0, Some(&k(1)?))?])
+            let u = random::uniform(0.0, 1.0, &[3], Dtype::F32, Some(&k(0)?))?;
+            Ok(vec![u, random::normal(&[2], Dtype::F32, 0.0, 1.0, Some(&k(1)?))?])
         }),
     ];
     check_cases(120, &samplers, &[key()], &[vec![Some(0)], vec![Some(-1)]]);
@@ -740,7 +749,7 @@ fn unbatched_outputs_broadcast_or_pass_through() {
         assert_eq!(out[3].to_vec::<i32>().unwrap(), vec![0, 1, 2]);
         assert!(out[4].same_node(&args[1]), "an unbatched argument returned as is");
         // Broadcast along the out axis: every example sees the same values.
-        let out = vmap(f, &axes, &[Some(1)])(&args).unwrap();
+        let out = vmap(f, &axes, &[Some(1), Some(1), Some(0), Some(1), Some(0)])(&args).unwrap();
         assert_eq!(out[0].shape(), &[2, B, 3]);
         assert_eq!(out[2].shape(), &[B]);
     }
@@ -771,6 +780,11 @@ fn in_axes_and_out_axes_variants() {
             check_vmap("matmul, sum, expand_dims", f, &args, ia, oa);
         }
     }
+    // One array passed twice, batched along different axes: example i pairs row i with column i.
+    let sq = make_args(&mut rng, &[f32_arg(&[B], -1.0, 1.0)], &[None], B).remove(0);
+    let sq = ops::outer(&sq, ops::arange(1.0, 1.0 + B as f64, 1.0, Dtype::F32).unwrap()).unwrap();
+    let dot = |a: &[Array]| Ok(vec![ops::inner(&a[0], &a[1])?, ops::multiply(&a[0], &a[1])?]);
+    check_vmap("same array, two axes", dot, &[sq.clone(), sq], &[Some(0), Some(1)], &[Some(0)]);
     // The out axis indexes the batched output: -1 is after the last per-example axis.
     let args = make_args(&mut rng, &specs, &[Some(0)], B);
     let out = vmap(f, &[Some(0)], &[Some(-1), Some(0), Some(1)])(&args).unwrap();
@@ -784,7 +798,9 @@ fn non_contiguous_inputs() {
     let mut rng = Rng::new(150);
     let cases = vec![
         case1("softmax(x) @ y", |a| ops::matmul(ops::softmax(&a[0], Some(&[-1]), false)?, &a[1])),
-        case1("cumsum(x) * y[0]", |a| ops::multiply(ops::cumsum(&a[0], Some(0), false, true)?, ops::slice_axis(&a[1], 0, 0, 1)?)),
+        case1("cumsum(x) * y.T[0]", |a| {
+            ops::multiply(ops::cumsum(&a[0], Some(0), false, true)?, ops::slice_axis(ops::transpose(&a[1], None)?, 0, 0, 1)?)
+        }),
         case1("take(x, argmax(y))", |a| ops::take(&a[0], ops::argmax(&a[1], Some(0), false)?, Some(1))),
         case("sort and reverse", |a| Ok(vec![ops::sort(&a[0], Some(-1))?, ops::flip(&a[1], None)?])),
     ];
@@ -803,11 +819,34 @@ fn non_contiguous_inputs() {
 }
 
 #[test]
+fn batch_of_an_offset_view() {
+    // A contiguous view that starts inside its buffer (x[2:] of a bigger batch): kernels that
+    // read their input row by row must start at the view's offset.
+    let mut rng = Rng::new(155);
+    let big = rand_f32(&mut rng, &[B + 2, 3, 4], -1.0, 1.0);
+    big.eval().unwrap();
+    let x = ops::slice_axis(&big, 0, 2, B as i64 + 2).unwrap();
+    let cases = vec![
+        case1("exp", |a| ops::exp(&a[0])),
+        case1("sum -1", |a| ops::sum(&a[0], Some(&[-1]), false)),
+        case1("sort -1", |a| ops::sort(&a[0], Some(-1))),
+        case1("argsort -1", |a| ops::argsort(&a[0], Some(-1))),
+        case1("argmax -1", |a| ops::argmax(&a[0], Some(-1), false)),
+        case1("cumsum -1", |a| ops::cumsum(&a[0], Some(-1), false, true)),
+        case1("cummax -1 reverse", |a| ops::cummax(&a[0], Some(-1), true, true)),
+        case1("matmul", |a| ops::matmul(&a[0], ops::transpose(&a[0], None)?)),
+    ];
+    for c in &cases {
+        check_vmap(&c.name, &c.f, &[x.clone()], &[Some(0)], &[Some(0)]);
+    }
+}
+
+#[test]
 fn lazy_inputs() {
     let mut rng = Rng::new(160);
-    let base = common::array(&rng.vec(B * 6, -1.0, 1.0), &[B, 6], Dtype::F32);
+    let base = rand_f32(&mut rng, &[B, 6], -1.0, 1.0);
     let x = ops::exp(ops::add(&base, 1.0).unwrap()).unwrap();
-    let y = ops::transpose(ops::reshape(&base, &[B, 2, 3]).unwrap(), None).unwrap(); // (3, 2, B)
+    let y = ops::transpose(ops::reshape(&base, &[B as i64, 2, 3]).unwrap(), Some(&[1, 2, 0])).unwrap(); // (2, 3, B)
     assert!(!x.is_evaluated() && !y.is_evaluated());
     let f = |a: &[Array]| Ok(vec![ops::add(ops::reshape(&a[0], &[2, 3])?, &a[1])?, ops::logsumexp(&a[0], None, false)?]);
     let out = vmap(f, &[Some(0), Some(-1)], &[Some(0)])(&[x.clone(), y.clone()]).unwrap();
@@ -840,8 +879,8 @@ fn pair_fn(a: &[Array]) -> Result<Vec<Array>> {
 fn vmap_of_vmap() {
     let mut rng = Rng::new(170);
     let (ni, nj, n) = (3, 4, 5);
-    let x = common::array(&rng.vec(ni * nj * n, -1.0, 1.0), &[ni, nj, n], Dtype::F32);
-    let y = common::array(&rng.vec(ni * n, -1.0, 1.0), &[ni, n], Dtype::F32);
+    let x = rand_f32(&mut rng, &[ni, nj, n], -1.0, 1.0);
+    let y = rand_f32(&mut rng, &[ni, n], -1.0, 1.0);
     // Inner over j (y shared), outer over i: out[i][j] = f(x[i, j], y[i]).
     let inner = vmap(pair_fn, &[Some(0), None], &[Some(0)]);
     let outer = vmap(&inner, &[Some(0)], &[Some(0)]);
@@ -862,13 +901,18 @@ fn vmap_of_vmap() {
     }
     check_vmap("vmap of vmap", &inner, &[x.clone(), y.clone()], &[Some(0)], &[Some(0)]);
     // Inner batch along axis 1 with out axis 1, outer along the last axis with out axis -1.
-    let inner = vmap(pair_fn, &[Some(1), None], &[Some(1)]);
+    let inner = vmap(pair_fn, &[Some(1), None], &[Some(0), Some(1)]);
     let xt = ops::copy(ops::transpose(&x, Some(&[2, 1, 0])).unwrap()).unwrap(); // (n, j, i)
     check_vmap("vmap of vmap, inner and outer axes", &inner, &[xt, y.clone()], &[Some(-1), Some(0)], &[Some(-1)]);
     // Outer product over examples: the inner batch is an argument the outer vmap shares.
     let inner = vmap(pair_fn, &[Some(0), None], &[Some(0)]);
-    let xs = common::array(&rng.vec(nj * n, -1.0, 1.0), &[nj, n], Dtype::F32);
+    let xs = rand_f32(&mut rng, &[nj, n], -1.0, 1.0);
     check_vmap("vmap of vmap, outer product", &inner, &[xs, y], &[None, Some(0)], &[Some(1)]);
+    // A matrix of keys: each (i, j) draws with its own key.
+    let keys = ops::reshape(random::split(&random::key(3), ni * nj).unwrap(), &[ni as i64, nj as i64, 2]).unwrap();
+    let draw = |a: &[Array]| Ok(vec![random::normal(&[2], Dtype::F32, 0.0, 1.0, Some(&a[0]))?]);
+    let inner = vmap(draw, &[Some(0)], &[Some(0)]);
+    check_vmap("vmap of vmap of random", &inner, &[keys], &[Some(0)], &[Some(0)]);
 }
 
 /// A scalar loss of weights w (4, 3) and one example x (4,).
@@ -896,11 +940,11 @@ fn vmap_of_grad() {
 #[test]
 fn grad_of_vmap_against_grad_of_a_loop() {
     let mut rng = Rng::new(190);
-    let w = common::array(&rng.vec(12, -1.0, 1.0), &[4, 3], Dtype::F32);
-    let c = common::array(&rng.vec(B, 0.5, 1.5), &[B], Dtype::F32);
+    let w = rand_f32(&mut rng, &[4, 3], -1.0, 1.0);
+    let c = rand_f32(&mut rng, &[B], 0.5, 1.5);
     for ax in [0usize, 1] {
         let shape = if ax == 0 { [B, 4] } else { [4, B] };
-        let x = common::array(&rng.vec(4 * B, -1.0, 1.0), &shape, Dtype::F32);
+        let x = rand_f32(&mut rng, &shape, -1.0, 1.0);
         let cv = c.clone();
         let batched = move |a: &[Array]| {
             let per = vmap(loss, &[None, Some(ax as i64)], &[Some(0)])(a)?;
@@ -958,10 +1002,21 @@ fn vmap_of_jvp_and_vjp() {
         check_vmap("vmap of jvp", f_jvp, &args, &axes, &[Some(0)]);
         check_vmap("vmap of vjp", f_vjp, &args, &axes, &[Some(-1)]);
     }
+    // jvp of a vmapped function against jvp of the loop.
+    let batched = |a: &[Array]| vmap(smooth, &[Some(1)], &[Some(0)])(a);
+    let looped = |a: &[Array]| {
+        let per: Vec<Vec<Array>> = (0..B).map(|i| smooth(&[example(&a[0], 1, i)])).collect::<Result<_>>()?;
+        (0..2).map(|j| ops::stack(&per.iter().map(|e| e[j].clone()).collect::<Vec<_>>(), 0)).collect()
+    };
+    let args = make_args(&mut rng, &specs, &[Some(1)], B);
+    let (got, want) = (jvp(batched, &args[..1], &args[1..]).unwrap(), jvp(looped, &args[..1], &args[1..]).unwrap());
+    for (k, (g, w)) in got.0.iter().chain(&got.1).zip(want.0.iter().chain(&want.1)).enumerate() {
+        assert_same(g, w, &format!("jvp of vmap, output {k}"));
+    }
     // Batched tangents at a shared point: the Jacobian's columns, one per example.
     let x = common::array(&[0.3, -0.2, 0.9], &[3], Dtype::F32);
     let eye = ops::eye(3, None, 0, Dtype::F32).unwrap();
-    let cols = vmap(f_jvp, &[None, Some(0)], &[Some(1)])(&[x.clone(), eye]).unwrap();
+    let cols = vmap(f_jvp, &[None, Some(0)], &[Some(0), Some(0), Some(1), Some(0)])(&[x.clone(), eye]).unwrap();
     let xs = x.to_f64_vec().unwrap();
     let d: Vec<f64> = xs.iter().map(|&v| (v.cos() + 0.5 * v.sin()) * (0.5 * v).exp()).collect();
     let jac = [d[0], 0.0, 0.0, 0.0, d[1], 0.0, 0.0, 0.0, d[2]];
@@ -986,9 +1041,9 @@ fn fake_mul() -> impl Fn(&[Array]) -> Result<Vec<Array>> + Clone + 'static {
 fn custom_vjp_and_jvp_survive_vmap() {
     let mut rng = Rng::new(210);
     let fm = fake_mul();
-    let x = common::array(&rng.vec(B * 3, -1.0, 1.0), &[B, 3], Dtype::F32);
-    let y = common::array(&rng.vec(3, -1.0, 1.0), &[3], Dtype::F32);
-    let c = common::array(&rng.vec(B * 3, -1.0, 1.0), &[B, 3], Dtype::F32);
+    let x = rand_f32(&mut rng, &[B, 3], -1.0, 1.0);
+    let y = rand_f32(&mut rng, &[3], -1.0, 1.0);
+    let c = rand_f32(&mut rng, &[B, 3], -1.0, 1.0);
     check_vmap("custom forward", &fm, &[x.clone(), y.clone()], &[Some(0), None], &[Some(0)]);
     // grad of a vmapped custom function against grad of the loop: both must use the custom vjp.
     let (f1, c1) = (fm.clone(), c.clone());
@@ -1012,16 +1067,32 @@ fn custom_vjp_and_jvp_survive_vmap() {
     let dy = ops::sum(ops::multiply(&c, ops::multiply(&x, &y).unwrap()).unwrap(), Some(&[0]), false).unwrap();
     assert_same(&got[0], &dx, "custom vjp used for x");
     assert_same(&got[1], &dy, "custom vjp used for y");
+    // Twice vmapped, then differentiated: the rule is vmapped twice and still used.
+    let f6 = fm.clone();
+    let xx = rand_f32(&mut rng, &[2, B, 3], -1.0, 1.0);
+    let twice = move |a: &[Array]| {
+        let inner = vmap(&f6, &[Some(0), None], &[Some(0)]);
+        let out = vmap(&inner, &[Some(0), None], &[Some(0)])(a)?;
+        Ok(vec![ops::sum(ops::multiply(&out[0], &a[0])?, None, false)?])
+    };
+    let got = grad(twice, &[0, 1])(&[xx.clone(), y.clone()]).unwrap();
+    // The rule gives d/dx = 2·y·x + (the direct term) x·y, and d/dy = Σ x·(x·y).
+    let xy = ops::multiply(&xx, &y).unwrap();
+    let dx = ops::add(ops::multiply(&xy, 2.0).unwrap(), &xy).unwrap();
+    assert_same(&got[0], &dx, "twice vmapped rule, x");
+    assert_same(&got[1], &ops::sum(ops::multiply(&xx, &xy).unwrap(), Some(&[0, 1]), false).unwrap(), "twice vmapped rule, y");
     // vmap of grad of the custom function.
     let f3 = fm.clone();
-    let per_example = grad(move |a: &[Array]| Ok(vec![ops::sum(ops::multiply(&f3(&a[..2])?[0], &a[2])?, None, false)?]), &[0, 1]);
-    check_vmap("vmap of grad of custom", &per_example, &[x.clone(), y.clone(), c.clone()], &[Some(0), None, Some(0)], &[Some(0)]);
+    let weighted = move |a: &[Array]| Ok(vec![ops::sum(ops::multiply(&f3(&a[..2])?[0], &a[2])?, None, false)?]);
+    let (per_example, xyc) = (grad(weighted, &[0, 1]), [x.clone(), y.clone(), c.clone()]);
+    check_vmap("vmap of grad of custom", &per_example, &xyc, &[Some(0), None, Some(0)], &[Some(0)]);
     // jvp of a vmapped custom function against a loop of jvps: both use the custom jvp.
-    let (tx, ty) = (common::array(&rng.vec(B * 3, -1.0, 1.0), &[B, 3], Dtype::F32), common::array(&rng.vec(3, -1.0, 1.0), &[3], Dtype::F32));
+    let (tx, ty) = (rand_f32(&mut rng, &[B, 3], -1.0, 1.0), rand_f32(&mut rng, &[3], -1.0, 1.0));
     let f4 = fm.clone();
-    let (_, got) = jvp(move |a: &[Array]| vmap(&f4, &[Some(0), None], &[Some(0)])(a), &args, &[tx.clone(), ty.clone()]).unwrap();
-    let want: Vec<Array> =
-        (0..B).map(|i| jvp(&fm, &[example(&x, 0, i), y.clone()], &[example(&tx, 0, i), ty.clone()]).unwrap().1[0].clone()).collect();
+    let vmapped = move |a: &[Array]| vmap(&f4, &[Some(0), None], &[Some(0)])(a);
+    let (_, got) = jvp(vmapped, &args, &[tx.clone(), ty.clone()]).unwrap();
+    let jvp_of = |i: usize| jvp(&fm, &[example(&x, 0, i), y.clone()], &[example(&tx, 0, i), ty.clone()]).unwrap().1.remove(0);
+    let want: Vec<Array> = (0..B).map(jvp_of).collect();
     assert_same(&got[0], &ops::stack(&want, 0).unwrap(), "jvp of vmapped custom function");
     assert_same(&got[0], &ops::add(ops::multiply(&tx, 3.0).unwrap(), &ty).unwrap(), "custom jvp used");
     // vmap of jvp of the custom function.
@@ -1034,8 +1105,9 @@ fn custom_vjp_and_jvp_survive_vmap() {
 fn checkpoint_under_vmap() {
     let mut rng = Rng::new(220);
     let ck = checkpoint(|a: &[Array]| Ok(vec![ops::multiply(ops::sin(&a[0])?, &a[1])?]));
-    let x = common::array(&rng.vec(B * 3, -1.0, 1.0), &[3, B], Dtype::F32);
-    let y = common::array(&rng.vec(3, -1.0, 1.0), &[3], Dtype::F32);
+    let ck2 = ck.clone();
+    let x = rand_f32(&mut rng, &[3, B], -1.0, 1.0);
+    let y = rand_f32(&mut rng, &[3], -1.0, 1.0);
     check_vmap("checkpoint forward", &ck, &[x.clone(), y.clone()], &[Some(1), None], &[Some(0)]);
     let c1 = ck.clone();
     let batched = move |a: &[Array]| Ok(vec![ops::sum(&vmap(&c1, &[Some(1), None], &[Some(0)])(a)?[0], None, false)?]);
@@ -1044,11 +1116,17 @@ fn checkpoint_under_vmap() {
         Ok(vec![ops::sum(ops::stack(&per, 0)?, None, false)?])
     };
     let args = [x, y];
-    let got = grad(batched, &[0, 1])(&args).unwrap();
-    let want = grad(looped, &[0, 1])(&args).unwrap();
+    let got = grad(&batched, &[0, 1])(&args).unwrap();
+    let want = grad(&looped, &[0, 1])(&args).unwrap();
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_same(g, w, &format!("grad of vmapped checkpoint, argument {k}"));
     }
+    let tangents = [ops::ones_like(&args[0]).unwrap(), ops::full_like(&args[1], 0.5).unwrap()];
+    let (got, want) = (jvp(&batched, &args, &tangents).unwrap().1, jvp(&looped, &args, &tangents).unwrap().1);
+    assert_same(&got[0], &want[0], "jvp of vmapped checkpoint");
+    let c2 = ck2.clone();
+    let per_example = grad(move |a: &[Array]| Ok(vec![ops::sum(&c2(a)?[0], None, false)?]), &[0, 1]);
+    check_vmap("vmap of grad of checkpoint", &per_example, &args, &[Some(1), None], &[Some(0)]);
 }
 
 #[test]
@@ -1063,8 +1141,8 @@ fn custom_vmap_rule_is_used() {
             Ok((vec![ops::add(ops::multiply(&args[0], 2.0)?, 1000.0)?, args[1].clone()], vec![axes[0], axes[1]]))
         })
         .into_fn();
-    let x = common::array(&rng.vec(3 * B, -1.0, 1.0), &[3, B], Dtype::F32);
-    let y = common::array(&rng.vec(2, -1.0, 1.0), &[2], Dtype::F32);
+    let x = rand_f32(&mut rng, &[3, B], -1.0, 1.0);
+    let y = rand_f32(&mut rng, &[2], -1.0, 1.0);
     // Eagerly, the rule is not involved.
     let eager = f(&[example(&x, 1, 0), y.clone()]).unwrap();
     assert_same(&eager[0], &ops::multiply(example(&x, 1, 0), 2.0).unwrap(), "eager call");
@@ -1081,15 +1159,20 @@ fn custom_vmap_rule_is_used() {
             Ok((vec![ops::moveaxis(ops::add(&front, 1000.0)?, 0, -1)?], vec![Some(front.ndim() - 1)]))
         })
         .into_fn();
-    let x = common::array(&rng.vec(B * 6, -1.0, 1.0), &[B, 3, 2], Dtype::F32);
+    let x = rand_f32(&mut rng, &[B, 3, 2], -1.0, 1.0);
     for out_ax in [0, 1, -1] {
         let out = vmap(&g, &[Some(0)], &[Some(out_ax)])(&[x.clone()]).unwrap();
         let want = ops::moveaxis(ops::add(&x, 1000.0).unwrap(), 0, out_ax).unwrap();
         assert_same(&out[0], &want, &format!("rule output moved to out axis {out_ax}"));
     }
+    // A rule returning the wrong number of outputs is reported under the function's name.
+    let bad = CustomFunction::new("bad_rule", |a: &[Array]| Ok(vec![ops::exp(&a[0])?]))
+        .vmap(|args, axes| Ok((vec![args[0].clone(), args[0].clone()], vec![axes[0], axes[0]])))
+        .into_fn();
+    check_err(vmap(bad, &[Some(0)], &[Some(0)])(&[x.clone()]), ErrorKind::Value, "bad_rule");
     // Nested: the outer vmap batches what the inner rule built.
     let inner = vmap(&g, &[Some(0)], &[Some(0)]);
-    let xx = common::array(&rng.vec(2 * B * 6, -1.0, 1.0), &[2, B, 3, 2], Dtype::F32);
+    let xx = rand_f32(&mut rng, &[2, B, 3, 2], -1.0, 1.0);
     let out = vmap(&inner, &[Some(1)], &[Some(0)])(&[xx.clone()]).unwrap();
     let want = ops::moveaxis(ops::add(&xx, 1000.0).unwrap(), 1, 0).unwrap();
     assert_same(&out[0], &want, "custom rule under nested vmap");
@@ -1120,15 +1203,19 @@ fn errors_in_axes_and_out_axes() {
     check_err(run(add, &two, &[Some(2), Some(0)], &[Some(0)]), ErrorKind::Axis, "vmap");
     check_err(run(add, &two, &[Some(0), Some(-3)], &[Some(0)]), ErrorKind::Axis, "vmap");
     check_err(run(add, &[x.clone(), y.clone()], &[Some(0)], &[Some(0)]), ErrorKind::Shape, "vmap");
+    let scalar = Array::scalar(1.0f32);
+    check_err(run(add, &[scalar.clone(), scalar], &[Some(0)], &[Some(0)]), ErrorKind::Axis, "vmap");
     check_err(run(add, &[x.clone(), y.clone()], &[Some(0), Some(1)], &[Some(0)]), ErrorKind::Shape, "vmap");
     check_err(run(add, &two, &[None], &[Some(0)]), ErrorKind::Value, "vmap");
+    check_err(run(|_: &[Array]| Ok(vec![]), &[], &[Some(0)], &[Some(0)]), ErrorKind::Value, "vmap");
     check_err(run(add, &two, &[Some(0), None], &[None]), ErrorKind::Value, "vmap");
     check_err(run(add, &two, &[Some(0)], &[Some(2)]), ErrorKind::Axis, "vmap");
     check_err(run(add, &two, &[Some(0)], &[Some(-3)]), ErrorKind::Axis, "vmap");
     check_err(run(add, &two, &[Some(0)], &[Some(0), Some(0)]), ErrorKind::Value, "vmap");
     // A mistake inside the function is reported by its op, with per-example shapes.
     let bad = |a: &[Array]| Ok(vec![ops::matmul(&a[0], &a[1])?]);
-    check_err(run(bad, &[x.clone(), ops::zeros(&[3, 5], Dtype::F32).unwrap()], &[Some(0), Some(0)], &[Some(0)]), ErrorKind::Shape, "matmul");
+    let z = ops::zeros(&[3, 5], Dtype::F32).unwrap();
+    check_err(run(bad, &[x.clone(), z], &[Some(0), Some(0)], &[Some(0)]), ErrorKind::Shape, "matmul");
     // A batched output may not be declared unbatched even when another output may.
     let mixed = |a: &[Array]| Ok(vec![a[1].clone(), ops::exp(&a[0])?]);
     assert!(run(mixed, &two, &[Some(0), None], &[None, Some(0)]).is_ok());
@@ -1139,14 +1226,14 @@ fn errors_in_axes_and_out_axes() {
 fn errors_reading_traced_values() {
     let x = common::array(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2], Dtype::F32);
     type Reader = fn(&Array) -> Result<()>;
-    let readers: [(&str, Reader); 5] = [
-        ("item", |v| ops::sum(v, None, false)?.item::<f32>().map(drop)),
-        ("to_vec", |v| v.to_vec::<f32>().map(drop)),
-        ("to_f64_vec", |v| v.to_f64_vec().map(drop)),
-        ("eval", |v| v.eval()),
-        ("kiln::eval", |v| kiln::eval(&[v])),
+    let readers: [Reader; 5] = [
+        |v| ops::sum(v, None, false)?.item::<f32>().map(drop),
+        |v| v.to_vec::<f32>().map(drop),
+        |v| v.to_f64_vec().map(drop),
+        |v| v.eval(),
+        |v| kiln::eval(&[v]),
     ];
-    for (name, read) in readers {
+    for read in readers {
         let f = move |a: &[Array]| {
             let derived = ops::exp(&a[0])?;
             read(&derived)?;
@@ -1159,10 +1246,17 @@ fn errors_reading_traced_values() {
         let inner = vmap(f, &[Some(0)], &[Some(0)]);
         let xx = ops::broadcast_to(&x, &[2, 3, 2]).unwrap();
         check_err(run(&inner, &[xx], &[Some(0)], &[Some(0)]), ErrorKind::NoData, "vmap");
-        let _ = name;
     }
+    // Printing a traced value does not panic: it says the value is unavailable, naming vmap.
+    let printing = |a: &[Array]| {
+        let d = ops::exp(&a[0])?;
+        let text = format!("{d}");
+        assert!(text.contains("unavailable") && text.contains("vmap"), "{text}");
+        Ok(vec![d])
+    };
+    assert!(run(printing, &[x.clone()], &[Some(0)], &[Some(0)]).is_ok());
     // Reading an unbatched argument, or a constant, is fine: it has data.
-    let scale = common::array(&[3.0], &[], Dtype::F32);
+    let scale = Array::scalar(3.0f32);
     let f = |a: &[Array]| {
         let s = a[1].item::<f32>()?;
         let k = ops::sum(ops::arange(0.0, 3.0, 1.0, Dtype::F32)?, None, false)?.item::<f32>()?;
@@ -1170,3 +1264,4 @@ fn errors_reading_traced_values() {
     };
     check_vmap("reading an unbatched argument", f, &[x, scale], &[Some(0), None], &[Some(0)]);
 }
+

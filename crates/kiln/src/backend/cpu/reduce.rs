@@ -254,7 +254,7 @@ int64_via_f64!(bool, half::f16, half::bf16);
 pub fn arg_reduce(op: ArgReduceOp, x: &Input, axis: usize, shape: &[usize]) -> Result<Buffer> {
     let l = lanes(x, &[axis]);
     let out = alloc(shape, Dtype::U32);
-    let (src, dst, len) = (l.buffer.ptr::<u8>() as usize, out.ptr::<u32>() as usize, l.len);
+    let (src, dst, len) = (l.buffer.start_address(x.dtype.size()), out.ptr::<u32>() as usize, l.len);
     crate::with_dtype!(x.dtype, T => {
         for_chunks(l.rows, (SERIAL_BELOW / len.max(1)).max(1), |start, n| {
             for r in start..start + n {

@@ -73,7 +73,7 @@ pub fn scan(op: ScanOp, x: &Input, axis: usize, reverse: bool, inclusive: bool, 
     let l = lanes(x, &[axis]);
     let permuted: Vec<usize> = l.perm.iter().map(|&p| x.shape[p]).collect();
     let out = alloc(&permuted, dtype);
-    let (src, dst, rop) = (l.buffer.ptr::<u8>() as usize, out.ptr::<u8>() as usize, as_reduce(op));
+    let (src, dst, rop) = (l.buffer.start_address(x.dtype.size()), out.ptr::<u8>() as usize, as_reduce(op));
     crate::with_dtype!(x.dtype, T => crate::with_dtype!(dtype, O => {
         if x.dtype.is_float() {
             scan_rows::<T, O, f64>(rop, src, dst, l.rows, l.len, reverse, inclusive, |v: T| Element::to_f64(v), O::from_f64)

@@ -37,7 +37,7 @@ fn run(x: &Input, axis: usize, op: RowOp, indices: bool) -> Result<Buffer> {
     let l = lanes(x, &[axis]);
     let permuted: Vec<usize> = l.perm.iter().map(|&p| x.shape[p]).collect();
     let out = alloc(&permuted, if indices { Dtype::U32 } else { x.dtype });
-    let (src, dst, len) = (l.buffer.ptr::<u8>() as usize, out.ptr::<u8>() as usize, l.len);
+    let (src, dst, len) = (l.buffer.start_address(x.dtype.size()), out.ptr::<u8>() as usize, l.len);
     crate::with_dtype!(x.dtype, T => {
         for_chunks(l.rows, (SERIAL_BELOW / len.max(1)).max(1), |start, n| {
             let mut idx: Vec<u32> = Vec::with_capacity(len);
