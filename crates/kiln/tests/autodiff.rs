@@ -2,6 +2,8 @@
 //! differences in float64 (`common::derivatives::check`), on random inputs that include
 //! broadcasting and strided views. Inputs are drawn away from the ops' kinks and poles.
 
+#![allow(clippy::cloned_ref_to_slice_refs)] // `&[x.clone()]` is an argument list; the clone is a refcount
+
 mod common;
 
 use common::derivatives::{check, Fun};
@@ -31,6 +33,11 @@ fn distinct(rng: &mut Rng, shape: &[usize]) -> Array {
     }
     Array::from_slice(&v, shape).unwrap()
 }
+
+/// A named function of a list of arrays, for tables of cases.
+type Case = (&'static str, Box<dyn Fn(&[Array]) -> kiln::Result<Array>>);
+/// A binary op and the intervals its two inputs are drawn from.
+type BinaryCase = (&'static str, fn(&Array, &Array) -> kiln::Result<Array>, (f64, f64), (f64, f64));
 
 fn one(f: Fun, name: &str, x: Array, seed: u64) {
     check(name, f, &[x], seed);
@@ -76,8 +83,7 @@ fn piecewise_constant_ops_have_zero_derivative() {
 #[test]
 fn binary_ops_with_broadcasting() {
     let mut rng = Rng::new(3);
-    type B = fn(&Array, &Array) -> kiln::Result<Array>;
-    let table: &[(&str, B, (f64, f64), (f64, f64))] = &[
+    let table: &[BinaryCase] = &[
         ("add", |a, b| ops::add(a, b), (-2.0, 2.0), (-2.0, 2.0)),
         ("subtract", |a, b| ops::subtract(a, b), (-2.0, 2.0), (-2.0, 2.0)),
         ("multiply", |a, b| ops::multiply(a, b), (-2.0, 2.0), (-2.0, 2.0)),
@@ -122,7 +128,7 @@ fn where_and_astype() {
     check("where", &|x: &[Array]| ops::where_(&cond, &x[0], &x[1]), &[a.clone(), b], 1);
     // Through float32 and back: the derivative is 1 up to float32 rounding of the values.
     let f = |x: &[Array]| ops::astype(ops::multiply(ops::astype(&x[0], Dtype::F32)?, 3.0)?, Dtype::F64);
-    let (_, g) = kiln::vjp(|x: &[Array]| Ok(vec![f(x)?]), &[a.clone()], &[ops::ones_like(&a).unwrap()]).unwrap();
+    let (_, g) = kiln::vjp(|x: &[Array]| Ok(vec![f(x)?]), std::slice::from_ref(&a), &[ops::ones_like(&a).unwrap()]).unwrap();
     assert!(g[0].to_f64_vec().unwrap().iter().all(|&v| v == 3.0));
     // An integer cast has no derivative.
     let g = kiln::grad(|x: &[Array]| Ok(vec![ops::sum(ops::astype(ops::astype(&x[0], Dtype::I32)?, Dtype::F64)?, None, false)?]), &[0]);
@@ -133,7 +139,7 @@ fn where_and_astype() {
 fn views() {
     let mut rng = Rng::new(6);
     let x = rand(&mut rng, &[2, 3, 4], -1.0, 1.0);
-    let fs: Vec<(&str, Box<dyn Fn(&[Array]) -> kiln::Result<Array>>)> = vec![
+    let fs: Vec<Case> = vec![
         ("reshape", Box::new(|a| ops::reshape(&a[0], &[4, -1]))),
         ("flatten", Box::new(|a| ops::flatten(&a[0], 1, 2))),
         ("transpose", Box::new(|a| ops::transpose(&a[0], Some(&[2, 0, 1])))),

@@ -344,7 +344,8 @@ fn views_that_start_inside_their_buffer() {
         for start in [1, 2, 3] {
             let view = ops::slice_axis(&big, 0, start, 7).unwrap();
             let copy = ops::copy(&view).unwrap();
-            let cases: Vec<(&str, fn(&kiln::Array) -> kiln::Result<kiln::Array>)> = vec![
+            type ViewCase = (&'static str, fn(&Array) -> kiln::Result<Array>);
+            let cases: Vec<ViewCase> = vec![
                 ("sort", |x| ops::sort(x, Some(-1))),
                 ("argsort", |x| ops::argsort(x, Some(0))),
                 ("partition", |x| ops::partition(x, 2, Some(-1))),

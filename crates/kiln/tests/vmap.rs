@@ -3,6 +3,7 @@
 //! batched graph must not grow with the batch (a batching rule per op, never a loop over the
 //! examples). Also: in and out axes, non-contiguous and lazy inputs, nesting with itself, grad,
 //! jvp and vjp, custom functions (their derivatives and batching rules), and the errors.
+#![allow(clippy::cloned_ref_to_slice_refs)] // `&[x.clone()]` is an argument list; the clone is a refcount
 
 mod common;
 
