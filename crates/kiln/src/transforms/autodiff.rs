@@ -45,24 +45,7 @@ pub fn vjp(f: impl Function, primals: &[Array], cotangents: &[Array]) -> Result<
     let _trace = TraceGuard::enter();
     let leaves = tracers(primals)?;
     let outputs = trace("vjp", &f, &leaves)?;
-    if cotangents.len() != outputs.len() {
-        return Err(Error::value(
-            "vjp",
-            format!("the function returned {} outputs but {} cotangents were given", outputs.len(), cotangents.len()),
-        ));
-    }
-    for (i, (o, c)) in outputs.iter().zip(cotangents).enumerate() {
-        if o.shape() != c.shape() {
-            return Err(Error::shape(
-                "vjp",
-                format!(
-                    "cotangent {i} has shape {} but output {i} has shape {}; each cotangent must match its output",
-                    fmt_shape(c.shape()),
-                    fmt_shape(o.shape())
-                ),
-            ));
-        }
-    }
+    check_pairs("vjp", cotangents, "cotangent", &outputs, "output")?;
     let grads = backward(&outputs, &leaves, cotangents)?;
     Ok((outputs, grads))
 }
@@ -70,25 +53,36 @@ pub fn vjp(f: impl Function, primals: &[Array], cotangents: &[Array]) -> Result<
 /// The outputs of `f` at `primals`, and the Jacobian-vector product: for each output, the sum
 /// over primals of `∂output/∂primal_j · tangent_j`. One tangent per primal, of its shape.
 pub fn jvp(f: impl Function, primals: &[Array], tangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)> {
-    if tangents.len() != primals.len() {
-        return Err(Error::value(
-            "jvp",
-            format!("{} primals but {} tangents were given; give one tangent per primal", primals.len(), tangents.len()),
-        ));
-    }
-    for (i, (p, t)) in primals.iter().zip(tangents).enumerate() {
-        if p.shape() != t.shape() {
-            return Err(Error::shape(
-                "jvp",
-                format!("tangent {i} has shape {} but primal {i} has shape {}", fmt_shape(t.shape()), fmt_shape(p.shape())),
-            ));
-        }
-    }
+    check_pairs("jvp", tangents, "tangent", primals, "primal")?;
     let _trace = TraceGuard::enter();
     let leaves = tracers(primals)?;
     let outputs = trace("jvp", &f, &leaves)?;
     let tangents = forward(&outputs, &leaves, tangents)?;
     Ok((outputs, tangents))
+}
+
+/// Checks that `given` (cotangents, tangents) pair one to one, shape for shape, with `expected`
+/// (outputs, primals).
+fn check_pairs(transform: &str, given: &[Array], what: &str, expected: &[Array], of: &str) -> Result<()> {
+    if given.len() != expected.len() {
+        return Err(Error::value(
+            transform,
+            format!("{} {of}s but {} {what}s were given; give one {what} per {of}", expected.len(), given.len()),
+        ));
+    }
+    for (i, (g, e)) in given.iter().zip(expected).enumerate() {
+        if g.shape() != e.shape() {
+            return Err(Error::shape(
+                transform,
+                format!(
+                    "{what} {i} has shape {} but {of} {i} has shape {}; each {what} must match its {of}",
+                    fmt_shape(g.shape()),
+                    fmt_shape(e.shape())
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `f`'s gradient with respect to the arguments `argnums`: `f` must return a scalar loss first
