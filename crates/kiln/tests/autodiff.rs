@@ -381,3 +381,23 @@ fn linear_algebra_composites() {
     check("triu", &|x: &[Array]| ops::triu(&x[0], -1), &[rand(&mut rng, &[3, 4], -1.0, 1.0)], 4);
     check("roll_axes", &|x: &[Array]| ops::roll_axes(&x[0], &[1, -2], &[0, 1]), &[rand(&mut rng, &[3, 4], -1.0, 1.0)], 5);
 }
+
+#[test]
+fn ties_follow_mlx() {
+    // max/min reductions split the gradient equally among tied extremes; sums of one-hots check it.
+    let x = Array::from_slice(&[1.0f64, 3.0, 3.0, 2.0, 5.0, 5.0, 5.0, 0.0], &[2, 4]).unwrap();
+    let ones = |shape: &[usize]| ops::ones(shape, Dtype::F64).unwrap();
+    let run = |f: &dyn Fn(&Array) -> kiln::Result<Array>| {
+        let y = f(&x).unwrap();
+        let (_, g) = kiln::vjp(|a: &[Array]| Ok(vec![f(&a[0])?]), std::slice::from_ref(&x), &[ones(y.shape())]).unwrap();
+        g[0].to_f64_vec().unwrap()
+    };
+    let third = 1.0 / 3.0;
+    assert_eq!(run(&|a| ops::max(a, Some(&[1]), false)), vec![0.0, 0.5, 0.5, 0.0, third, third, third, 0.0]);
+    assert_eq!(run(&|a| ops::max(a, None, false)), vec![0.0, 0.0, 0.0, 0.0, third, third, third, 0.0]);
+    assert_eq!(run(&|a| ops::min(a, Some(&[0]), false)), vec![1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
+    // jvp agrees: the tangent of a tied max is the mean of the tied tangents.
+    let t = Array::from_slice(&[0.0f64, 1.0, 2.0, 0.0, 3.0, 6.0, 9.0, 0.0], &[2, 4]).unwrap();
+    let (_, tan) = kiln::jvp(|a: &[Array]| Ok(vec![ops::max(&a[0], Some(&[1]), false)?]), std::slice::from_ref(&x), &[t]).unwrap();
+    assert_eq!(tan[0].to_f64_vec().unwrap(), vec![1.5, 6.0]);
+}
