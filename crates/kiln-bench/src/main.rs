@@ -5,7 +5,11 @@
 //! `memcpy` (a plain copy of the same size) and `gemm_direct` (the GEMM crate called directly) are
 //! measured in the same run as references, so ratios are meaningful on a noisy machine.
 //!
-//! Usage: `kiln-bench [--json] [--reps N] [CASE...]`; cases: memcpy copy add gelu sum matmul.
+//! `mlp_grad` times a training step's value_and_grad against the forward pass alone (the ideal
+//! for a matmul-bound model is about 3x).
+//!
+//! Usage: `kiln-bench [--json] [--reps N] [CASE...]`; cases: memcpy copy add gelu sum matmul
+//! mlp_grad.
 
 use kiln::{ops, Array, Dtype};
 use std::time::Instant;
@@ -14,7 +18,9 @@ use std::time::Instant;
 const SHAPE: [usize; 3] = [32, 1000, 4096];
 /// Side of the square matmul case.
 const MATMUL_N: usize = 2048;
-const ALL_CASES: [&str; 6] = ["memcpy", "copy", "add", "gelu", "sum", "matmul"];
+/// Batch, input, hidden and output widths of the `mlp_grad` case.
+const MLP: [usize; 4] = [512, 1024, 1024, 16];
+const ALL_CASES: [&str; 7] = ["memcpy", "copy", "add", "gelu", "sum", "matmul", "mlp_grad"];
 
 /// One measured result.
 struct Row {
@@ -134,11 +140,41 @@ fn run_case(case: &str, reps: usize) -> Vec<Row> {
                 Row { case: "matmul", variant: "gemm_direct", ms: direct_ms, gbps: None, gflops: gf(direct_ms) },
             ]
         }
+        "mlp_grad" => mlp_grad(reps),
         other => {
             eprintln!("unknown case {other:?}; cases are: {}", ALL_CASES.join(" "));
             std::process::exit(2);
         }
     }
+}
+
+/// A two-layer tanh MLP with a logsumexp loss: the forward pass alone against value_and_grad
+/// with respect to both weight matrices, evaluated eagerly.
+fn mlp_grad(reps: usize) -> Vec<Row> {
+    let [b, d, h, o] = MLP;
+    let x = random_input(&[b, d]);
+    let (w1, w2) = (random_input(&[d, h]), random_input(&[h, o]));
+    let loss = |a: &[Array]| -> kiln::Result<Vec<Array>> {
+        let hidden = ops::tanh(ops::matmul(&a[2], ops::multiply(&a[0], 0.03)?)?)?;
+        let logits = ops::matmul(&hidden, &a[1])?;
+        Ok(vec![ops::mean(ops::logsumexp(&logits, Some(&[-1]), false)?, None, false)?])
+    };
+    let step = kiln::value_and_grad(loss, &[0, 1]);
+    let args = [w1, w2, x];
+    let (fwd_ms, grad_ms) = paired_median_ms(
+        reps,
+        || loss(&args).unwrap()[0].eval().unwrap(),
+        || {
+            let (v, g) = step(&args).unwrap();
+            kiln::eval(&[&v[0], &g[0], &g[1]]).unwrap()
+        },
+    );
+    let flops = 2.0 * (b * (d * h + h * o)) as f64;
+    let gf = |f: f64, ms: f64| Some(f / (ms * 1e-3) / 1e9);
+    vec![
+        Row { case: "mlp_grad", variant: "forward", ms: fwd_ms, gbps: None, gflops: gf(flops, fwd_ms) },
+        Row { case: "mlp_grad", variant: "value_and_grad", ms: grad_ms, gbps: None, gflops: gf(3.0 * flops, grad_ms) },
+    ]
 }
 
 fn json(r: &Row) -> String {
@@ -186,16 +222,19 @@ fn main() {
 fn print_table(rows: &[Row]) {
     let memcpy = rows.iter().find(|r| r.case == "memcpy").and_then(|r| r.gbps);
     let direct = rows.iter().find(|r| r.variant == "gemm_direct").and_then(|r| r.gflops);
+    let forward = rows.iter().find(|r| r.case == "mlp_grad" && r.variant == "forward").map(|r| r.ms);
     println!("kiln benchmark ({} threads, float32, {:?} elements; matmul {n}x{n})", kiln_threads(), SHAPE, n = MATMUL_N);
-    println!("{:<8} {:<12} {:>10} {:>10} {:>10}  ratio", "case", "variant", "ms", "GB/s", "GFLOP/s");
+    println!("{:<8} {:<14} {:>10} {:>10} {:>10}  ratio", "case", "variant", "ms", "GB/s", "GFLOP/s");
     for r in rows {
         let ratio = match (r.gbps, memcpy, r.gflops, direct) {
+            _ if r.variant == "value_and_grad" => forward.map_or(String::new(), |f| format!("{:.2}x forward", r.ms / f)),
+            _ if r.case == "mlp_grad" => String::new(),
             (Some(g), Some(m), _, _) => format!("{:.0}% of memcpy", 100.0 * g / m),
             (_, _, Some(g), Some(d)) => format!("{:.0}% of gemm_direct", 100.0 * g / d),
             _ => String::new(),
         };
         let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
-        println!("{:<8} {:<12} {:>10.2} {:>10} {:>10}  {}", r.case, r.variant, r.ms, fmt(r.gbps), fmt(r.gflops), ratio);
+        println!("{:<8} {:<14} {:>10.2} {:>10} {:>10}  {}", r.case, r.variant, r.ms, fmt(r.gbps), fmt(r.gflops), ratio);
     }
 }
 
