@@ -41,6 +41,8 @@ pub fn stop_gradient(x: &Array) -> Result<Array> {
 
 /// The outputs of `f` at `primals`, and the vector-Jacobian product: for each primal, the sum
 /// over outputs of `cotangent_i · ∂output_i/∂primal`. One cotangent per output, of its shape.
+/// As in mlx, integer and bool outputs carry no gradient (their cotangents contribute nothing)
+/// and integer or bool primals get zeros; [`grad`] instead refuses them with an error.
 pub fn vjp(f: impl Function, primals: &[Array], cotangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)> {
     let _trace = TraceGuard::enter();
     let leaves = tracers(primals)?;
@@ -52,6 +54,8 @@ pub fn vjp(f: impl Function, primals: &[Array], cotangents: &[Array]) -> Result<
 
 /// The outputs of `f` at `primals`, and the Jacobian-vector product: for each output, the sum
 /// over primals of `∂output/∂primal_j · tangent_j`. One tangent per primal, of its shape.
+/// Integer and bool primals do not vary (their tangents contribute nothing), and integer or
+/// bool outputs get zero tangents of their own dtype.
 pub fn jvp(f: impl Function, primals: &[Array], tangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)> {
     check_pairs("jvp", tangents, "tangent", primals, "primal")?;
     let _trace = TraceGuard::enter();
