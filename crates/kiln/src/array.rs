@@ -29,7 +29,17 @@ pub(crate) struct Node {
     /// Built while a transform traced a function: evaluating it during the trace keeps its op
     /// and inputs, so the transform can still walk the graph through it.
     pub(crate) traced: bool,
+    /// Creation order: a node can only depend on nodes with smaller serials, so a custom
+    /// function can tell the arrays it captured from those it built.
+    pub(crate) serial: u64,
     pub(crate) state: Mutex<State>,
+}
+
+/// The next node serial.
+static NEXT_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn next_serial() -> u64 {
+    NEXT_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The exact value of a weak scalar literal.
@@ -75,13 +85,19 @@ fn take_inputs(state: &mut State) -> Vec<Array> {
 
 impl Array {
     /// Builds a node computing `op` on `inputs` on the current stream; shape and dtype come from
-    /// [`Op::infer`]. The result is weak only when every input is weak and the op is elementwise.
+    /// [`Op::infer`]. The result is weak only when every input is weak and the op is elementwise,
+    /// or when it is an identity of a weak input.
     pub(crate) fn from_op(op: Op, inputs: Vec<Array>) -> Result<Array> {
         let refs: Vec<&Array> = inputs.iter().collect();
         let (shape, dtype) = op.infer(&refs)?;
-        let weak = !inputs.is_empty()
-            && inputs.iter().all(|a| a.is_weak())
-            && matches!(op, Op::Unary(_) | Op::Binary(_));
+        let weak = match &op {
+            Op::Unary(_) | Op::Binary(_) => !inputs.is_empty() && inputs.iter().all(|a| a.is_weak()),
+            // Identities keep their input's weakness (transform tracers, stop_gradient, custom).
+            Op::StopGradient => inputs[0].is_weak(),
+            Op::Reshape(s) => inputs[0].is_weak() && s.as_slice() == inputs[0].shape(),
+            Op::Custom { index, .. } => inputs[*index].is_weak(),
+            _ => false,
+        };
         Ok(Array(Arc::new(Node {
             shape,
             dtype,
@@ -89,6 +105,7 @@ impl Array {
             literal: None,
             stream: current_stream(),
             traced: crate::transforms::is_tracing(),
+            serial: next_serial(),
             state: Mutex::new(State::Pending { op, inputs }),
         })))
     }
@@ -112,6 +129,7 @@ impl Array {
             literal: None,
             stream: current_stream(),
             traced: false,
+            serial: next_serial(),
             state: Mutex::new(state),
         }))
     }
@@ -164,6 +182,7 @@ impl Array {
             literal: Some(literal),
             stream: current_stream(),
             traced: false,
+            serial: next_serial(),
             state: Mutex::new(State::Ready(default.buffer().expect("a scalar has data"))),
         };
         Array(Arc::new(node))
@@ -222,6 +241,11 @@ impl Array {
     /// The node's identity (its address), for maps keyed by node.
     pub(crate) fn id(&self) -> usize {
         Arc::as_ptr(&self.0) as usize
+    }
+
+    /// When the node was created, relative to other nodes.
+    pub(crate) fn serial(&self) -> u64 {
+        self.0.serial
     }
 
     /// Whether two handles refer to the same node.

@@ -1082,3 +1082,131 @@ fn bad_arguments_give_clear_errors() {
     let broken = single(|a: &[Array]| ops::add(&a[0], arr(&[1.0, 2.0], &[2])));
     check_err(grad(&broken, &[0])(&[x]), ErrorKind::Shape, "add");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Regressions found in review
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn duplicate_scatter_writes_give_the_gradient_to_the_surviving_update() {
+    // Only the last of duplicate writes lands, so only it has a gradient (vjp and jvp agree).
+    let idx = Array::from_vec(vec![2i32, 2, 0]);
+    let put = move |a: &[Array]| ops::put_along_axis(ops::zeros(&[3], kiln::Dtype::F64)?, &idx, &a[0], Some(0));
+    let g = only(grad(summed(single(&put)), &[0])(&[arr(&[5.0, 7.0, 1.0], &[3])]));
+    assert_array(&g, &[3], &[0.0, 1.0, 1.0], "put_along_axis with a duplicate index");
+    let rows = Array::from_vec(vec![1i32, 1, 3, 1]);
+    let scatter = move |a: &[Array]| ops::scatter(&a[0], &[rows.clone()], &a[1], &[0]);
+    let mut rng = Rng::new(40);
+    let (_, x) = rand(&mut rng, &[4, 3], -1.0, 1.0);
+    let (_, u) = rand(&mut rng, &[4, 1, 3], -1.0, 1.0);
+    check("scatter with duplicate rows", &scatter, &[x, u], 41);
+}
+
+#[test]
+fn scatter_max_ties_share_the_gradient() {
+    let a = arr(&[1.0, 2.0], &[2]);
+    let u = arr(&[1.0], &[1, 1]);
+    let idx = Array::from_vec(vec![0i32]);
+    let f = move |x: &[Array]| Ok(vec![ops::scatter_max(&x[0], &[idx.clone()], &x[1], &[0])?]);
+    let (_, t) = jvp(&f, &[a.clone(), u.clone()], &[arr(&[1.0, 0.0], &[2]), arr(&[1.0], &[1, 1])]).unwrap();
+    assert_array(&t[0], &[2], &[1.0, 0.0], "jvp of a tie");
+    let (_, g) = vjp(&f, &[a, u], &[arr(&[1.0, 1.0], &[2])]).unwrap();
+    assert_array(&g[0], &[2], &[0.5, 1.0], "vjp into the destination");
+    assert_array(&g[1], &[1, 1], &[0.5], "vjp into the update");
+}
+
+#[test]
+fn checkpoint_differentiates_captured_arrays_and_custom_rules_refuse_them() {
+    let x = arr(&[0.5, -1.0], &[2]);
+    let w = arr(&[1.5, 2.0], &[2]);
+    let loss = |wrap: bool| {
+        move |a: &[Array]| {
+            let w = a[1].clone();
+            let block = move |b: &[Array]| Ok(vec![ops::multiply(ops::sin(&b[0])?, &w)?]);
+            let out = if wrap { checkpoint(block)(&[a[0].clone()])? } else { block(&[a[0].clone()])? };
+            Ok(vec![sum(&out[0])?])
+        }
+    };
+    let plain = grad(loss(false), &[0, 1])(&[x.clone(), w.clone()]).unwrap();
+    let ckpt = grad(loss(true), &[0, 1])(&[x.clone(), w.clone()]).unwrap();
+    assert_array(&ckpt[1], &[2], &[0.5f64.sin(), (-1.0f64).sin()], "gradient of the captured weight");
+    assert_eq!(vals(&plain[0]), vals(&ckpt[0]));
+    // A user vjp cannot return a cotangent for a captured array: asking for one is an error.
+    let custom = move |a: &[Array]| {
+        let w = a[1].clone();
+        let f = CustomFunction::new("scale", move |b: &[Array]| Ok(vec![ops::multiply(&b[0], &w)?]))
+            .vjp(|_, cts, _| Ok(vec![cts[0].clone()]))
+            .into_fn();
+        Ok(vec![sum(&f(&[a[0].clone()])?[0])?])
+    };
+    check_err_mentions(grad(custom, &[0, 1])(&[x, w]), ErrorKind::Value, "scale", &["captured", "argument"]);
+}
+
+#[test]
+fn checkpoint_recomputes_with_the_same_random_draws() {
+    // Dropout-like masks drawn from the global state inside a checkpointed block.
+    let block = |a: &[Array]| {
+        let keep = kiln::random::bernoulli(0.5, Some(a[0].shape()), None)?;
+        Ok(vec![ops::where_(&keep, ops::multiply(ops::sin(&a[0])?, 2.0)?, 0.0)?])
+    };
+    let x = arr(&(0..64).map(|i| i as f64 * 0.1).collect::<Vec<_>>(), &[64]);
+    let run = |wrap: bool| {
+        kiln::random::seed(11);
+        let f = move |a: &[Array]| {
+            let out = if wrap { checkpoint(block)(a)? } else { block(a)? };
+            Ok(vec![sum(&out[0])?])
+        };
+        let (v, g) = value_and_grad(f, &[0])(&[x.clone()]).unwrap();
+        (vals(&v[0]), vals(&g[0]))
+    };
+    assert_eq!(run(true), run(false));
+}
+
+#[test]
+fn identities_keep_weak_scalars_weak() {
+    // A Rust number stays weak through the tracer, stop_gradient and custom functions.
+    let h = ops::astype(arr(&[1.0, 2.0], &[2]), kiln::Dtype::F16).unwrap();
+    let f = {
+        let h = h.clone();
+        move |a: &[Array]| Ok(vec![sum(ops::multiply(&a[0], &h)?)?])
+    };
+    let (v, _) = value_and_grad(&f, &[0])(&[Array::weak_float(2.0)]).unwrap();
+    assert_eq!(v[0].dtype(), kiln::Dtype::F16);
+    let s = ops::multiply(stop_gradient(&Array::weak_float(2.0)).unwrap(), &h).unwrap();
+    assert_eq!(s.dtype(), kiln::Dtype::F16);
+}
+
+#[test]
+fn custom_vmap_rules_are_checked() {
+    let xs = ops::ones(&[2, 3], kiln::Dtype::F32).unwrap();
+    // An unbatched output from the rule flows through later ops unbatched and is broadcast.
+    let c = CustomFunction::new("c", |_x: &[Array]| Ok(vec![ops::ones(&[3], kiln::Dtype::F32)?]))
+        .vmap(|_a, _ax| Ok((vec![ops::ones(&[3], kiln::Dtype::F32)?], vec![None])))
+        .into_fn();
+    let out = vmap(move |x: &[Array]| Ok(vec![ops::add(&c(x)?[0], 1.0)?]), &[Some(0)], &[Some(0)])(&[xs.clone()]).unwrap();
+    assert_eq!(out[0].shape(), &[2, 3]);
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![2.0; 6]);
+    // A rule claiming a batch axis its output does not have is an error, not a panic.
+    let bad = CustomFunction::new("bad", |_x: &[Array]| Ok(vec![ops::ones(&[], kiln::Dtype::F32)?]))
+        .vmap(|_a, _ax| Ok((vec![ops::ones(&[], kiln::Dtype::F32)?], vec![Some(0)])))
+        .into_fn();
+    check_err_mentions(vmap(bad, &[Some(0)], &[Some(0)])(&[xs]), ErrorKind::Shape, "bad", &["batch axis 0"]);
+}
+
+#[test]
+fn traced_functions_may_evaluate_on_other_threads() {
+    // Tracing is process-wide: a node evaluated by a worker thread keeps its graph as well.
+    let f = |a: &[Array]| {
+        let y = ops::exp(&a[0])?;
+        let worker = y.clone();
+        std::thread::spawn(move || worker.eval().unwrap()).join().unwrap();
+        let built_elsewhere = {
+            let x = a[0].clone();
+            std::thread::spawn(move || ops::sin(&x).unwrap()).join().unwrap()
+        };
+        Ok(vec![sum(ops::add(&y, &built_elsewhere)?)?])
+    };
+    let x = arr(&[0.5, -1.0], &[2]);
+    let g = only(grad(f, &[0])(&[x]));
+    assert_array(&g, &[2], &[0.5f64.exp() + 0.5f64.cos(), (-1f64).exp() + (-1f64).cos()], "gradient");
+}

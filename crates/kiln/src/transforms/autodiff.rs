@@ -214,7 +214,7 @@ pub(crate) fn backward(outputs: &[Array], leaves: &[Array], cotangents: &[Array]
     for v in section.order.iter().rev() {
         let ct = cts.0.remove(&v.node.id());
         if let Op::Custom { index, call } = &v.op {
-            if call.rules().vjp.is_some() {
+            if call.rules().vjp.is_some() || call.rules().recompute.is_some() {
                 let n = call.outputs();
                 let entry = calls.entry(call.id()).or_insert_with(|| PendingCall {
                     remaining: counts.remove(&call.id()).unwrap_or(1),
@@ -224,7 +224,7 @@ pub(crate) fn backward(outputs: &[Array], leaves: &[Array], cotangents: &[Array]
                 entry.remaining -= 1;
                 if entry.remaining == 0 {
                     let pending = calls.remove(&call.id()).expect("entry just seen");
-                    custom_vjp(call.rules(), v, n, pending.cotangents, &section, &mut cts)?;
+                    custom_vjp(call.rules(), v, (n, call.arguments()), pending.cotangents, &section, &mut cts)?;
                 }
                 continue;
             }
@@ -251,11 +251,12 @@ pub(crate) fn backward(outputs: &[Array], leaves: &[Array], cotangents: &[Array]
         .collect()
 }
 
-/// Applies a custom call's vjp: `v` is one of its output nodes (they share the input list).
+/// Applies a custom call's reverse rule: `v` is one of its output nodes (they share the input
+/// list: `counts.0` outputs, `counts.1` explicit arguments, then the captured arrays).
 fn custom_vjp(
     rules: &Arc<Rules>,
     v: &Visit,
-    n: usize,
+    counts: (usize, usize),
     output_cts: Vec<Option<Array>>,
     section: &Section,
     cts: &mut Cotangents,
@@ -263,33 +264,85 @@ fn custom_vjp(
     if output_cts.iter().all(Option::is_none) {
         return Ok(());
     }
-    let (outputs, args) = v.inputs.split_at(n);
+    let (outputs, rest) = v.inputs.split_at(counts.0);
     let output_cts = output_cts
         .into_iter()
         .zip(outputs)
         .map(|(c, o)| c.map_or_else(|| ops::zeros_like(o), Ok))
         .collect::<Result<Vec<_>>>()?;
-    let rule = rules.vjp.as_ref().expect("caller checked");
-    let arg_cts = rule(args, &output_cts, outputs)?;
-    if arg_cts.len() != args.len() {
+    let (targets, input_cts) = match (&rules.recompute, &rules.vjp) {
+        (Some(forward), _) => {
+            // checkpoint: run the forward pass again, from the arguments and captured arrays.
+            let (args, captured) = rest.split_at(counts.1);
+            let mut leaves = tracers(args)?;
+            let again = forward(&leaves)?;
+            leaves.extend(captured.iter().cloned());
+            (rest, backward(&again, &leaves, &output_cts)?)
+        }
+        (None, Some(rule)) => {
+            let (args, captured) = rest.split_at(counts.1);
+            check_captured(rules, captured, |_, c| section.reaches(c), "differentiate")?;
+            let arg_cts = rule(args, &output_cts, outputs)?;
+            check_rule_output(rules, "vjp", "cotangent", "argument", &arg_cts, args)?;
+            (args, arg_cts)
+        }
+        (None, None) => unreachable!("the walk only calls custom_vjp for calls with a reverse rule"),
+    };
+    for (target, ct) in targets.iter().zip(input_cts) {
+        if section.reaches(target) {
+            cts.add(target, ct)?;
+        }
+    }
+    Ok(())
+}
+
+/// A user rule sees only the explicit arguments: transforming through an array the function
+/// captured instead (`involved`) would silently treat it as a constant, so it is an error.
+pub(crate) fn check_captured(
+    rules: &Rules,
+    captured: &[Array],
+    involved: impl Fn(usize, &Array) -> bool,
+    what: &str,
+) -> Result<()> {
+    if let Some((_, c)) = captured.iter().enumerate().find(|(i, c)| involved(*i, c)) {
         return Err(Error::value(
             &rules.name,
-            format!("the custom vjp returned {} cotangents for {} arguments", arg_cts.len(), args.len()),
+            format!(
+                "the function uses an array it captured (shape {}, dtype {}) that the transform must {what} \
+                 through, but its custom rules only see the arguments; pass that array as an argument",
+                fmt_shape(c.shape()),
+                c.dtype()
+            ),
         ));
     }
-    for (i, (arg, ct)) in args.iter().zip(arg_cts).enumerate() {
-        if ct.shape() != arg.shape() {
+    Ok(())
+}
+
+/// Checks that a user rule returned one array of the right shape per `of` (argument, output).
+pub(crate) fn check_rule_output(
+    rules: &Rules,
+    rule: &str,
+    what: &str,
+    of: &str,
+    got: &[Array],
+    expected: &[Array],
+) -> Result<()> {
+    if got.len() != expected.len() {
+        return Err(Error::value(
+            &rules.name,
+            format!("the custom {rule} returned {} {what}s for {} {of}s", got.len(), expected.len()),
+        ));
+    }
+    for (i, (g, e)) in got.iter().zip(expected).enumerate() {
+        if g.shape() != e.shape() {
             return Err(Error::shape(
                 &rules.name,
                 format!(
-                    "the custom vjp returned a cotangent of shape {} for argument {i} of shape {}",
-                    fmt_shape(ct.shape()),
-                    fmt_shape(arg.shape())
+                    "the custom {rule} returned a {what} of shape {} for {of} {i} of shape {}",
+                    fmt_shape(g.shape()),
+                    fmt_shape(e.shape())
                 ),
             ));
-        }
-        if section.reaches(arg) {
-            cts.add(arg, ct)?;
         }
     }
     Ok(())
@@ -318,7 +371,7 @@ pub(crate) fn forward(outputs: &[Array], leaves: &[Array], tangents: &[Array]) -
             Op::Custom { index, call } if call.rules().jvp.is_some() => {
                 let results = match custom_results.entry(call.id()) {
                     Entry::Occupied(e) => e.into_mut(),
-                    Entry::Vacant(e) => e.insert(custom_jvp(call.rules(), v, call.outputs(), &tin)?),
+                    Entry::Vacant(e) => e.insert(custom_jvp(call.rules(), v, (call.outputs(), call.arguments()), &tin)?),
                 };
                 Some(results[*index].clone())
             }
@@ -338,28 +391,18 @@ pub(crate) fn forward(outputs: &[Array], leaves: &[Array], tangents: &[Array]) -
 }
 
 /// Applies a custom call's jvp to the tangents of its arguments.
-fn custom_jvp(rules: &Arc<Rules>, v: &Visit, n: usize, tin: &[Option<Array>]) -> Result<Vec<Array>> {
-    let args = &v.inputs[n..];
-    let arg_tangents = tin[n..]
+fn custom_jvp(rules: &Arc<Rules>, v: &Visit, counts: (usize, usize), tin: &[Option<Array>]) -> Result<Vec<Array>> {
+    let (n, na) = counts;
+    let (args, captured) = v.inputs[n..].split_at(na);
+    let captured_tangents = &tin[n + na..];
+    check_captured(rules, captured, |i, _| captured_tangents[i].is_some(), "differentiate")?;
+    let arg_tangents = tin[n..n + na]
         .iter()
         .zip(args)
         .map(|(t, a)| t.clone().map_or_else(|| ops::zeros_like(a), Ok))
         .collect::<Result<Vec<_>>>()?;
     let rule = rules.jvp.as_ref().expect("caller checked");
     let out = rule(args, &arg_tangents)?;
-    if out.len() != n {
-        return Err(Error::value(
-            &rules.name,
-            format!("the custom jvp returned {} tangents for {n} outputs", out.len()),
-        ));
-    }
-    for (i, (t, o)) in out.iter().zip(&v.inputs[..n]).enumerate() {
-        if t.shape() != o.shape() {
-            return Err(Error::shape(
-                &rules.name,
-                format!("the custom jvp returned a tangent of shape {} for output {i} of shape {}", fmt_shape(t.shape()), fmt_shape(o.shape())),
-            ));
-        }
-    }
+    check_rule_output(rules, "jvp", "tangent", "output", &out, &v.inputs[..n])?;
     Ok(out)
 }

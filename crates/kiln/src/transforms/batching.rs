@@ -121,6 +121,11 @@ pub(crate) fn batch(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched>
 /// Binary ops and `where`: batch axes to the front and ranks aligned, so unbatched inputs
 /// broadcast against the per-example shapes.
 fn elementwise(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched> {
+    if inputs.iter().all(|x| x.1.is_none()) {
+        // Possible when a custom batching rule returned an unbatched output.
+        let all = inputs.iter().map(|x| x.0.clone()).collect();
+        return Ok((Array::from_op(op.clone(), all)?, None));
+    }
     let rank = inputs.iter().map(example_rank).max().unwrap_or(0);
     let all = inputs
         .iter()

@@ -1,16 +1,21 @@
 //! Functions with user-supplied derivatives ([`CustomFunction`]) and [`checkpoint`], which is
 //! one: its derivative recomputes the forward pass instead of keeping it.
 //!
-//! A call of a custom function runs the function, then wraps each output in an
-//! [`Op::Custom`](crate::primitive::Op::Custom) node whose inputs are all the call's outputs and
-//! arguments. The node evaluates as a view of its output, so the forward pass costs nothing
-//! extra; transforms that meet it use the call's rules instead of walking into the function.
-//! A rule left unset falls back to the function's own graph.
+//! A call of a custom function runs the function on fresh identity views of its arguments, then
+//! wraps each output in an [`Op::Custom`](crate::primitive::Op::Custom) node whose inputs are all
+//! the call's outputs, its arguments, and the graph arrays the function *captured* (used without
+//! receiving them as arguments: found as the nodes older than the call that its graph reaches).
+//! The node evaluates as a view of its output, so the forward pass costs nothing extra;
+//! transforms that meet it use the call's rules instead of walking into the function. A rule
+//! left unset falls back to the function's own graph. A user rule only knows the arguments, so
+//! differentiating or batching through a captured array under a user rule is a clear error;
+//! `checkpoint` differentiates captured arrays too.
 
 use super::Function;
 use crate::array::Array;
 use crate::error::Result;
 use crate::primitive::Op;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// A user vjp: `(arguments, output cotangents, outputs)` to one cotangent per argument.
@@ -28,6 +33,15 @@ pub(crate) struct Rules {
     pub vjp: Option<VjpRule>,
     pub jvp: Option<JvpRule>,
     pub vmap: Option<VmapRule>,
+    /// checkpoint's reverse rule: run this forward function again during the backward pass.
+    pub recompute: Option<Arc<dyn Function + Send + Sync>>,
+}
+
+impl Rules {
+    /// Whether the user supplied any rule (which sees only the explicit arguments).
+    pub(crate) fn has_user_rule(&self) -> bool {
+        self.vjp.is_some() || self.jvp.is_some() || self.vmap.is_some()
+    }
 }
 
 /// One call of a custom function: its rules and how many outputs it produced. Compares and
@@ -38,11 +52,17 @@ pub struct CustomCall(Arc<CallSite>);
 struct CallSite {
     rules: Arc<Rules>,
     outputs: usize,
+    arguments: usize,
 }
 
 impl CustomCall {
-    pub(crate) fn new(rules: Arc<Rules>, outputs: usize) -> CustomCall {
-        CustomCall(Arc::new(CallSite { rules, outputs }))
+    fn new(rules: Arc<Rules>, outputs: usize, arguments: usize) -> CustomCall {
+        CustomCall(Arc::new(CallSite { rules, outputs, arguments }))
+    }
+    /// How many explicit arguments the call had (they follow the outputs in the input list;
+    /// captured arrays come after them).
+    pub(crate) fn arguments(&self) -> usize {
+        self.0.arguments
     }
     /// The call's identity.
     pub(crate) fn id(&self) -> usize {
@@ -78,13 +98,48 @@ impl std::fmt::Debug for CustomCall {
     }
 }
 
-/// Wraps each of `outputs` (computed from `args`) in a custom node of a fresh call of `rules`.
-pub(crate) fn wrap_outputs(rules: &Arc<Rules>, outputs: &[Array], args: &[Array]) -> Result<Vec<Array>> {
-    let call = CustomCall::new(rules.clone(), outputs.len());
-    let inputs: Vec<Array> = outputs.iter().chain(args).cloned().collect();
+/// Wraps each of `outputs` (computed from `args` and `captured`) in a custom node of a fresh
+/// call of `rules`.
+pub(crate) fn wrap_outputs(rules: &Arc<Rules>, outputs: &[Array], args: &[Array], captured: &[Array]) -> Result<Vec<Array>> {
+    let call = CustomCall::new(rules.clone(), outputs.len(), args.len());
+    let inputs: Vec<Array> = outputs.iter().chain(args).chain(captured).cloned().collect();
     (0..outputs.len())
         .map(|index| Array::from_op(Op::Custom { index, call: call.clone() }, inputs.clone()))
         .collect()
+}
+
+/// Runs `fun` on fresh views of `args` and wraps its outputs as one call of `rules`.
+fn call(rules: &Arc<Rules>, fun: &dyn Function, args: &[Array]) -> Result<Vec<Array>> {
+    let views = super::autodiff::tracers(args)?;
+    let outputs = fun(&views)?;
+    let captured = captured_arrays(&outputs, &views);
+    wrap_outputs(rules, &outputs, args, &captured)
+}
+
+/// The graph arrays (pending, or placeholders) that `outputs` use without going through `views`:
+/// nodes created before the views that the function's own nodes reach.
+fn captured_arrays(outputs: &[Array], views: &[Array]) -> Vec<Array> {
+    let first = views.iter().map(Array::serial).min().unwrap_or(u64::MAX);
+    let view_ids: HashSet<usize> = views.iter().map(Array::id).collect();
+    let mut seen = HashSet::new();
+    let mut captured = Vec::new();
+    let mut stack: Vec<Array> = outputs.to_vec();
+    while let Some(a) = stack.pop() {
+        if view_ids.contains(&a.id()) || !seen.insert(a.id()) {
+            continue;
+        }
+        let graph = a.op_and_inputs();
+        if a.serial() < first {
+            if graph.is_some() || a.is_placeholder() {
+                captured.push(a);
+            }
+            continue;
+        }
+        if let Some((_, inputs)) = graph {
+            stack.extend(inputs);
+        }
+    }
+    captured
 }
 
 /// A function with user-supplied derivative and batching rules, as mlx's `custom_function`:
@@ -109,7 +164,7 @@ impl CustomFunction {
     pub fn new(name: &str, fun: impl Function + Send + Sync + 'static) -> CustomFunction {
         CustomFunction {
             fun: Arc::new(fun),
-            rules: Rules { name: name.to_string(), vjp: None, jvp: None, vmap: None },
+            rules: Rules { name: name.to_string(), vjp: None, jvp: None, vmap: None, recompute: None },
         }
     }
 
@@ -141,23 +196,38 @@ impl CustomFunction {
     pub fn into_fn(self) -> impl Function + Clone + Send + Sync + 'static {
         let fun = self.fun;
         let rules = Arc::new(self.rules);
-        move |args: &[Array]| {
-            let outputs = fun(args)?;
-            wrap_outputs(&rules, &outputs, args)
-        }
+        move |args: &[Array]| call(&rules, fun.as_ref(), args)
     }
 }
 
 /// `f` whose reverse-mode derivative recomputes `f`'s forward pass from its arguments instead of
 /// keeping its intermediates alive: trades compute for memory (apply it to the blocks of a deep
-/// model; the block boundaries are all that stays alive between forward and backward).
+/// model; the block boundaries are all that stays alive between forward and backward). Arrays
+/// `f` captures are differentiated too, and the recomputation draws the same random numbers as
+/// the forward pass (the global random state is restored around it).
 pub fn checkpoint(f: impl Function + Send + Sync + 'static) -> impl Function + Clone + Send + Sync + 'static {
     let f = Arc::new(f);
     let forward = f.clone();
-    CustomFunction::new("checkpoint", move |args: &[Array]| forward(args))
-        .vjp(move |args, cotangents, _outputs| {
-            let (_, grads) = super::vjp(|a: &[Array]| f(a), args, cotangents)?;
-            Ok(grads)
-        })
-        .into_fn()
+    // The random state at the call travels as a last (integer, so never differentiated) argument.
+    let fun = move |args: &[Array]| forward(&args[..args.len() - 1]);
+    let recompute = move |args: &[Array]| {
+        let (args, state) = args.split_at(args.len() - 1);
+        let saved = crate::random::state();
+        crate::random::set_state(&state[0])?;
+        let outputs = f(args);
+        crate::random::set_state(&saved)?;
+        outputs
+    };
+    let rules = Arc::new(Rules {
+        name: "checkpoint".into(),
+        vjp: None,
+        jvp: None,
+        vmap: None,
+        recompute: Some(Arc::new(recompute)),
+    });
+    move |args: &[Array]| {
+        let mut with_state = args.to_vec();
+        with_state.push(crate::random::state());
+        call(&rules, &fun, &with_state)
+    }
 }

@@ -44,49 +44,52 @@ pub use custom::{checkpoint, CustomFunction};
 pub use vmap::vmap;
 
 use crate::array::{Array, Node};
-use std::cell::{Cell, RefCell};
-use std::sync::Weak;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Weak};
 
-thread_local! {
-    /// How many transforms are tracing a function on this thread right now.
-    static TRACE_DEPTH: Cell<usize> = const { Cell::new(0) };
-    /// Nodes evaluated during the current outermost trace, which kept their graph.
-    static KEPT: RefCell<Vec<Weak<Node>>> = const { RefCell::new(Vec::new()) };
+/// How many transforms are tracing a function right now, on any thread. Process-wide rather than
+/// per thread, so a traced function may hand work to other threads: nodes they build or evaluate
+/// during the trace are kept too.
+static TRACE_DEPTH: AtomicUsize = AtomicUsize::new(0);
+
+/// Nodes evaluated during the current traces, which kept their graph. The lock also orders trace
+/// entries and exits, so the last exit releases exactly the nodes no trace can still need.
+static KEPT: Mutex<Vec<Weak<Node>>> = Mutex::new(Vec::new());
+
+fn kept() -> std::sync::MutexGuard<'static, Vec<Weak<Node>>> {
+    KEPT.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Records a node that kept its graph when evaluated during a trace, to release it when the
-/// outermost trace ends.
+/// last trace ends.
 pub(crate) fn note_kept(node: &Array) {
-    KEPT.with(|k| k.borrow_mut().push(std::sync::Arc::downgrade(&node.0)));
+    kept().push(std::sync::Arc::downgrade(&node.0));
 }
 
-/// Whether a transform is tracing a function on this thread: nodes built now are marked, and
-/// evaluating them keeps their graph for the transform to walk.
+/// Whether a transform is tracing a function: nodes built now are marked, and evaluating them
+/// keeps their graph for the transform to walk.
 pub(crate) fn is_tracing() -> bool {
-    TRACE_DEPTH.with(|d| d.get() > 0)
+    TRACE_DEPTH.load(Ordering::Acquire) > 0
 }
 
-/// Marks the thread as tracing while alive (nests). When the outermost guard ends, nodes
-/// evaluated during the trace forget the graph they kept, so it can be freed.
+/// Marks a trace as running while alive (nests). When the last trace ends, nodes evaluated
+/// during it forget the graph they kept, so it can be freed.
 pub(crate) struct TraceGuard;
 
 impl TraceGuard {
     /// Enters a trace.
     pub(crate) fn enter() -> TraceGuard {
-        TRACE_DEPTH.with(|d| d.set(d.get() + 1));
+        let _order = kept();
+        TRACE_DEPTH.fetch_add(1, Ordering::AcqRel);
         TraceGuard
     }
 }
 
 impl Drop for TraceGuard {
     fn drop(&mut self) {
-        let depth = TRACE_DEPTH.with(|d| {
-            d.set(d.get() - 1);
-            d.get()
-        });
-        if depth == 0 {
-            let kept = KEPT.with(|k| std::mem::take(&mut *k.borrow_mut()));
-            for node in kept.iter().filter_map(Weak::upgrade) {
+        let mut list = kept();
+        if TRACE_DEPTH.fetch_sub(1, Ordering::AcqRel) == 1 {
+            for node in std::mem::take(&mut *list).iter().filter_map(Weak::upgrade) {
                 Array(node).release_trace();
             }
         }

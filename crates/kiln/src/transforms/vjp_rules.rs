@@ -338,12 +338,26 @@ fn scatter_vjp(op: ScatterOp, axes: &[usize], inputs: &[Array], y: &Array, g: &A
         Array::from_op(Op::Scatter { axes: axes.to_vec(), op: how }, si)
     };
     let (ga, gu) = match op {
-        ScatterOp::Set => (scatter(g, zeros_of(updates)?, ScatterOp::Set)?, gather(g)?),
+        ScatterOp::Set => {
+            // Of duplicate writes only the last survives: scatter each update's id the same way
+            // and give the gradient to the updates whose id is the one left standing.
+            let ids = ops::reshape(
+                ops::arange(0.0, updates.size() as f64, 1.0, Dtype::I32)?,
+                &as_i64(updates.shape()),
+            )?;
+            let owners = scatter(&ops::full(a.shape(), -1, Some(Dtype::I32))?, ids.clone(), ScatterOp::Set)?;
+            let survived = ops::equal(gather(&owners)?, &ids)?;
+            (scatter(g, zeros_of(updates)?, ScatterOp::Set)?, ops::where_(&survived, gather(g)?, 0.0)?)
+        }
         ScatterOp::Add => (g.clone(), gather(g)?),
         ScatterOp::Max | ScatterOp::Min => {
-            let ga = ops::multiply(g, cast(&ops::equal(y, a)?, a.dtype())?)?;
-            let gu = ops::multiply(gather(g)?, cast(&ops::equal(updates, gather(y)?)?, a.dtype())?)?;
-            (ga, gu)
+            // Ties between the destination and the updates (or among updates) share the
+            // gradient equally, as reductions do.
+            let from_a = cast(&ops::equal(y, a)?, a.dtype())?;
+            let from_updates = cast(&ops::equal(updates, gather(y)?)?, a.dtype())?;
+            let count = ops::add(&from_a, scatter(&ops::zeros_like(a)?, from_updates.clone(), ScatterOp::Add)?)?;
+            let share = ops::divide(g, ops::maximum(&count, 1.0)?)?;
+            (ops::multiply(&share, &from_a)?, ops::multiply(gather(&share)?, &from_updates)?)
         }
         ScatterOp::Prod => {
             // y = a * P with P the product of the updates landing on each element. For an update

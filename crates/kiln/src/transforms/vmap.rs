@@ -4,6 +4,7 @@
 //! batch.
 
 use super::batching::{batch, to_front, Batched};
+use super::autodiff::check_captured;
 use super::custom::{wrap_outputs, JvpRule, Rules, VjpRule};
 use super::graph::Section;
 use super::Function;
@@ -59,7 +60,7 @@ pub fn vmap(f: impl Function, in_axes: &[Option<i64>], out_axes: &[Option<i64>])
                 Op::Custom { index, call } => {
                     let batched = match calls.entry(call.id()) {
                         Entry::Occupied(e) => e.into_mut(),
-                        Entry::Vacant(e) => e.insert(batch_custom(call.rules(), call.outputs(), &inputs, size)?),
+                        Entry::Vacant(e) => e.insert(batch_custom(call.rules(), (call.outputs(), call.arguments()), &inputs, size)?),
                     };
                     batched[*index].clone()
                 }
@@ -147,9 +148,18 @@ fn place_output(j: usize, value: Batched, ax: Option<i64>, size: usize) -> Resul
 
 /// A custom call batched: its own batching rule when it has one; otherwise its forward outputs
 /// batched by the ordinary rules, wrapped in a new call whose derivatives are the original rules
-/// vmapped, so a custom derivative survives vmap.
-fn batch_custom(rules: &Arc<Rules>, n: usize, inputs: &[Batched], size: usize) -> Result<Vec<Batched>> {
-    let args = &inputs[n..];
+/// vmapped, so a custom derivative survives vmap. A checkpoint, or a call whose captured arrays
+/// are batched and that has no user rule, is left as its batched forward graph (correct, but not
+/// checkpointed under vmap).
+fn batch_custom(rules: &Arc<Rules>, counts: (usize, usize), inputs: &[Batched], size: usize) -> Result<Vec<Batched>> {
+    let (n, na) = counts;
+    let (args, captured) = inputs[n..].split_at(na);
+    let captured_batched = captured.iter().any(|c| c.1.is_some());
+    if rules.recompute.is_some() || (captured_batched && !rules.has_user_rule()) {
+        return Ok(inputs[..n].to_vec());
+    }
+    let arrays: Vec<Array> = captured.iter().map(|c| c.0.clone()).collect();
+    check_captured(rules, &arrays, |i, _| captured[i].1.is_some(), "batch")?;
     if let Some(rule) = &rules.vmap {
         let arrays: Vec<Array> = args.iter().map(|a| a.0.clone()).collect();
         let axes: Vec<Option<usize>> = args.iter().map(|a| a.1).collect();
@@ -160,6 +170,19 @@ fn batch_custom(rules: &Arc<Rules>, n: usize, inputs: &[Batched], size: usize) -
                 format!("the custom vmap returned {} outputs and {} axes for {n} outputs", outs.len(), out_axes.len()),
             ));
         }
+        for (j, (o, ax)) in outs.iter().zip(&out_axes).enumerate() {
+            if let Some(ax) = *ax {
+                if ax >= o.ndim() || o.shape()[ax] != size {
+                    return Err(Error::shape(
+                        &rules.name,
+                        format!(
+                            "the custom vmap rule gave output {j} of shape {} batch axis {ax}, but the batch size is {size}",
+                            fmt_shape(o.shape())
+                        ),
+                    ));
+                }
+            }
+        }
         return Ok(outs.into_iter().zip(out_axes).collect());
     }
     let outs = inputs[..n].iter().map(|o| to_front(o, size)).collect::<Result<Vec<_>>>()?;
@@ -169,8 +192,9 @@ fn batch_custom(rules: &Arc<Rules>, n: usize, inputs: &[Batched], size: usize) -
         vjp: rules.vjp.clone().map(vmapped_vjp),
         jvp: rules.jvp.clone().map(vmapped_jvp),
         vmap: None,
+        recompute: None,
     });
-    let wrapped = wrap_outputs(&batched_rules, &outs, &batched_args)?;
+    let wrapped = wrap_outputs(&batched_rules, &outs, &batched_args, &arrays)?;
     Ok(wrapped.into_iter().map(|w| (w, Some(0))).collect())
 }
 
