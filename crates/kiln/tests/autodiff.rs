@@ -401,3 +401,14 @@ fn ties_follow_mlx() {
     let (_, tan) = kiln::jvp(|a: &[Array]| Ok(vec![ops::max(&a[0], Some(&[1]), false)?]), std::slice::from_ref(&x), &[t]).unwrap();
     assert_eq!(tan[0].to_f64_vec().unwrap(), vec![1.5, 6.0]);
 }
+
+#[test]
+fn power_at_zero() {
+    // d/dx x^0 = 0 everywhere (also at x = 0), d/dx x^2 = 0 at 0, d/dy 0^y = 0 for y > 0.
+    let x = Array::from_vec(vec![0.0f64, 0.0, 0.0]);
+    let y = Array::from_vec(vec![0.0f64, 2.0, 1.5]);
+    let f = |a: &[Array]| Ok(vec![ops::sum(ops::power(&a[0], &a[1])?, None, false)?]);
+    let g = kiln::grad(f, &[0, 1])(&[x, y]).unwrap();
+    assert_eq!(g[0].to_vec::<f64>().unwrap(), vec![0.0, 0.0, 0.0]);
+    assert_eq!(g[1].to_vec::<f64>().unwrap(), vec![0.0, 0.0, 0.0]);
+}

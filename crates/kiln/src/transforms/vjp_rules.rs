@@ -83,7 +83,8 @@ pub(crate) fn binary_partials(op: BinaryOp, a: &Array, b: &Array, y: &Array) -> 
         Divide => (Partial::Of(ops::reciprocal(b)?), Partial::Of(negative(divide(y, b)?)?)),
         Remainder => (Partial::One, Partial::Of(negative(floor_divide(a, b)?)?)),
         Power => {
-            let da = multiply(b, ops::power(a, subtract(b, 1.0)?)?)?;
+            // b * a^(b-1), with 0 where b == 0 (x^0 is constant, even at x = 0).
+            let da = where_(ops::equal(b, 0.0)?, 0.0, multiply(b, ops::power(a, subtract(b, 1.0)?)?)?)?;
             // y * log(a), with 0 where a == 0 (there y is 0 or inf and log(a) is -inf).
             let zero = ops::equal(a, 0.0)?;
             let safe = where_(&zero, 1.0, a)?;
