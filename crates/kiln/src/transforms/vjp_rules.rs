@@ -110,6 +110,16 @@ pub(crate) fn unbroadcast(x: Array, shape: &[usize]) -> Result<Array> {
     if x.shape() == shape {
         return Ok(x);
     }
+    if x.ndim() < shape.len() {
+        return Err(crate::error::Error::shape(
+            "vjp",
+            format!(
+                "a cotangent of shape {} cannot be summed down to shape {}",
+                crate::shape::fmt_shape(x.shape()),
+                crate::shape::fmt_shape(shape)
+            ),
+        ));
+    }
     let extra = x.ndim() - shape.len();
     let axes: Vec<i64> = (0..x.ndim())
         .filter(|&i| i < extra || (shape[i - extra] == 1 && x.shape()[i] != 1))
