@@ -403,7 +403,7 @@ fn ties_follow_mlx() {
 }
 
 #[test]
-fn power_at_zero() {
+fn power_and_logaddexp_at_their_edges() {
     // d/dx x^0 = 0 everywhere (also at x = 0), d/dx x^2 = 0 at 0, d/dy 0^y = 0 for y > 0.
     let x = Array::from_vec(vec![0.0f64, 0.0, 0.0]);
     let y = Array::from_vec(vec![0.0f64, 2.0, 1.5]);
@@ -411,4 +411,10 @@ fn power_at_zero() {
     let g = kiln::grad(f, &[0, 1])(&[x, y]).unwrap();
     assert_eq!(g[0].to_vec::<f64>().unwrap(), vec![0.0, 0.0, 0.0]);
     assert_eq!(g[1].to_vec::<f64>().unwrap(), vec![0.0, 0.0, 0.0]);
+    // logaddexp of two -inf shares the gradient equally instead of giving NaN.
+    let ninf = Array::from_vec(vec![f64::NEG_INFINITY, 0.0]);
+    let h = |a: &[Array]| Ok(vec![ops::sum(ops::logaddexp(&a[0], &a[1])?, None, false)?]);
+    let g = kiln::grad(h, &[0, 1])(&[ninf.clone(), ninf]).unwrap();
+    assert_eq!(g[0].to_vec::<f64>().unwrap(), vec![0.5, 0.5]);
+    assert_eq!(g[1].to_vec::<f64>().unwrap(), vec![0.5, 0.5]);
 }

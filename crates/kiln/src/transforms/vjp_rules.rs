@@ -97,7 +97,12 @@ pub(crate) fn binary_partials(op: BinaryOp, a: &Array, b: &Array, y: &Array) -> 
             let r = add(square(a)?, square(b)?)?;
             (Partial::Of(divide(b, &r)?), Partial::Of(negative(divide(a, &r)?)?))
         }
-        LogAddExp => (Partial::Of(exp(subtract(a, y)?)?), Partial::Of(exp(subtract(b, y)?)?)),
+        LogAddExp => {
+            // e^(a-y) and e^(b-y); where both inputs are -inf (y too) the two share equally.
+            let both_neg_inf = ops::isneginf(y)?;
+            let share = |v: &Array| where_(&both_neg_inf, 0.5, exp(subtract(v, y)?)?);
+            (Partial::Of(share(a)?), Partial::Of(share(b)?))
+        }
         FloorDivide | Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd
         | LogicalOr | BitwiseAnd | BitwiseOr | BitwiseXor | LeftShift | RightShift => {
             (Partial::Zero, Partial::Zero)
