@@ -11,9 +11,26 @@ use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::primitive::Op;
 use crate::shape::Shape;
+use std::cell::RefCell;
 use std::sync::Mutex;
 
 static STATE: Mutex<Option<Array>> = Mutex::new(None);
+
+thread_local! {
+    /// A state this thread draws from instead of the global one while replaying earlier draws
+    /// (see [`with_replayed_state`]).
+    static REPLAY: RefCell<Option<Array>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's draws without a key taken from `state` instead of the global
+/// state, which stays untouched: checkpoint's recomputation replays the forward pass's random
+/// numbers without disturbing other threads or later draws.
+pub(crate) fn with_replayed_state<T>(state: &Array, f: impl FnOnce() -> T) -> T {
+    let previous = REPLAY.with(|r| r.replace(Some(state.clone())));
+    let out = f();
+    REPLAY.with(|r| *r.borrow_mut() = previous);
+    out
+}
 
 /// A key from a seed: its high and low 32 bits.
 pub fn key(seed: u64) -> Array {
@@ -28,6 +45,9 @@ pub fn seed(s: u64) {
 /// The global random state: the key the next draw without an explicit key splits. It starts from
 /// the clock, as mlx's does; call [`seed`] for reproducible runs.
 pub fn state() -> Array {
+    if let Some(replayed) = REPLAY.with(|r| r.borrow().clone()) {
+        return replayed;
+    }
     current_state(&mut lock_state())
 }
 
@@ -79,19 +99,30 @@ fn key_row(keys: &Array, i: i64) -> Result<Array> {
 }
 
 /// The key a sampler uses: the given one, or a fresh subkey split off the global state (which
-/// advances to the other half). The lock is held from read to write-back, so threads drawing at
-/// once each get their own subkey.
+/// advances to the other half), or off this thread's replayed state while one is set. The lock
+/// is held from read to write-back, so threads drawing at once each get their own subkey.
 fn key_or_next(op: &str, key: Option<&Array>) -> Result<Array> {
     if let Some(k) = key {
         check_key(op, k)?;
         return Ok(k.clone());
     }
+    if let Some(replayed) = REPLAY.with(|r| r.borrow().clone()) {
+        let (next, sub) = advance(&replayed)?;
+        REPLAY.with(|r| *r.borrow_mut() = Some(next));
+        return Ok(sub);
+    }
     let mut guard = lock_state();
-    let keys = split(&current_state(&mut guard), 2)?;
-    let (next, sub) = (key_row(&keys, 0)?, key_row(&keys, 1)?);
-    crate::eval(&[&next, &sub])?;
+    let (next, sub) = advance(&current_state(&mut guard))?;
     *guard = Some(next);
     Ok(sub)
+}
+
+/// The state after `state` and the subkey a draw uses, evaluated.
+fn advance(state: &Array) -> Result<(Array, Array)> {
+    let keys = split(state, 2)?;
+    let (next, sub) = (key_row(&keys, 0)?, key_row(&keys, 1)?);
+    crate::eval(&[&next, &sub])?;
+    Ok((next, sub))
 }
 
 fn bits_from(key: &Array, shape: &[usize], width: usize) -> Result<Array> {

@@ -204,7 +204,7 @@ impl CustomFunction {
 /// keeping its intermediates alive: trades compute for memory (apply it to the blocks of a deep
 /// model; the block boundaries are all that stays alive between forward and backward). Arrays
 /// `f` captures are differentiated too, and the recomputation draws the same random numbers as
-/// the forward pass (the global random state is restored around it).
+/// the forward pass (it replays the random state of the call, leaving the global state alone).
 pub fn checkpoint(f: impl Function + Send + Sync + 'static) -> impl Function + Clone + Send + Sync + 'static {
     let f = Arc::new(f);
     let forward = f.clone();
@@ -212,11 +212,7 @@ pub fn checkpoint(f: impl Function + Send + Sync + 'static) -> impl Function + C
     let fun = move |args: &[Array]| forward(&args[..args.len() - 1]);
     let recompute = move |args: &[Array]| {
         let (args, state) = args.split_at(args.len() - 1);
-        let saved = crate::random::state();
-        crate::random::set_state(&state[0])?;
-        let outputs = f(args);
-        crate::random::set_state(&saved)?;
-        outputs
+        crate::ops::random::with_replayed_state(&state[0], || f(args))
     };
     let rules = Arc::new(Rules {
         name: "checkpoint".into(),
