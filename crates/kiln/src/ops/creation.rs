@@ -46,6 +46,14 @@ pub fn full_like(x: impl AsArray, value: impl AsArray) -> Result<Array> {
     full(x.shape(), value, Some(x.dtype()))
 }
 
+/// `0, 1, ..., n-1` along `axis` of an array of rank `ndim` whose other axes have size 1: the
+/// position of each element along that axis, ready to broadcast (index grids, scatter owners).
+pub(crate) fn positions_along(n: usize, axis: usize, ndim: usize, dtype: Dtype) -> Result<Array> {
+    let mut shape = vec![1usize; ndim];
+    shape[axis] = n;
+    super::shape::reshape_to(&arange(0.0, n as f64, 1.0, dtype)?, shape.into())
+}
+
 /// Evenly spaced values `start, start + step, ...` below `stop` (above it for negative steps).
 pub fn arange(start: f64, stop: f64, step: f64, dtype: Dtype) -> Result<Array> {
     if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {

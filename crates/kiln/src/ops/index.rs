@@ -5,7 +5,7 @@
 //! index still out of range after that is clamped to the nearest valid position (mlx's behaviour),
 //! so reads and writes never leave the array.
 
-use super::creation::{arange, full, zeros};
+use super::creation::{arange, full, positions_along, zeros};
 use super::elementwise::{add, greater_equal, less_equal, where_};
 use super::shape::{broadcast_to, expand_dims, reshape_to, slice, squeeze, transpose, SliceSpec};
 use super::{cast, AsArray};
@@ -349,9 +349,7 @@ fn along_axis_indices(op: &str, x: &Array, indices: &Array, a: usize) -> Result<
         if i == a {
             out.push(indices.clone());
         } else {
-            let mut s = vec![1usize; nd];
-            s[i] = x.shape()[i];
-            out.push(reshape_to(&arange(0.0, x.shape()[i] as f64, 1.0, Dtype::I64)?, s.into())?);
+            out.push(positions_along(x.shape()[i], i, nd, Dtype::I64)?);
         }
     }
     super::shape::broadcast_arrays(&out).map_err(|e| Error::shape(op, e.message))

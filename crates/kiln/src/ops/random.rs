@@ -22,6 +22,11 @@ thread_local! {
     static REPLAY: RefCell<Option<Array>> = const { RefCell::new(None) };
 }
 
+/// This thread's replayed state, if one is set.
+fn replayed() -> Option<Array> {
+    REPLAY.with(|r| r.borrow().clone())
+}
+
 /// Runs `f` with this thread's draws without a key taken from `state` instead of the global
 /// state, which stays untouched: checkpoint's recomputation replays the forward pass's random
 /// numbers without disturbing other threads or later draws.
@@ -45,7 +50,7 @@ pub fn seed(s: u64) {
 /// The global random state: the key the next draw without an explicit key splits. It starts from
 /// the clock, as mlx's does; call [`seed`] for reproducible runs.
 pub fn state() -> Array {
-    if let Some(replayed) = REPLAY.with(|r| r.borrow().clone()) {
+    if let Some(replayed) = replayed() {
         return replayed;
     }
     current_state(&mut lock_state())
@@ -106,7 +111,7 @@ fn key_or_next(op: &str, key: Option<&Array>) -> Result<Array> {
         check_key(op, k)?;
         return Ok(k.clone());
     }
-    if let Some(replayed) = REPLAY.with(|r| r.borrow().clone()) {
+    if let Some(replayed) = replayed() {
         let (next, sub) = advance(&replayed)?;
         REPLAY.with(|r| *r.borrow_mut() = Some(next));
         return Ok(sub);

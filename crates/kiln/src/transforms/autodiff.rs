@@ -47,7 +47,7 @@ pub fn vjp(f: impl Function, primals: &[Array], cotangents: &[Array]) -> Result<
     let _trace = TraceGuard::enter();
     let leaves = tracers(primals)?;
     let outputs = trace("vjp", &f, &leaves)?;
-    check_pairs("vjp", cotangents, "cotangent", &outputs, "output")?;
+    check_one_each("vjp", "got", cotangents, "cotangent", &outputs, "output")?;
     let grads = backward(&outputs, &leaves, cotangents)?;
     Ok((outputs, grads))
 }
@@ -57,7 +57,7 @@ pub fn vjp(f: impl Function, primals: &[Array], cotangents: &[Array]) -> Result<
 /// Integer and bool primals do not vary (their tangents contribute nothing), and integer or
 /// bool outputs get zero tangents of their own dtype.
 pub fn jvp(f: impl Function, primals: &[Array], tangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)> {
-    check_pairs("jvp", tangents, "tangent", primals, "primal")?;
+    check_one_each("jvp", "got", tangents, "tangent", primals, "primal")?;
     let _trace = TraceGuard::enter();
     let leaves = tracers(primals)?;
     let outputs = trace("jvp", &f, &leaves)?;
@@ -65,21 +65,22 @@ pub fn jvp(f: impl Function, primals: &[Array], tangents: &[Array]) -> Result<(V
     Ok((outputs, tangents))
 }
 
-/// Checks that `given` (cotangents, tangents) pair one to one, shape for shape, with `expected`
-/// (outputs, primals).
-fn check_pairs(transform: &str, given: &[Array], what: &str, expected: &[Array], of: &str) -> Result<()> {
+/// Checks that `given` holds one array per entry of `expected`, shape for shape: cotangents
+/// per output, tangents per primal, or what a custom rule returned. Errors come from `op` and
+/// their messages start with `source` ("got", "the custom vjp returned").
+pub(crate) fn check_one_each(op: &str, source: &str, given: &[Array], what: &str, expected: &[Array], of: &str) -> Result<()> {
     if given.len() != expected.len() {
         return Err(Error::value(
-            transform,
-            format!("{} {of}s but {} {what}s were given; give one {what} per {of}", expected.len(), given.len()),
+            op,
+            format!("{source} {} {what}s for {} {of}s; give one {what} per {of}", given.len(), expected.len()),
         ));
     }
     for (i, (g, e)) in given.iter().zip(expected).enumerate() {
         if g.shape() != e.shape() {
             return Err(Error::shape(
-                transform,
+                op,
                 format!(
-                    "{what} {i} has shape {} but {of} {i} has shape {}; each {what} must match its {of}",
+                    "{source} {what} {i} of shape {} for {of} {i} of shape {}; each {what} must match its {of}",
                     fmt_shape(g.shape()),
                     fmt_shape(e.shape())
                 ),
@@ -283,7 +284,7 @@ fn custom_vjp(
             let (args, captured) = rest.split_at(counts.1);
             check_captured(rules, captured, |_, c| section.reaches(c), "differentiate")?;
             let arg_cts = rule(args, &output_cts, outputs)?;
-            check_rule_output(rules, "vjp", "cotangent", "argument", &arg_cts, args)?;
+            check_one_each(&rules.name, "the custom vjp returned", &arg_cts, "cotangent", args, "argument")?;
             (args, arg_cts)
         }
         (None, None) => unreachable!("the walk only calls custom_vjp for calls with a reverse rule"),
@@ -314,36 +315,6 @@ pub(crate) fn check_captured(
                 c.dtype()
             ),
         ));
-    }
-    Ok(())
-}
-
-/// Checks that a user rule returned one array of the right shape per `of` (argument, output).
-pub(crate) fn check_rule_output(
-    rules: &Rules,
-    rule: &str,
-    what: &str,
-    of: &str,
-    got: &[Array],
-    expected: &[Array],
-) -> Result<()> {
-    if got.len() != expected.len() {
-        return Err(Error::value(
-            &rules.name,
-            format!("the custom {rule} returned {} {what}s for {} {of}s", got.len(), expected.len()),
-        ));
-    }
-    for (i, (g, e)) in got.iter().zip(expected).enumerate() {
-        if g.shape() != e.shape() {
-            return Err(Error::shape(
-                &rules.name,
-                format!(
-                    "the custom {rule} returned a {what} of shape {} for {of} {i} of shape {}",
-                    fmt_shape(g.shape()),
-                    fmt_shape(e.shape())
-                ),
-            ));
-        }
     }
     Ok(())
 }
@@ -403,6 +374,6 @@ fn custom_jvp(rules: &Arc<Rules>, v: &Visit, counts: (usize, usize), tin: &[Opti
         .collect::<Result<Vec<_>>>()?;
     let rule = rules.jvp.as_ref().expect("caller checked");
     let out = rule(args, &arg_tangents)?;
-    check_rule_output(rules, "jvp", "tangent", "output", &out, &v.inputs[..n])?;
+    check_one_each(&rules.name, "the custom jvp returned", &out, "tangent", &v.inputs[..n], "output")?;
     Ok(out)
 }

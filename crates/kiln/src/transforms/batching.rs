@@ -151,9 +151,7 @@ fn batched_indices(indices: &[Batched], size: usize) -> Result<(usize, Vec<Array
     let rank = example_shape.len();
     let mut full = vec![size];
     full.extend_from_slice(&example_shape);
-    let mut pos_shape = vec![1i64; rank + 1];
-    pos_shape[0] = size as i64;
-    let position = ops::reshape(ops::arange(0.0, size as f64, 1.0, Dtype::I32)?, &pos_shape)?;
+    let position = ops::positions_along(size, 0, rank + 1, Dtype::I32)?;
     let mut out = vec![ops::broadcast_to(&position, &full)?];
     for i in indices {
         let x = match i.1 {

@@ -5,7 +5,7 @@
 //! `u ↦ vjp(u)` is linear, and the vjp of `u ↦ ⟨vjp(u), t⟩` is the jvp for `t`.
 
 use super::autodiff::{backward, tracers};
-use super::vjp_rules::{self, binary_partials, prod_of_others, unary_partial};
+use super::vjp_rules::{self, binary_partials, prod_of_others, unary_partial, Partial};
 use crate::array::Array;
 use crate::error::Result;
 use crate::ops::{self, cast};
@@ -23,24 +23,10 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
         Array::from_op(op.clone(), ins).map(Some)
     };
     match op {
-        Op::Unary(u) => match &t[0] {
-            Some(t0) => unary_partial(*u, x, y)?.times(t0),
-            None => Ok(None),
-        },
+        Op::Unary(u) => along(&unary_partial(*u, x, y)?, &t[0]),
         Op::Binary(b) => {
             let (da, db) = binary_partials(*b, x, &inputs[1], y)?;
-            let ta = match &t[0] {
-                Some(t0) => da.times(t0)?,
-                None => None,
-            };
-            let tb = match &t[1] {
-                Some(t1) => db.times(t1)?,
-                None => None,
-            };
-            Ok(match (ta, tb) {
-                (Some(a), Some(b)) => Some(ops::add(&a, &b)?),
-                (a, b) => a.or(b),
-            })
+            sum_of(along(&da, &t[0])?, along(&db, &t[1])?)
         }
         Op::Select => Ok(Some(ops::where_(&inputs[0], tan(1)?, tan(2)?)?)),
         Op::AsType(d) => Ok(match &t[0] {
@@ -88,10 +74,7 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
         Op::Matmul => {
             let ta = t[0].as_ref().map(|t0| ops::matmul(t0, &inputs[1])).transpose()?;
             let tb = t[1].as_ref().map(|t1| ops::matmul(x, t1)).transpose()?;
-            Ok(match (ta, tb) {
-                (Some(a), Some(b)) => Some(ops::add(&a, &b)?),
-                (a, b) => a.or(b),
-            })
+            sum_of(ta, tb)
         }
         Op::Custom { index, .. } => Ok(t[*index].clone()),
         Op::StopGradient
@@ -101,6 +84,19 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
         | Op::RandomBits { .. }
         | Op::Arange { .. } => Ok(None),
     }
+}
+
+/// A partial derivative applied to an input's tangent, if it has one.
+fn along(d: &Partial, t: &Option<Array>) -> Result<Option<Array>> {
+    t.as_ref().map_or(Ok(None), |t| d.times(t))
+}
+
+/// The sum of two tangent contributions, either of which may be absent (zero).
+fn sum_of(a: Option<Array>, b: Option<Array>) -> Result<Option<Array>> {
+    Ok(match (a, b) {
+        (Some(a), Some(b)) => Some(ops::add(&a, &b)?),
+        (a, b) => a.or(b),
+    })
 }
 
 /// The jvp from the op's vjp rule: the vjp is linear in the cotangent `u`, so the gradient with
@@ -113,10 +109,7 @@ fn jvp_by_transposition(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>
         if let (Some(ct), Some(tangent)) = (ct, tangent) {
             let ct = vjp_rules::unbroadcast(ct, input.shape())?;
             let term = ops::sum(&ops::multiply(&ct, tangent)?, None, false)?;
-            total = Some(match total {
-                Some(s) => ops::add(&s, &term)?,
-                None => term,
-            });
+            total = sum_of(total, Some(term))?;
         }
     }
     let Some(total) = total else { return Ok(None) };

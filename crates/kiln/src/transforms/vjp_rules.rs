@@ -7,6 +7,7 @@ use super::autodiff::{backward, tracers};
 use crate::array::Array;
 use crate::dtype::Dtype;
 use crate::error::Result;
+use crate::ops::shape::reshape_to;
 use crate::ops::{self, cast};
 use crate::primitive::{BinaryOp, Op, ReduceOp, ScanOp, ScatterOp, UnaryOp};
 use std::f64::consts::{LN_10, LN_2, PI};
@@ -130,13 +131,7 @@ pub(crate) fn unbroadcast(x: Array, shape: &[usize]) -> Result<Array> {
         .filter(|&i| i < extra || (shape[i - extra] == 1 && x.shape()[i] != 1))
         .map(|i| i as i64)
         .collect();
-    let summed = ops::sum(&x, Some(&axes), true)?;
-    ops::reshape(&summed, &shape.iter().map(|&d| d as i64).collect::<Vec<_>>())
-}
-
-/// Zeros of `x`'s shape and dtype.
-fn zeros_of(x: &Array) -> Result<Array> {
-    ops::zeros(x.shape(), x.dtype())
+    reshape_to(&ops::sum(&x, Some(&axes), true)?, shape.into())
 }
 
 /// The cotangents of `op`'s inputs given the cotangent `g` of its output `y`; `None` where an
@@ -155,12 +150,12 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
             Ok(vec![None, Some(ops::where_(c, g, 0.0)?), Some(ops::where_(c, 0.0, g)?)])
         }
         Op::AsType(_) => Ok(vec![(x.dtype().is_float()).then(|| g.clone())]),
-        Op::Reshape(_) => one(ops::reshape(g, &as_i64(x.shape()))),
+        Op::Reshape(_) => one(reshape_to(g, x.shape().into())),
         Op::Transpose(perm) => one(Array::from_op(Op::Transpose(inverse(perm)), vec![g.clone()])),
         Op::BroadcastTo(_) => Ok(vec![Some(g.clone())]),
         Op::Slice { start, step, .. } => one(Array::from_op(
             Op::SliceUpdate { start: start.clone(), step: step.clone() },
-            vec![zeros_of(x)?, g.clone()],
+            vec![ops::zeros_like(x)?, g.clone()],
         )),
         Op::Concatenate { axis } => {
             let mut at = 0;
@@ -177,7 +172,7 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
             let update = &inputs[1];
             let dst = Array::from_op(
                 Op::SliceUpdate { start: start.clone(), step: step.clone() },
-                vec![g.clone(), zeros_of(update)?],
+                vec![g.clone(), ops::zeros_like(update)?],
             )?;
             let upd = Array::from_op(
                 Op::Slice { start: start.clone(), step: step.clone(), len: update.shape().to_vec() },
@@ -187,13 +182,13 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
         }
         Op::Reduce { op: r, axes } => one(reduce_vjp(*r, axes, x, y, g)),
         Op::Scan { op: s, axis, reverse, inclusive } => one(scan_vjp(*s, *axis, *reverse, *inclusive, x, y, g)),
-        Op::Sort { axis } => one(ops::add_along_axis(&zeros_of(x)?, &ops::argsort(x, Some(*axis as i64))?, g, *axis)),
+        Op::Sort { axis } => one(ops::add_along_axis(&ops::zeros_like(x)?, &ops::argsort(x, Some(*axis as i64))?, g, *axis)),
         Op::Partition { kth, axis } => {
             let idx = Array::from_op(Op::ArgPartition { kth: *kth, axis: *axis }, vec![x.clone()])?;
-            one(ops::add_along_axis(&zeros_of(x)?, &idx, g, *axis))
+            one(ops::add_along_axis(&ops::zeros_like(x)?, &idx, g, *axis))
         }
         Op::Gather { axes, .. } => {
-            let mut scatter_inputs = vec![zeros_of(x)?];
+            let mut scatter_inputs = vec![ops::zeros_like(x)?];
             scatter_inputs.extend(inputs[1..].iter().cloned());
             scatter_inputs.push(g.clone());
             let mut out = vec![Some(Array::from_op(Op::Scatter { axes: axes.clone(), op: ScatterOp::Add }, scatter_inputs)?)];
@@ -259,7 +254,7 @@ pub(crate) fn prod_of_others(x: &Array, axes: &[usize]) -> Result<Array> {
     let xf = ops::reshape(&xt, &flat)?;
     let left = ops::cumprod(&xf, Some(-1), false, false)?;
     let right = ops::cumprod(&xf, Some(-1), true, false)?;
-    let others = ops::reshape(ops::multiply(&left, &right)?, &as_i64(xt.shape()))?;
+    let others = reshape_to(&ops::multiply(&left, &right)?, xt.shape().into())?;
     Array::from_op(Op::Transpose(inverse(&perm)), vec![others])
 }
 
@@ -279,10 +274,7 @@ fn scan_vjp(op: ScanOp, axis: usize, reverse: bool, inclusive: bool, x: &Array, 
         ScanOp::Prod => cumprod_vjp(axis, x, y, g),
         _ => {
             // The gradient of each running extreme goes to the last position that set it.
-            let n = x.shape()[axis];
-            let mut pos_shape = vec![1i64; x.ndim()];
-            pos_shape[axis] = n as i64;
-            let pos = ops::reshape(ops::arange(0.0, n as f64, 1.0, Dtype::I32)?, &pos_shape)?;
+            let pos = ops::positions_along(x.shape()[axis], axis, x.ndim(), Dtype::I32)?;
             let candidate = ops::where_(ops::equal(x, y)?, &pos, 0)?;
             let source = ops::cummax(&candidate, ax, false, true)?;
             ops::add_along_axis(&ops::zeros_like(x)?, &source, g, axis)
@@ -357,13 +349,10 @@ fn scatter_vjp(op: ScatterOp, axes: &[usize], inputs: &[Array], y: &Array, g: &A
         ScatterOp::Set => {
             // Of duplicate writes only the last survives: scatter each update's id the same way
             // and give the gradient to the updates whose id is the one left standing.
-            let ids = ops::reshape(
-                ops::arange(0.0, updates.size() as f64, 1.0, Dtype::I32)?,
-                &as_i64(updates.shape()),
-            )?;
+            let ids = reshape_to(&ops::arange(0.0, updates.size() as f64, 1.0, Dtype::I32)?, updates.shape().into())?;
             let owners = scatter(&ops::full(a.shape(), -1, Some(Dtype::I32))?, ids.clone(), ScatterOp::Set)?;
             let survived = ops::equal(gather(&owners)?, &ids)?;
-            (scatter(g, zeros_of(updates)?, ScatterOp::Set)?, ops::where_(&survived, gather(g)?, 0.0)?)
+            (scatter(g, ops::zeros_like(updates)?, ScatterOp::Set)?, ops::where_(&survived, gather(g)?, 0.0)?)
         }
         ScatterOp::Add => (g.clone(), gather(g)?),
         ScatterOp::Max | ScatterOp::Min => {
