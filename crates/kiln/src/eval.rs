@@ -58,13 +58,19 @@ fn schedule(targets: &[Array]) -> Result<Vec<Option<Array>>> {
 }
 
 fn placeholder_error(transform: &str, a: &Array) -> Error {
+    let hint = if transform == "compile" {
+        "; to print or inspect values while debugging, call kiln::disable_compile() (or set \
+         KILN_DISABLE_COMPILE=1) so the function runs uncompiled, or return the array as an output"
+    } else {
+        ""
+    };
     Error::new(
         transform,
         ErrorKind::NoData,
         format!(
             "cannot evaluate an array that depends on a traced input (shape {}, dtype {}): \
              {transform} traces the function without data, so it must not read values \
-             (eval, item, to_vec, printing) of arrays computed from its inputs",
+             (eval, item, to_vec, printing) of arrays computed from its inputs{hint}",
             crate::shape::fmt_shape(a.shape()),
             a.dtype()
         ),

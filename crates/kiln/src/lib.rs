@@ -18,6 +18,8 @@ pub mod buffer;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod fused;
+pub mod kernel;
 pub mod ops;
 pub mod primitive;
 pub mod shape;
@@ -34,4 +36,9 @@ pub use dtype::{promote_types, Dtype, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::random;
 pub use shape::Shape;
+pub use kernel::{custom_kernel, KernelArgs};
 pub use transforms::{checkpoint, grad, jvp, stop_gradient, value_and_grad, vjp, vmap, CustomFunction};
+pub use transforms::{
+    compile, compile_fn, compile_with, compile_with_constants, disable_compile, enable_compile, is_compile_enabled,
+    ArrayList, CompileMode, CompileOptions, Compiled, Constant, Implicit, Report,
+};

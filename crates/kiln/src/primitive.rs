@@ -202,12 +202,57 @@ pub enum Op {
     /// checkpoint). Inputs are the call's outputs followed by its arguments; it evaluates as a
     /// view of input `index`, while transforms apply the call's own rules.
     Custom { index: usize, call: CustomCall },
+    /// Merges axes `start..=end` of the input into one (a view when strides allow). Unlike a
+    /// reshape to a fixed shape, it re-infers its output shape from any input shape, so it serves
+    /// every shape in shapeless compile.
+    Flatten { start: usize, end: usize },
+    /// A scalar of `dtype`: the number of elements of the input along `axes`, minus `ddof`
+    /// (clamped at 0). The divisor of mean and var, as a node rather than a number, so a
+    /// shapeless compiled function computes it from each call's shapes.
+    Count { axes: Vec<usize>, ddof: usize, dtype: Dtype },
+    /// Output `index` of a user kernel call (see [`crate::custom_kernel`]): opaque to fusion.
+    Kernel { call: crate::kernel::KernelCall, index: usize },
     /// Random bits from threefry2x32 keys (input [key], uint32 of shape (..., 2)): for each key,
     /// `shape` elements of `width` bytes (1, 2 or 4); the output is the key batch ++ `shape`.
     RandomBits { shape: Shape, width: usize },
 }
 
-fn input_shapes_equal_except(op: &str, inputs: &[&Array], axis: usize) -> Result<Shape> {
+/// What shape inference reads of an input: its shape and dtype. Arrays have them, and so does a
+/// bare `(shape, dtype)` pair, which shapeless compile re-infers with.
+pub trait ShapeDtype {
+    /// The shape.
+    fn shape(&self) -> &[usize];
+    /// The dtype.
+    fn dtype(&self) -> Dtype;
+    /// The number of elements.
+    fn size(&self) -> usize {
+        crate::shape::numel(self.shape())
+    }
+    /// The number of axes.
+    fn ndim(&self) -> usize {
+        self.shape().len()
+    }
+}
+
+impl ShapeDtype for Array {
+    fn shape(&self) -> &[usize] {
+        Array::shape(self)
+    }
+    fn dtype(&self) -> Dtype {
+        Array::dtype(self)
+    }
+}
+
+impl ShapeDtype for (Shape, Dtype) {
+    fn shape(&self) -> &[usize] {
+        &self.0
+    }
+    fn dtype(&self) -> Dtype {
+        self.1
+    }
+}
+
+fn input_shapes_equal_except<A: ShapeDtype>(op: &str, inputs: &[&A], axis: usize) -> Result<Shape> {
     let first = inputs[0].shape();
     let mut out: Shape = first.into();
     out[axis] = 0;
@@ -271,6 +316,9 @@ impl Op {
             Op::RandomBits { .. } => "random_bits",
             Op::StopGradient => "stop_gradient",
             Op::Custom { .. } => "custom_function",
+            Op::Flatten { .. } => "flatten",
+            Op::Count { .. } => "count",
+            Op::Kernel { .. } => "custom_kernel",
         }
     }
 
@@ -284,13 +332,14 @@ impl Op {
                 | Op::Slice { .. }
                 | Op::StopGradient
                 | Op::Custom { .. }
+                | Op::Flatten { .. }
         )
     }
 
     /// The output shape and dtype of this op on `inputs`. Constructors validate arguments before
     /// building a node; this re-checks what depends on input shapes, so it is safe to re-run on new
     /// shapes.
-    pub fn infer(&self, inputs: &[&Array]) -> Result<(Shape, Dtype)> {
+    pub fn infer<A: ShapeDtype>(&self, inputs: &[&A]) -> Result<(Shape, Dtype)> {
         let op = self.name();
         let first = || inputs[0];
         Ok(match self {
@@ -391,6 +440,15 @@ impl Op {
             }
             Op::StopGradient => (first().shape().into(), first().dtype()),
             Op::Custom { index, .. } => (inputs[*index].shape().into(), inputs[*index].dtype()),
+            Op::Flatten { start, end } => {
+                let s = first().shape();
+                let mut out: Shape = s[..*start].into();
+                out.push(s[*start..=*end].iter().product());
+                out.extend_from_slice(&s[*end + 1..]);
+                (out, first().dtype())
+            }
+            Op::Count { dtype, .. } => (Shape::new(), *dtype),
+            Op::Kernel { call, index } => call.output(*index),
             Op::RandomBits { shape, width } => {
                 let dt = match width {
                     1 => Dtype::U8,

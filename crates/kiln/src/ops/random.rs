@@ -126,7 +126,10 @@ fn key_or_next(op: &str, key: Option<&Array>) -> Result<Array> {
 fn advance(state: &Array) -> Result<(Array, Array)> {
     let keys = split(state, 2)?;
     let (next, sub) = (key_row(&keys, 0)?, key_row(&keys, 1)?);
-    crate::eval(&[&next, &sub])?;
+    // Inside a compile trace the state may be a placeholder: it stays a graph there.
+    if !crate::transforms::compile::is_compile_tracing() {
+        crate::eval(&[&next, &sub])?;
+    }
     Ok((next, sub))
 }
 

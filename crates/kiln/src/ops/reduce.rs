@@ -76,12 +76,18 @@ fn count(x: &Array, axes: Option<&[i64]>, op: &str) -> Result<usize> {
     Ok(resolve_axes(op, x, axes)?.iter().map(|&a| x.shape()[a]).product())
 }
 
+/// The element count along `axes` minus `ddof`, as a node of `x`'s dtype (see [`Op::Count`]).
+fn count_node(x: &Array, axes: Option<&[i64]>, ddof: usize, op: &str) -> Result<Array> {
+    let axes = resolve_axes(op, x, axes)?.to_vec();
+    Array::from_op(Op::Count { axes, ddof, dtype: x.dtype() }, vec![x.clone()])
+}
+
 /// Mean over `axes`; integers give float32.
 pub fn mean(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<Array> {
     let x = x.as_array();
     let x = cast(&x, x.dtype().to_float())?;
-    let n = count(&x, axes, "mean")?;
-    super::divide(sum(&x, axes, keepdims)?, n as f64)
+    let n = count_node(&x, axes, 0, "mean")?;
+    super::divide(sum(&x, axes, keepdims)?, n)
 }
 
 /// Variance over `axes` with `ddof` delta degrees of freedom (two-pass: mean, then squared
@@ -89,11 +95,11 @@ pub fn mean(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<Arr
 pub fn var(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool, ddof: usize) -> Result<Array> {
     let x = x.as_array();
     let x = cast(&x, x.dtype().to_float())?;
-    let n = count(&x, axes, "var")?;
+    let n = count_node(&x, axes, ddof, "var")?;
     let dev = super::square(super::subtract(&x, mean(&x, axes, true)?)?)?;
     let s = sum(&dev, axes, keepdims)?;
     // As numpy and mlx: the divisor is clamped at 0, so n <= ddof gives inf (or nan for 0/0).
-    super::divide(s, n.saturating_sub(ddof) as f64)
+    super::divide(s, n)
 }
 
 /// Standard deviation: the square root of [`var`].

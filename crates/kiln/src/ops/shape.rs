@@ -56,11 +56,10 @@ pub fn flatten(x: impl AsArray, start_axis: i64, end_axis: i64) -> Result<Array>
     if s > e {
         return Err(Error::axis("flatten", format!("start_axis {start_axis} is after end_axis {end_axis}")));
     }
-    let sh = x.shape();
-    let mut out: Shape = sh[..s].into();
-    out.push(sh[s..=e].iter().product());
-    out.extend_from_slice(&sh[e + 1..]);
-    reshape_to(&x, out)
+    if s == e {
+        return Ok(x);
+    }
+    Array::from_op(Op::Flatten { start: s, end: e }, vec![x])
 }
 
 /// Splits `axis` into `shape` (one entry may be -1).

@@ -114,6 +114,13 @@ pub(crate) fn batch(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched>
         Op::Matmul => Ok((Array::from_op(Op::Matmul, vec![front(0)?, front(1)?])?, Some(0))),
         Op::RandomBits { .. } => front_op(op.clone()),
         Op::Custom { .. } => unreachable!("vmap batches custom calls as a whole"),
+        Op::Flatten { start, end } => front_op(Op::Flatten { start: start + 1, end: end + 1 }),
+        // The count is the same for every example.
+        Op::Count { axes, ddof, dtype } => Ok((
+            Array::from_op(Op::Count { axes: shift(axes), ddof: *ddof, dtype: *dtype }, vec![front(0)?])?,
+            None,
+        )),
+        Op::Kernel { call, .. } => Err(call.no_transform("vmap")),
         Op::Arange { .. } => unreachable!("arange has no inputs, so it is never batched"),
     }
 }

@@ -31,6 +31,7 @@
 //! ```
 
 pub mod autodiff;
+pub mod compile;
 pub mod custom;
 pub mod vmap;
 
@@ -42,6 +43,10 @@ mod vjp_rules;
 pub use autodiff::{grad, jvp, stop_gradient, value_and_grad, vjp};
 pub use custom::{checkpoint, CustomFunction};
 pub use vmap::vmap;
+pub use compile::{
+    compile, compile_fn, compile_with, compile_with_constants, disable_compile, enable_compile, is_compile_enabled,
+    ArrayList, CompileMode, CompileOptions, Compiled, Constant, Implicit, Report,
+};
 
 use crate::array::{Array, Node};
 use std::sync::atomic::{AtomicUsize, Ordering};

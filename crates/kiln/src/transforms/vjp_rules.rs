@@ -150,7 +150,8 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
             Ok(vec![None, Some(ops::where_(c, g, 0.0)?), Some(ops::where_(c, 0.0, g)?)])
         }
         Op::AsType(_) => Ok(vec![(x.dtype().is_float()).then(|| g.clone())]),
-        Op::Reshape(_) => one(reshape_to(g, x.shape().into())),
+        Op::Reshape(_) | Op::Flatten { .. } => one(reshape_to(g, x.shape().into())),
+        Op::Kernel { call, .. } => Err(call.no_transform("vjp")),
         Op::Transpose(perm) => one(Array::from_op(Op::Transpose(inverse(perm)), vec![g.clone()])),
         Op::BroadcastTo(_) => Ok(vec![Some(g.clone())]),
         Op::Slice { start, step, .. } => one(Array::from_op(
@@ -210,6 +211,7 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
         | Op::ArgSort { .. }
         | Op::ArgPartition { .. }
         | Op::RandomBits { .. }
+        | Op::Count { .. }
         | Op::Arange { .. } => Ok(inputs.iter().map(|_| None).collect()),
     }
 }

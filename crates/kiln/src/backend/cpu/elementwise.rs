@@ -22,7 +22,7 @@ use std::sync::Mutex;
 pub const TILE: usize = 2048;
 
 /// How one input is read for a range of output positions.
-enum Source {
+pub(super) enum Source {
     /// Row-major with the output's shape: read in place at `base + start`.
     Direct(usize),
     /// One element repeated.
@@ -41,20 +41,20 @@ enum Source {
 /// a [`Source::Transposed`] input with the (row, column) of its corner. The block is allocated on
 /// first use, so only transposed inputs pay for it.
 #[derive(Default)]
-struct InputScratch {
+pub(super) struct InputScratch {
     tile: Vec<u64>,
     block: Vec<u64>,
     block_at: Option<(usize, usize)>,
 }
 
 impl InputScratch {
-    fn new(element_size: usize) -> InputScratch {
+    pub(super) fn new(element_size: usize) -> InputScratch {
         InputScratch { tile: vec![0u64; (TILE * element_size).div_ceil(8)], ..InputScratch::default() }
     }
 }
 
 /// Views scratch words as `n` elements of `T` (u64 storage is aligned for every element type).
-fn elements_of<T>(words: &mut [u64], n: usize) -> &mut [T] {
+pub(super) fn elements_of<T>(words: &mut [u64], n: usize) -> &mut [T] {
     debug_assert!(n * std::mem::size_of::<T>() <= words.len() * 8);
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut T, n) }
 }
@@ -62,7 +62,7 @@ fn elements_of<T>(words: &mut [u64], n: usize) -> &mut [T] {
 impl Source {
     /// How to read `input` broadcast to `shape`, whose strides for that shape are `strides`;
     /// `blocked` says the output is walked by blocks.
-    fn new<S>(input: &Input, shape: &[usize], strides: &[isize], blocked: bool) -> Source {
+    pub(super) fn new<S>(input: &Input, shape: &[usize], strides: &[isize], blocked: bool) -> Source {
         let base = input.buffer.ptr::<S>() as usize;
         if input.is_contiguous_as(shape) {
             return Source::Direct(base);
@@ -86,7 +86,7 @@ impl Source {
 
     /// A pointer to `len` elements of this input for output positions `start..start+len`,
     /// gathering into `scratch` when needed.
-    unsafe fn read<S: Copy>(&self, start: usize, len: usize, scratch: &mut InputScratch) -> *const S {
+    pub(super) unsafe fn read<S: Copy>(&self, start: usize, len: usize, scratch: &mut InputScratch) -> *const S {
         match self {
             Source::Direct(base) => (*base as *const S).add(start),
             Source::Splat(base) => {

@@ -1,6 +1,7 @@
 //! The CPU backend: one function per op family, each accepting inputs of any strides.
 
 pub mod elementwise;
+pub mod fused;
 pub mod math;
 pub mod matmul;
 pub mod parallel;
@@ -52,5 +53,11 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::RandomBits { width, .. } => random::random_bits(&inputs[0], shape, *width),
         Op::StopGradient => Ok(inputs[0].buffer.clone()),
         Op::Custom { index, .. } => Ok(inputs[*index].buffer.clone()),
+        Op::Flatten { .. } => Ok(views::reshape(&inputs[0], shape)),
+        Op::Count { axes, ddof, dtype } => {
+            let n = axes.iter().map(|&a| inputs[0].shape[a]).product::<usize>().saturating_sub(*ddof);
+            Ok(creation::arange(n as f64, 0.0, &[1], *dtype))
+        }
+        Op::Kernel { call, index } => call.run_cpu(*index, inputs),
     }
 }

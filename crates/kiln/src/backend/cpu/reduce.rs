@@ -79,7 +79,7 @@ int_domain!(u64);
 
 /// Folds `len` elements at `p` (converted by `load`) with eight accumulators.
 #[inline(always)]
-unsafe fn fold<T: Copy, A: Domain>(op: ReduceOp, p: *const T, len: usize, load: impl Fn(T) -> A) -> A {
+pub(super) unsafe fn fold<T: Copy, A: Domain>(op: ReduceOp, p: *const T, len: usize, load: impl Fn(T) -> A) -> A {
     let mut acc = [A::identity(op); 8];
     let full = len / 8 * 8;
     let mut i = 0;

@@ -1,0 +1,622 @@
+//! The CPU executor of the fused-kernel IR ([`crate::fused`]): a tile interpreter.
+//!
+//! Each instruction runs as one vectorised loop over a tile of [`TILE`] elements held in L1
+//! (the same loops eager kernels use, from [`super::scalar`]), so a fused chain reads its inputs
+//! and writes its outputs once while the intermediates never leave the cache. Inputs are read in
+//! place when row-major, and otherwise gathered per tile (broadcast, transposed, sliced,
+//! reversed), exactly as eager kernels read them. float16/bfloat16 values compute in float32 and
+//! are rounded to their dtype after every instruction, so results match eager bit for bit.
+//!
+//! Elementwise kernels split the space across the thread pool in runs; kernels with reductions
+//! split it by rows and make one pass over each row per phase; a few long rows of a single-pass
+//! kernel are split across threads and their partial results combined. Floats accumulate in
+//! float64 and integers in 64 bits, as eager reductions do.
+
+use super::elementwise::{elements_of, InputScratch, Source};
+use super::parallel::{for_chunks, for_runs, SERIAL_BELOW};
+use super::reduce::{fold, Domain, Int64};
+use super::scalar::{CastTo, Compute, Scalar};
+use super::strided::{alloc, run_layout};
+use crate::backend::Input;
+use crate::buffer::Buffer;
+use crate::dtype::{Dtype, Element};
+use crate::error::Result;
+use crate::fused::{operands, InstOp, Kernel, Level};
+use crate::primitive::ReduceOp;
+use crate::shape::{numel, Shape, Strides};
+use half::{bf16, f16};
+use rayon::prelude::*;
+use std::sync::{Arc, Mutex};
+
+/// Elements per tile: a few float64 registers of this size stay in L1.
+pub const TILE: usize = 1024;
+
+/// Runs `f` with `$T` bound to the type `dtype` computes in (float32 for the half types).
+macro_rules! with_compute {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            Dtype::Bool => { type $T = bool; $body }
+            Dtype::U8 => { type $T = u8; $body }
+            Dtype::U16 => { type $T = u16; $body }
+            Dtype::U32 => { type $T = u32; $body }
+            Dtype::U64 => { type $T = u64; $body }
+            Dtype::I8 => { type $T = i8; $body }
+            Dtype::I16 => { type $T = i16; $body }
+            Dtype::I32 => { type $T = i32; $body }
+            Dtype::I64 => { type $T = i64; $body }
+            Dtype::F16 | Dtype::BF16 | Dtype::F32 => { type $T = f32; $body }
+            Dtype::F64 => { type $T = f64; $body }
+        }
+    };
+}
+
+/// The per-kernel schedule: which instructions each pass runs, and which tile slot each uses.
+struct Program {
+    /// Per pass: element instructions in order, with their slots.
+    passes: Vec<Pass>,
+    /// Row instructions (other than reductions) known before pass `k`, for k in 0..=passes.
+    row_steps: Vec<Vec<usize>>,
+    /// Reductions finishing at the end of pass `k`.
+    folds: Vec<Vec<usize>>,
+    /// Slot count.
+    slots: usize,
+    /// Compute-type bits of each constant.
+    consts: Vec<u64>,
+}
+
+struct Pass {
+    insts: Vec<usize>,
+    slot: Vec<usize>,
+    /// (output index, instruction) stored at the end of each tile.
+    stores: Vec<(usize, usize)>,
+}
+
+impl Program {
+    fn new(k: &Kernel) -> Program {
+        let mut slots = 0;
+        let mut passes = Vec::new();
+        for p in 0..k.passes {
+            let insts = k.pass_program(p);
+            let mut last = vec![0usize; k.insts.len()];
+            for (pos, &i) in insts.iter().enumerate() {
+                for j in operands(&k.insts[i].op) {
+                    last[j] = pos;
+                }
+            }
+            // Values folded or stored stay live to the end of the tile.
+            let keep: Vec<usize> = k
+                .insts
+                .iter()
+                .filter_map(|inst| match inst.op {
+                    InstOp::Reduce(_, v) if k.insts[v].phase == p => Some(v),
+                    _ => None,
+                })
+                .chain(k.outputs.iter().copied())
+                .collect();
+            for &i in &keep {
+                last[i] = usize::MAX;
+            }
+            let mut slot = vec![usize::MAX; k.insts.len()];
+            let mut free: Vec<usize> = Vec::new();
+            let mut used = 0;
+            for (pos, &i) in insts.iter().enumerate() {
+                slot[i] = free.pop().unwrap_or_else(|| {
+                    used += 1;
+                    used - 1
+                });
+                for j in operands(&k.insts[i].op) {
+                    if k.insts[j].level == Level::Element && last[j] == pos && slot[j] != usize::MAX {
+                        free.push(slot[j]);
+                        last[j] = usize::MAX - 1; // freed once
+                    }
+                }
+            }
+            slots = slots.max(used);
+            let stores = k
+                .outputs
+                .iter()
+                .enumerate()
+                .filter(|(_, &o)| k.insts[o].level == Level::Element && k.insts[o].phase == p)
+                .map(|(n, &o)| (n, o))
+                .collect();
+            passes.push(Pass { insts, slot, stores });
+        }
+        let mut row_steps = vec![Vec::new(); k.passes + 1];
+        let mut folds = vec![Vec::new(); k.passes + 1];
+        for (i, inst) in k.insts.iter().enumerate() {
+            if inst.level == Level::Row {
+                match inst.op {
+                    InstOp::Reduce(..) => folds[inst.phase - 1].push(i),
+                    _ => row_steps[inst.phase].push(i),
+                }
+            }
+        }
+        let consts = k
+            .insts
+            .iter()
+            .map(|inst| match inst.op {
+                InstOp::Const(bits) => compute_bits(bits, inst.dtype),
+                _ => 0,
+            })
+            .collect();
+        Program { passes, row_steps, folds, slots, consts }
+    }
+}
+
+/// The compute-type bits of a constant stored as `dtype` bits.
+fn compute_bits(bits: u64, dtype: Dtype) -> u64 {
+    let b = bits.to_le_bytes();
+    let mut out = 0u64;
+    crate::with_dtype!(dtype, T => {
+        // Safety: `bits` holds one element of T in its low bytes; the compute type fits in 8.
+        unsafe {
+            let v: T = std::ptr::read_unaligned(b.as_ptr() as *const T);
+            let c: <T as Compute>::C = to_compute(v);
+            std::ptr::write_unaligned(&mut out as *mut u64 as *mut <T as Compute>::C, c);
+        }
+    });
+    out
+}
+
+fn to_compute<T: Compute>(v: T) -> T::C {
+    let mut c = std::mem::MaybeUninit::<T::C>::uninit();
+    // Safety: one element in, one out.
+    unsafe {
+        T::load(&v, c.as_mut_ptr(), 1);
+        c.assume_init()
+    }
+}
+
+/// The kernel's schedule, built on first use and kept with the kernel.
+fn program(k: &Kernel) -> Arc<Program> {
+    let any = k.lowered.get_or_init(|| Arc::new(Program::new(k)) as Arc<dyn std::any::Any + Send + Sync>);
+    any.clone().downcast::<Program>().expect("the CPU program of a kernel")
+}
+
+/// How one load instruction reads its input.
+struct Load {
+    source: Source,
+    dtype: Dtype,
+}
+
+/// Everything the tasks share.
+struct Shared<'a> {
+    k: &'a Kernel,
+    prog: &'a Program,
+    loads: Vec<Option<Load>>,
+    outs: Vec<usize>,
+    len: usize,
+}
+
+/// Per-task state: tile slots, gather scratch per load, row values, accumulators.
+struct Task {
+    slots: Vec<Vec<u64>>,
+    consts: Vec<Vec<u64>>,
+    scratch: Vec<InputScratch>,
+    row: Vec<u64>,
+    acc: Vec<Acc>,
+    half: Vec<u16>,
+    ptrs: Vec<*const u8>,
+}
+
+/// A reduction's running value in its accumulation domain.
+#[derive(Clone, Copy)]
+enum Acc {
+    F(f64),
+    I(i64),
+    U(u64),
+}
+
+impl<'a> Shared<'a> {
+    fn task(&self) -> Task {
+        let k = self.k;
+        let words = || vec![0u64; TILE];
+        let consts = k
+            .insts
+            .iter()
+            .map(|inst| match (inst.op, inst.level) {
+                (InstOp::Const(_), Level::Element) => vec![0u64; TILE],
+                _ => Vec::new(),
+            })
+            .collect::<Vec<_>>();
+        let mut t = Task {
+            slots: (0..self.prog.slots).map(|_| words()).collect(),
+            consts,
+            scratch: k
+                .insts
+                .iter()
+                .map(|i| if let InstOp::Load(_) = i.op { InputScratch::new(8) } else { InputScratch::default() })
+                .collect(),
+            row: vec![0; k.insts.len()],
+            acc: vec![Acc::U(0); k.insts.len()],
+            half: vec![0; TILE],
+            ptrs: vec![std::ptr::null(); k.insts.len()],
+        };
+        for (i, inst) in k.insts.iter().enumerate() {
+            if let InstOp::Const(_) = inst.op {
+                let c = self.prog.consts[i];
+                if inst.level == Level::Element {
+                    with_compute!(inst.dtype, C => {
+                        let v: C = unsafe { std::ptr::read_unaligned(&c as *const u64 as *const C) };
+                        elements_of::<C>(&mut t.consts[i], TILE).fill(v);
+                    });
+                } else {
+                    t.row[i] = c;
+                }
+            }
+        }
+        t
+    }
+
+    /// Runs element pass `p` over positions `pos..pos+n` (one tile), folding and storing.
+    unsafe fn tile(&self, t: &mut Task, p: usize, pos: usize, n: usize) -> Result<()> {
+        let k = self.k;
+        let pass = &self.prog.passes[p];
+        for &i in &pass.insts {
+            let inst = &k.insts[i];
+            let out = t.slots[pass.slot[i]].as_mut_ptr() as *mut u8;
+            let ptr = match inst.op {
+                InstOp::Load(_) => {
+                    let load = self.loads[i].as_ref().expect("loads are prepared");
+                    read(load, pos, n, &mut t.scratch[i], out)
+                }
+                InstOp::Const(_) => t.consts[i].as_ptr() as *const u8,
+                InstOp::Broadcast(a) => {
+                    let v = t.row[a];
+                    with_compute!(inst.dtype, C => {
+                        let v: C = std::ptr::read_unaligned(&v as *const u64 as *const C);
+                        std::slice::from_raw_parts_mut(out as *mut C, n).fill(v);
+                    });
+                    out as *const u8
+                }
+                _ => {
+                    compute(k, i, &t.ptrs, out, n, &mut t.half)?;
+                    out as *const u8
+                }
+            };
+            t.ptrs[i] = ptr;
+        }
+        for &r in &self.prog.folds[p] {
+            if let InstOp::Reduce(op, v) = k.insts[r].op {
+                t.acc[r] = fold_tile(op, k.insts[v].dtype, t.ptrs[v], n, t.acc[r]);
+            }
+        }
+        for &(o, i) in &pass.stores {
+            store(k.insts[i].dtype, t.ptrs[i], self.outs[o], pos, n);
+        }
+        Ok(())
+    }
+
+    /// Row instructions known before pass `p`, for row `r`.
+    unsafe fn row_step(&self, t: &mut Task, p: usize, r: usize) -> Result<()> {
+        let k = self.k;
+        if p > 0 {
+            for &i in &self.prog.folds[p - 1] {
+                t.row[i] = finish(k.insts[i].dtype, t.acc[i]);
+            }
+        }
+        for (j, inst) in k.insts.iter().enumerate() {
+            if inst.level == Level::Row {
+                t.ptrs[j] = &t.row[j] as *const u64 as *const u8;
+            }
+        }
+        for &i in &self.prog.row_steps[p] {
+            let out = &mut t.row[i] as *mut u64 as *mut u8;
+            match k.insts[i].op {
+                InstOp::Load(_) => {
+                    let load = self.loads[i].as_ref().expect("loads are prepared");
+                    let p = read(load, r, 1, &mut t.scratch[i], out);
+                    if p != out as *const u8 {
+                        std::ptr::copy_nonoverlapping(p, out, compute_size(k.insts[i].dtype));
+                    }
+                }
+                InstOp::Const(_) => {}
+                _ => {
+                    let mut tmp = [0u16; 1];
+                    compute(k, i, &t.ptrs, out, 1, &mut tmp)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Resets the accumulators of the reductions pass `p` folds.
+    fn reset(&self, t: &mut Task, p: usize) {
+        for &r in &self.prog.folds[p] {
+            if let InstOp::Reduce(op, v) = self.k.insts[r].op {
+                t.acc[r] = identity(op, self.k.insts[v].dtype);
+            }
+        }
+    }
+
+    /// All passes over row `r`.
+    unsafe fn row(&self, t: &mut Task, r: usize) -> Result<()> {
+        for p in 0..self.k.passes {
+            self.row_step(t, p, r)?;
+            self.reset(t, p);
+            let base = r * self.len;
+            let mut off = 0;
+            while off < self.len {
+                let n = TILE.min(self.len - off);
+                self.tile(t, p, base + off, n)?;
+                off += n;
+            }
+        }
+        self.row_step(t, self.k.passes, r)?;
+        self.store_row(t, r);
+        Ok(())
+    }
+
+    fn store_row(&self, t: &Task, r: usize) {
+        for (o, &i) in self.k.outputs.iter().enumerate() {
+            if self.k.insts[i].level == Level::Row {
+                unsafe { store(self.k.insts[i].dtype, &t.row[i] as *const u64 as *const u8, self.outs[o], r, 1) };
+            }
+        }
+    }
+}
+
+fn compute_size(d: Dtype) -> usize {
+    match d {
+        Dtype::F16 | Dtype::BF16 => 4,
+        d => d.size(),
+    }
+}
+
+/// A pointer to `n` compute-type values of a load at `pos`, converting into `slot` if needed.
+unsafe fn read(load: &Load, pos: usize, n: usize, scratch: &mut InputScratch, slot: *mut u8) -> *const u8 {
+    crate::with_dtype!(load.dtype, S => {
+        let p = load.source.read::<S>(pos, n, scratch);
+        if <S as Compute>::CONVERTS {
+            S::load(p, slot as *mut <S as Compute>::C, n);
+            slot as *const u8
+        } else {
+            p as *const u8
+        }
+    })
+}
+
+/// Writes `n` compute values at `src` as `dtype` to `dst` at element `pos`.
+unsafe fn store(dtype: Dtype, src: *const u8, dst: usize, pos: usize, n: usize) {
+    crate::with_dtype!(dtype, O => {
+        let d = (dst as *mut O).add(pos);
+        if <O as Compute>::CONVERTS {
+            O::store(src as *const <O as Compute>::C, d, n);
+        } else {
+            std::ptr::copy(src as *const O, d, n);
+        }
+    })
+}
+
+/// Computes arithmetic instruction `i` over `n` values into `out`.
+unsafe fn compute(k: &Kernel, i: usize, ptrs: &[*const u8], out: *mut u8, n: usize, half: &mut [u16]) -> Result<()> {
+    let inst = &k.insts[i];
+    match inst.op {
+        InstOp::Unary(u, a) => with_compute!(k.insts[a].dtype, C => {
+            let x = ptrs[a] as *const C;
+            if u.is_predicate() { C::predicate(u, x, out as *mut bool, n)? } else { C::unary(u, x, out as *mut C, n)? }
+        }),
+        InstOp::Binary(b, x, y) => with_compute!(k.insts[x].dtype, C => {
+            let (x, y) = (ptrs[x] as *const C, ptrs[y] as *const C);
+            if b.is_predicate() { C::compare(b, x, y, out as *mut bool, n)? } else { C::binary(b, x, y, out as *mut C, n)? }
+        }),
+        InstOp::Select(c, a, b) => with_compute!(inst.dtype, C => {
+            super::simd::map3(ptrs[c] as *const bool, ptrs[a] as *const C, ptrs[b] as *const C, out as *mut C, n,
+                |c: bool, x: C, y: C| if c { x } else { y });
+        }),
+        InstOp::Cast(a) => with_compute!(k.insts[a].dtype, A => with_compute!(inst.dtype, B => {
+            super::simd::map1(ptrs[a] as *const A, out as *mut B, n, |v: A| -> B { v.cast() });
+        })),
+        InstOp::Load(_) | InstOp::Const(_) | InstOp::Reduce(..) | InstOp::Broadcast(_) => {
+            unreachable!("handled by the caller")
+        }
+    }
+    round_half(inst.dtype, out as *mut f32, n, half);
+    Ok(())
+}
+
+/// Rounds float32 values to `dtype` when it is a half type, so fused results equal eager ones.
+unsafe fn round_half(dtype: Dtype, p: *mut f32, n: usize, tmp: &mut [u16]) {
+    use half::slice::HalfFloatSliceExt;
+    match dtype {
+        Dtype::F16 => {
+            let v = std::slice::from_raw_parts_mut(p, n);
+            let h: &mut [f16] = bytemuck_f16(&mut tmp[..n]);
+            h.convert_from_f32_slice(v);
+            h.convert_to_f32_slice(v);
+        }
+        Dtype::BF16 => super::simd::map1(p as *const f32, p, n, |v: f32| bf16::from_f32(v).to_f32()),
+        _ => {}
+    }
+}
+
+fn bytemuck_f16(s: &mut [u16]) -> &mut [f16] {
+    // Safety: f16 is a transparent u16.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut f16, s.len()) }
+}
+
+/// The neutral accumulator of `op` over values of `dtype`.
+fn identity(op: ReduceOp, dtype: Dtype) -> Acc {
+    if dtype.is_float() {
+        Acc::F(f64::identity(op))
+    } else if dtype.is_unsigned() {
+        Acc::U(u64::identity(op))
+    } else {
+        Acc::I(i64::identity(op))
+    }
+}
+
+/// Folds `n` compute values of `dtype` at `p` into `acc`.
+unsafe fn fold_tile(op: ReduceOp, dtype: Dtype, p: *const u8, n: usize, acc: Acc) -> Acc {
+    match acc {
+        Acc::F(a) => with_compute!(dtype, C => Acc::F(f64::combine(op, a, fold(op, p as *const C, n, |v: C| v.to_f64())))),
+        Acc::U(a) => with_compute!(dtype, C => Acc::U(u64::combine(op, a, fold(op, p as *const C, n, |v: C| Int64::to_u64(v))))),
+        Acc::I(a) => with_compute!(dtype, C => Acc::I(i64::combine(op, a, fold(op, p as *const C, n, |v: C| Int64::to_i64(v))))),
+    }
+}
+
+fn combine(op: ReduceOp, a: Acc, b: Acc) -> Acc {
+    match (a, b) {
+        (Acc::F(x), Acc::F(y)) => Acc::F(f64::combine(op, x, y)),
+        (Acc::U(x), Acc::U(y)) => Acc::U(u64::combine(op, x, y)),
+        (Acc::I(x), Acc::I(y)) => Acc::I(i64::combine(op, x, y)),
+        _ => unreachable!("partials of one reduction share a domain"),
+    }
+}
+
+/// The compute-type bits of a finished accumulator as `dtype`.
+fn finish(dtype: Dtype, acc: Acc) -> u64 {
+    let mut out = 0u64;
+    crate::with_dtype!(dtype, O => {
+        let v: O = match acc {
+            Acc::F(a) => O::from_f64(a),
+            Acc::U(a) => <O as Int64>::from_u64(a),
+            Acc::I(a) => <O as Int64>::from_i64(a),
+        };
+        let c: <O as Compute>::C = to_compute(v);
+        // Safety: compute types are at most 8 bytes.
+        unsafe { std::ptr::write_unaligned(&mut out as *mut u64 as *mut <O as Compute>::C, c) };
+    });
+    out
+}
+
+/// Runs `kernel` over the space `space` on `inputs`; returns one buffer per kernel output
+/// (element outputs of shape `space`, row outputs with the reduced axes kept as size 1).
+pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
+    let prog = program(k);
+    let nd = space.len();
+    let split = nd - k.reduced.min(nd);
+    let rows: usize = space[..split].iter().product();
+    let len: usize = space[split..].iter().product();
+    let mut row_shape: Shape = space.into();
+    for d in row_shape[split..].iter_mut() {
+        *d = 1;
+    }
+    let element_strides: Vec<Strides> = k
+        .insts
+        .iter()
+        .filter_map(|i| match (i.op, i.level) {
+            (InstOp::Load(x), Level::Element) => Some(inputs[x].strides_for(space)),
+            _ => None,
+        })
+        .collect();
+    let (runs, width, blocked) = if k.reduced == 0 {
+        run_layout(space, &element_strides.iter().map(|s| s.as_slice()).collect::<Vec<_>>())
+    } else {
+        (rows, len, false)
+    };
+    let loads: Vec<Option<Load>> = k
+        .insts
+        .iter()
+        .map(|inst| match inst.op {
+            InstOp::Load(x) => {
+                let shape: &[usize] = if inst.level == Level::Element { space } else { &row_shape };
+                let input = &inputs[x];
+                let strides = input.strides_for(shape);
+                let source = crate::with_dtype!(input.dtype, S => Source::new::<S>(input, shape, &strides, blocked));
+                Some(Load { source, dtype: input.dtype })
+            }
+            _ => None,
+        })
+        .collect();
+    let mut donors: Vec<Option<Buffer>> = inputs
+        .iter()
+        .map(|i| (k.may_donate() && i.donatable && i.is_contiguous_as(space) && i.buffer.offset == 0).then(|| i.buffer.clone()))
+        .collect();
+    let buffers: Vec<Buffer> = k
+        .outputs
+        .iter()
+        .map(|&o| {
+            let inst = &k.insts[o];
+            if inst.level == Level::Row {
+                return alloc(&row_shape, inst.dtype);
+            }
+            let donor = inputs.iter().zip(donors.iter_mut()).find(|(i, d)| d.is_some() && i.dtype == inst.dtype);
+            match donor {
+                Some((_, d)) => d.take().expect("checked"),
+                None => alloc(space, inst.dtype),
+            }
+        })
+        .collect();
+    drop(donors);
+    let outs: Vec<usize> = buffers.iter().map(|b| b.ptr::<u8>() as usize).collect();
+    let shared = Shared { k, prog: &prog, loads, outs, len };
+    let error: Mutex<Option<crate::Error>> = Mutex::new(None);
+    let record = |r: Result<()>| {
+        if let Err(e) = r {
+            *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+        }
+    };
+    if numel(space) == 0 && (k.reduced == 0 || rows == 0) {
+        return Ok(buffers);
+    }
+    if k.reduced == 0 {
+        for_runs(runs, width, blocked, || SendTask(shared.task()), |t, start, n| {
+            let mut pos = start;
+            while pos < start + n {
+                let m = TILE.min(start + n - pos);
+                record(unsafe { shared.tile(&mut t.0, 0, pos, m) });
+                pos += m;
+            }
+        });
+    } else if k.passes == 1 && rows < 2 * rayon::current_num_threads() && len >= SERIAL_BELOW {
+        for r in 0..rows {
+            record(unsafe { split_row(&shared, r) });
+        }
+    } else {
+        for_chunks(rows, (SERIAL_BELOW / len.max(1)).max(1), |start, n| {
+            let mut t = shared.task();
+            for r in start..start + n {
+                record(unsafe { shared.row(&mut t, r) });
+            }
+        });
+    }
+    match error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(buffers),
+    }
+}
+
+/// A task moved into the pool's per-worker state.
+struct SendTask(Task);
+// Safety: the raw pointers in a task point into its own slots or into buffers that outlive the run.
+unsafe impl Send for SendTask {}
+unsafe impl Send for Task {}
+
+/// One long row of a single-pass kernel, split across threads: each piece folds its own partial
+/// accumulators, which are then combined.
+unsafe fn split_row(s: &Shared, r: usize) -> Result<()> {
+    const PIECE: usize = 1 << 16;
+    let mut head = s.task();
+    s.row_step(&mut head, 0, r)?;
+    s.reset(&mut head, 0);
+    let row0 = head.row.clone();
+    let base = r * s.len;
+    let partials: Vec<Result<Vec<Acc>>> = (0..s.len.div_ceil(PIECE))
+        .into_par_iter()
+        .map(|piece| {
+            let mut t = s.task();
+            t.row.clone_from(&row0);
+            s.reset(&mut t, 0);
+            let (start, end) = (piece * PIECE, ((piece + 1) * PIECE).min(s.len));
+            let mut off = start;
+            while off < end {
+                let n = TILE.min(end - off);
+                s.tile(&mut t, 0, base + off, n)?;
+                off += n;
+            }
+            Ok(t.acc)
+        })
+        .collect();
+    for part in partials {
+        let part = part?;
+        for &i in &s.prog.folds[0] {
+            if let InstOp::Reduce(op, _) = s.k.insts[i].op {
+                head.acc[i] = combine(op, head.acc[i], part[i]);
+            }
+        }
+    }
+    s.row_step(&mut head, 1, r)?;
+    s.store_row(&head, r);
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! The fused-kernel IR shared by every backend: one typed SSA program over scalars per fused
+//! group. Fusion decides *what* goes into a kernel once; a backend only decides *how* to run it
+//! (the CPU runs it over L1-sized tiles; a CUDA backend prints it as CUDA C).
+//!
+//! A kernel iterates over a space of shape `S` whose last `reduced` axes may be folded by
+//! reductions. Every value lives at one of two levels: **element** values have one scalar per
+//! position of `S`; **row** values one per position of `S` with the reduced axes removed (the
+//! results of reductions and the scalar arithmetic on them). Element values that need a row value
+//! a reduction produces run in a later *pass* over the row: softmax is max (pass 0), then
+//! sum(exp(x - max)) (pass 1), then exp(x - max) / sum (pass 2), one kernel.
+
+use crate::dtype::Dtype;
+use crate::primitive::{BinaryOp, ReduceOp, UnaryOp};
+use std::fmt;
+
+/// Where a value lives: one per element of the space, or one per row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Level {
+    /// One scalar per position of the iteration space.
+    Element,
+    /// One scalar per row (the space with its reduced axes removed).
+    Row,
+}
+
+/// What an instruction computes. Operands are earlier instruction indices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InstOp {
+    /// External input `k`, broadcast to the instruction's level.
+    Load(usize),
+    /// A scalar constant: the bits of one element of the instruction's dtype.
+    Const(u64),
+    /// An elementwise op of one operand.
+    Unary(UnaryOp, usize),
+    /// An elementwise op of two operands of one dtype.
+    Binary(BinaryOp, usize, usize),
+    /// `cond ? a : b`.
+    Select(usize, usize, usize),
+    /// Conversion to the instruction's dtype (astype semantics).
+    Cast(usize),
+    /// A row value folding an element value over the reduced axes.
+    Reduce(ReduceOp, usize),
+    /// A row value used at element level.
+    Broadcast(usize),
+}
+
+/// One SSA instruction.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Inst {
+    /// What it computes.
+    pub op: InstOp,
+    /// The result's dtype.
+    pub dtype: Dtype,
+    /// The result's level.
+    pub level: Level,
+    /// For element values, the pass that computes it first; for row values, the pass before which
+    /// it is known (`passes` for values known only at the end).
+    pub phase: usize,
+}
+
+/// A fused kernel.
+pub struct Kernel {
+    /// A readable name (the member ops).
+    pub name: String,
+    /// Trailing axes of the space folded by reductions (0 for a purely elementwise kernel).
+    pub reduced: usize,
+    /// The dtypes of the external inputs.
+    pub inputs: Vec<Dtype>,
+    /// The program, in dependency order.
+    pub insts: Vec<Inst>,
+    /// The instructions written out, in output order.
+    pub outputs: Vec<usize>,
+    /// Passes over each row (1 when no element value needs a reduction's result).
+    pub passes: usize,
+    /// A backend's prepared form of the kernel, built on first run and kept with it.
+    pub lowered: std::sync::OnceLock<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl Kernel {
+    /// Whether an output may be written into a donated input buffer: only single-pass
+    /// elementwise kernels, which read every input position before writing it and never again.
+    pub fn may_donate(&self) -> bool {
+        self.reduced == 0
+    }
+
+    /// Element instructions computed in `pass`, in order: those whose results the pass folds or
+    /// stores, and what they need.
+    pub fn pass_program(&self, pass: usize) -> Vec<usize> {
+        let mut need = vec![false; self.insts.len()];
+        for inst in &self.insts {
+            if let InstOp::Reduce(_, v) = inst.op {
+                if self.insts[v].phase == pass {
+                    need[v] = true;
+                }
+            }
+        }
+        for &o in &self.outputs {
+            if self.insts[o].level == Level::Element && self.insts[o].phase == pass {
+                need[o] = true;
+            }
+        }
+        for i in (0..self.insts.len()).rev() {
+            if need[i] && self.insts[i].level == Level::Element {
+                for j in operands(&self.insts[i].op) {
+                    if self.insts[j].level == Level::Element {
+                        need[j] = true;
+                    }
+                }
+            }
+        }
+        (0..self.insts.len()).filter(|&i| need[i] && self.insts[i].level == Level::Element).collect()
+    }
+}
+
+/// The operands of an instruction.
+pub fn operands(op: &InstOp) -> Vec<usize> {
+    match *op {
+        InstOp::Load(_) | InstOp::Const(_) => vec![],
+        InstOp::Unary(_, a) | InstOp::Cast(a) | InstOp::Reduce(_, a) | InstOp::Broadcast(a) => vec![a],
+        InstOp::Binary(_, a, b) => vec![a, b],
+        InstOp::Select(c, a, b) => vec![c, a, b],
+    }
+}
+
+/// The value of constant bits of `dtype`, for printing.
+fn const_text(bits: u64, dtype: Dtype) -> String {
+    let b = bits.to_le_bytes();
+    crate::with_dtype!(dtype, T => {
+        // Safety: `bits` holds one element of `dtype` in its low bytes.
+        let v: T = unsafe { std::ptr::read_unaligned(b.as_ptr() as *const T) };
+        format!("{}", crate::dtype::Element::to_f64(v))
+    })
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inputs: Vec<String> = self.inputs.iter().enumerate().map(|(i, d)| format!("in{i}: {d}")).collect();
+        writeln!(f, "kernel {}({}) reduced_axes={} passes={} {{", self.name, inputs.join(", "), self.reduced, self.passes)?;
+        for (i, inst) in self.insts.iter().enumerate() {
+            let v = |j: usize| format!("%{j}");
+            let rhs = match inst.op {
+                InstOp::Load(k) => format!("load in{k}"),
+                InstOp::Const(bits) => format!("const {}", const_text(bits, inst.dtype)),
+                InstOp::Unary(u, a) => format!("{} {}", u.name(), v(a)),
+                InstOp::Binary(b, x, y) => format!("{} {}, {}", b.name(), v(x), v(y)),
+                InstOp::Select(c, a, b) => format!("where {}, {}, {}", v(c), v(a), v(b)),
+                InstOp::Cast(a) => format!("astype {}", v(a)),
+                InstOp::Reduce(r, a) => format!("reduce_{} {}", crate::primitive::Op::Reduce { op: r, axes: vec![] }.name(), v(a)),
+                InstOp::Broadcast(a) => format!("broadcast {}", v(a)),
+            };
+            let level = match inst.level {
+                Level::Element => "elem",
+                Level::Row => "row",
+            };
+            writeln!(f, "  %{i}: {} {level} @{} = {rhs}", inst.dtype, inst.phase)?;
+        }
+        let outs: Vec<String> = self.outputs.iter().map(|o| format!("%{o}")).collect();
+        writeln!(f, "  store {}", outs.join(", "))?;
+        write!(f, "}}")
+    }
+}

@@ -1,0 +1,185 @@
+//! User kernels on the CPU: a Rust function over input slices that fills declared outputs. Inside
+//! a compiled function a kernel call is an opaque boundary: the ops before and after it still
+//! fuse, as the seeds describe for custom GPU kernels (whose source-string form arrives with the
+//! CUDA backend).
+//!
+//! ```
+//! use kiln::{custom_kernel, Array, Dtype, KernelArgs};
+//! // out[i] = 2 * x[i] + 1
+//! let x = Array::from_vec(vec![1.0f32, 2.0, 3.0]);
+//! let out = custom_kernel("affine", &[x], &[(vec![3], Dtype::F32)], |args: &mut KernelArgs| {
+//!     let x: Vec<f32> = args.input::<f32>(0)?.to_vec();
+//!     for (o, v) in args.output::<f32>(0)?.iter_mut().zip(x) {
+//!         *o = 2.0 * v + 1.0;
+//!     }
+//!     Ok(())
+//! }).unwrap();
+//! assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![3.0, 5.0, 7.0]);
+//! ```
+
+use crate::array::Array;
+use crate::backend::Input;
+use crate::buffer::Buffer;
+use crate::dtype::{Dtype, Element};
+use crate::error::{Error, ErrorKind, Result};
+use crate::primitive::Op;
+use crate::shape::{fmt_shape, numel, Shape};
+use std::sync::Arc;
+
+/// The body of a user kernel.
+pub type KernelFn = dyn Fn(&mut KernelArgs) -> Result<()> + Send + Sync;
+
+/// What a kernel body sees: its inputs as row-major slices, and its outputs to fill.
+pub struct KernelArgs<'a> {
+    name: &'a str,
+    inputs: Vec<(Shape, Dtype, Buffer)>,
+    outputs: Vec<(Shape, Dtype, Buffer)>,
+}
+
+impl KernelArgs<'_> {
+    /// Input `i` as a row-major slice of `T` (which must be its dtype).
+    pub fn input<T: Element>(&self, i: usize) -> Result<&[T]> {
+        let (shape, dtype, buf) = self.inputs.get(i).ok_or_else(|| self.no_such("input", i, self.inputs.len()))?;
+        self.check::<T>("input", i, *dtype)?;
+        // Safety: a contiguous buffer of numel(shape) elements of T.
+        Ok(unsafe { std::slice::from_raw_parts(buf.ptr::<T>(), numel(shape)) })
+    }
+    /// The shape of input `i`.
+    pub fn input_shape(&self, i: usize) -> &[usize] {
+        &self.inputs[i].0
+    }
+    /// Output `i` as a mutable row-major slice of `T` (which must be its declared dtype).
+    pub fn output<T: Element>(&mut self, i: usize) -> Result<&mut [T]> {
+        let n = self.outputs.len();
+        let (shape, dtype, buf) = self.outputs.get(i).ok_or_else(|| self.no_such("output", i, n))?;
+        self.check::<T>("output", i, *dtype)?;
+        // Safety: a fresh contiguous buffer of numel(shape) elements that only this call sees.
+        Ok(unsafe { std::slice::from_raw_parts_mut(buf.ptr::<T>(), numel(shape)) })
+    }
+    fn check<T: Element>(&self, what: &str, i: usize, dtype: Dtype) -> Result<()> {
+        if T::DTYPE != dtype {
+            return Err(Error::dtype(
+                "custom_kernel",
+                format!("kernel '{}' read {what} {i} of dtype {dtype} as {}", self.name, T::DTYPE),
+            ));
+        }
+        Ok(())
+    }
+    fn no_such(&self, what: &str, i: usize, n: usize) -> Error {
+        Error::value("custom_kernel", format!("kernel '{}' has {n} {what}s, asked for {what} {i}", self.name))
+    }
+}
+
+/// One call of a user kernel: its body and declared outputs. Compares by identity, so two calls
+/// are never merged (a kernel may be impure).
+#[derive(Clone)]
+pub struct KernelCall(Arc<Site>);
+
+struct Site {
+    name: String,
+    body: Arc<KernelFn>,
+    outputs: Vec<(Shape, Dtype)>,
+}
+
+impl PartialEq for KernelCall {
+    fn eq(&self, other: &KernelCall) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for KernelCall {}
+impl std::hash::Hash for KernelCall {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (Arc::as_ptr(&self.0) as usize).hash(h)
+    }
+}
+impl std::fmt::Debug for KernelCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "custom_kernel '{}'", self.0.name)
+    }
+}
+
+impl KernelCall {
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+    /// The declared shape and dtype of output `index`.
+    pub(crate) fn output(&self, index: usize) -> (Shape, Dtype) {
+        self.0.outputs[index].clone()
+    }
+    /// How many outputs the kernel declares.
+    pub(crate) fn outputs(&self) -> usize {
+        self.0.outputs.len()
+    }
+    /// The error for a transform the kernel has no rule for.
+    pub(crate) fn no_transform(&self, transform: &str) -> Error {
+        Error::unsupported(
+            "custom_kernel",
+            format!(
+                "{transform} cannot see inside kernel '{}'; wrap the call in a CustomFunction that \
+                 gives its {transform} rule",
+                self.0.name
+            ),
+        )
+    }
+    /// Runs the body on the CPU, returning every output.
+    pub(crate) fn run_all(&self, inputs: &[Input]) -> Result<Vec<Buffer>> {
+        let inputs = inputs
+            .iter()
+            .map(|i| {
+                let b = if i.is_contiguous_as(&i.shape) && i.buffer.offset == 0 {
+                    i.buffer.clone()
+                } else {
+                    crate::backend::cpu::elementwise::copy_to_row_major(i, &i.shape)
+                };
+                (i.shape.clone(), i.dtype, b)
+            })
+            .collect();
+        let outputs = self
+            .0
+            .outputs
+            .iter()
+            .map(|(s, d)| (s.clone(), *d, crate::backend::cpu::strided::alloc(s, *d)))
+            .collect();
+        let mut args = KernelArgs { name: &self.0.name, inputs, outputs };
+        (self.0.body)(&mut args).map_err(|e| {
+            Error::new("custom_kernel", e.kind, format!("kernel '{}' failed: {}", self.0.name, e.message))
+        })?;
+        Ok(args.outputs.into_iter().map(|(_, _, b)| b).collect())
+    }
+    /// Output `index` of a CPU run (an eager call runs the body once per output used).
+    pub(crate) fn run_cpu(&self, index: usize, inputs: &[Input]) -> Result<Buffer> {
+        Ok(self.run_all(inputs)?.swap_remove(index))
+    }
+}
+
+/// Calls a user kernel on `inputs`, declaring its outputs' shapes and dtypes; returns one lazy
+/// array per output. `body` fills every output from the inputs' row-major data. Under `grad`,
+/// `jvp` or `vmap` a kernel is an error that says to give its rules through a `CustomFunction`.
+pub fn custom_kernel(
+    name: &str,
+    inputs: &[Array],
+    outputs: &[(Vec<usize>, Dtype)],
+    body: impl Fn(&mut KernelArgs) -> Result<()> + Send + Sync + 'static,
+) -> Result<Vec<Array>> {
+    if outputs.is_empty() {
+        return Err(Error::new(
+            "custom_kernel",
+            ErrorKind::Value,
+            format!("kernel '{name}' declares no outputs; give at least one (shape, dtype)"),
+        ));
+    }
+    let call = KernelCall(Arc::new(Site {
+        name: name.to_string(),
+        body: Arc::new(body),
+        outputs: outputs.iter().map(|(s, d)| (Shape::from_slice(s), *d)).collect(),
+    }));
+    (0..call.outputs())
+        .map(|index| {
+            Array::from_op(Op::Kernel { call: call.clone(), index }, inputs.to_vec()).map_err(|e| {
+                let shapes: Vec<String> = inputs.iter().map(|a| fmt_shape(a.shape())).collect();
+                Error::new("custom_kernel", e.kind, format!("kernel '{name}' on inputs {}: {}", shapes.join(", "), e.message))
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,314 @@
+//! Fusion: grouping tape nodes into fused kernels, and lowering each group to the fused IR.
+//!
+//! A group has an iteration space `S` and a number of trailing axes its reductions fold. Walking
+//! the tape in order, an elementwise op (unary, binary, where, astype) joins the group of one of
+//! its operands when its shape is the group's space (element level) or the space with the reduced
+//! axes set to 1 (row level: arithmetic on reduction results). A reduction over trailing axes
+//! joins the group of its operand (its prologue) or starts one. So an elementwise chain is one
+//! kernel, and softmax, layer norm, logsumexp and losses over the last axis are one kernel each.
+//! Anything else (matmul, sort, gather, views, user kernels, ...) runs as a single op: an opaque
+//! boundary that the groups before and after it do not cross.
+//!
+//! A node never joins a group that one of its other operands depends on through a node outside
+//! the group: that would make the group wait for itself.
+
+use super::trace::{Tape, Value};
+use crate::fused::{InstOp, Inst, Kernel, Level};
+use crate::primitive::Op;
+use crate::shape::Shape;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::sync::Arc;
+
+/// A unit of execution: a single op node, or a fused group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Group {
+    /// One tape node run as one op.
+    Single(usize),
+    /// Fused kernel `k` of [`Grouping::kernels`].
+    Fused(usize),
+}
+
+/// A fused group with its kernel and where its values come from and go.
+#[derive(Debug)]
+pub(crate) struct FusedGroup {
+    pub kernel: Arc<Kernel>,
+    /// Tape nodes read (kernel input k is `inputs[k]`).
+    pub inputs: Vec<usize>,
+    /// Tape nodes written (kernel output k is `outputs[k]`).
+    pub outputs: Vec<usize>,
+    /// The member nodes, in tape order.
+    pub members: Vec<usize>,
+    /// A node whose shape is the iteration space.
+    pub space: usize,
+}
+
+/// The tape split into execution units, in an order that respects every dependency.
+#[derive(Debug)]
+pub(crate) struct Grouping {
+    pub order: Vec<Group>,
+    pub kernels: Vec<FusedGroup>,
+}
+
+struct Building {
+    space: Shape,
+    reduced: usize,
+    members: Vec<usize>,
+}
+
+impl Building {
+    /// The row shape: the space with its reduced axes set to 1.
+    fn row_shape(&self) -> Shape {
+        let mut r = self.space.clone();
+        let n = r.len();
+        for d in r[n - self.reduced..].iter_mut() {
+            *d = 1;
+        }
+        r
+    }
+    /// The level a node of `shape` has in this group, if it fits.
+    fn level_of(&self, shape: &[usize]) -> Option<Level> {
+        if shape == self.space.as_slice() {
+            Some(Level::Element)
+        } else if self.reduced > 0 && shape == self.row_shape().as_slice() {
+            Some(Level::Row)
+        } else {
+            None
+        }
+    }
+}
+
+fn is_elementwise(op: &Op) -> bool {
+    matches!(op, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::AsType(_))
+}
+
+/// How many trailing axes a reduction folds, when they are exactly the trailing ones and fold
+/// more than one element (reductions over size-1 axes are copies and stay single).
+fn trailing_reduction(op: &Op, in_shape: &[usize]) -> Option<usize> {
+    let Op::Reduce { axes, .. } = op else { return None };
+    let nd = in_shape.len();
+    let k = axes.len();
+    let trailing = k > 0 && axes.iter().enumerate().all(|(i, &a)| a == nd - k + i);
+    let folds = axes.iter().map(|&a| in_shape[a]).product::<usize>() > 1;
+    (trailing && folds).then_some(k)
+}
+
+/// Groups the tape's nodes (`enabled` false: every op alone, for the no_fuse mode).
+pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
+    let n = tape.nodes.len();
+    let mut group_of: Vec<Option<usize>> = vec![None; n];
+    let mut level: Vec<Level> = vec![Level::Element; n];
+    let mut groups: Vec<Building> = Vec::new();
+    let mut deps: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    for (id, node) in tape.nodes.iter().enumerate() {
+        let Value::Op(op, inputs) = &node.value else { continue };
+        let mut d = BTreeSet::new();
+        for &i in inputs {
+            d.extend(deps[i].iter().copied());
+            d.extend(group_of[i]);
+        }
+        deps[id] = d;
+        if !enabled {
+            continue;
+        }
+        // A group may take this node only if no other operand waits for that group.
+        let acyclic = |g: usize| inputs.iter().all(|&i| group_of[i] == Some(g) || !deps[i].contains(&g));
+        let reduction = trailing_reduction(op, &tape.nodes.get(inputs.first().copied().unwrap_or(0)).map_or(Shape::new(), |x| x.shape.clone()));
+        if is_elementwise(op) {
+            let joined = inputs.iter().filter_map(|&i| group_of[i]).find_map(|g| {
+                let lv = groups[g].level_of(&node.shape)?;
+                let operands_fit = inputs.iter().all(|&i| group_of[i] != Some(g) || lv == Level::Element || level[i] == Level::Row);
+                (operands_fit && acyclic(g)).then_some((g, lv))
+            });
+            let (g, lv) = joined.unwrap_or_else(|| {
+                groups.push(Building { space: node.shape.clone(), reduced: 0, members: Vec::new() });
+                (groups.len() - 1, Level::Element)
+            });
+            groups[g].members.push(id);
+            group_of[id] = Some(g);
+            level[id] = lv;
+        } else if let Some(k) = reduction {
+            let x = inputs[0];
+            let joined = group_of[x].filter(|&g| {
+                let b = &groups[g];
+                b.space == tape.nodes[x].shape && (b.reduced == 0 || b.reduced == k) && level[x] == Level::Element && acyclic(g)
+            });
+            let g = joined.unwrap_or_else(|| {
+                groups.push(Building { space: tape.nodes[x].shape.clone(), reduced: k, members: Vec::new() });
+                groups.len() - 1
+            });
+            groups[g].reduced = k;
+            groups[g].members.push(id);
+            group_of[id] = Some(g);
+            level[id] = Level::Row;
+        }
+    }
+    // Groups of one node run as that op's own kernel.
+    let mut kernel_of: Vec<Option<usize>> = vec![None; groups.len()];
+    let mut kernels = Vec::new();
+    let mut read_outside = vec![false; n];
+    for &o in &tape.outputs {
+        read_outside[o] = true;
+    }
+    for (c, node) in tape.nodes.iter().enumerate() {
+        if let Value::Op(_, inputs) = &node.value {
+            for &i in inputs {
+                if group_of[i].is_none() || group_of[i] != group_of[c] {
+                    read_outside[i] = true;
+                }
+            }
+        }
+    }
+    for (g, b) in groups.iter().enumerate() {
+        if b.members.len() > 1 {
+            kernel_of[g] = Some(kernels.len());
+            kernels.push(lower(tape, b, &group_of, g, &level, &read_outside));
+        }
+    }
+    let unit_of = |id: usize| -> Option<Group> {
+        match &tape.nodes[id].value {
+            Value::Op(..) => Some(match group_of[id].and_then(|g| kernel_of[g]) {
+                Some(k) => Group::Fused(k),
+                None => Group::Single(id),
+            }),
+            _ => None,
+        }
+    };
+    Grouping { order: schedule(tape, &unit_of), kernels }
+}
+
+/// Orders the units so that each runs after the units producing its inputs (Kahn's algorithm,
+/// taking the unit whose first node comes earliest in the tape).
+fn schedule(tape: &Tape, unit_of: &dyn Fn(usize) -> Option<Group>) -> Vec<Group> {
+    let mut units: Vec<Group> = Vec::new();
+    let mut index: HashMap<Group, usize> = HashMap::new();
+    let mut first: Vec<usize> = Vec::new();
+    let mut node_unit: Vec<Option<usize>> = vec![None; tape.nodes.len()];
+    for id in 0..tape.nodes.len() {
+        if let Some(u) = unit_of(id) {
+            let next = units.len();
+            let ix = *index.entry(u).or_insert(next);
+            if ix == next {
+                units.push(u);
+                first.push(id);
+            }
+            node_unit[id] = Some(ix);
+        }
+    }
+    let mut succ: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); units.len()];
+    let mut indegree = vec![0usize; units.len()];
+    for (id, node) in tape.nodes.iter().enumerate() {
+        if let (Value::Op(_, inputs), Some(u)) = (&node.value, node_unit[id]) {
+            for &i in inputs {
+                if let Some(p) = node_unit[i] {
+                    if p != u && succ[p].insert(u) {
+                        indegree[u] += 1;
+                    }
+                }
+            }
+        }
+    }
+    let mut ready: BinaryHeap<std::cmp::Reverse<(usize, usize)>> =
+        (0..units.len()).filter(|&u| indegree[u] == 0).map(|u| std::cmp::Reverse((first[u], u))).collect();
+    let mut order = Vec::with_capacity(units.len());
+    while let Some(std::cmp::Reverse((_, u))) = ready.pop() {
+        order.push(units[u]);
+        for &s in &succ[u] {
+            indegree[s] -= 1;
+            if indegree[s] == 0 {
+                ready.push(std::cmp::Reverse((first[s], s)));
+            }
+        }
+    }
+    debug_assert_eq!(order.len(), units.len(), "fusion never creates cycles");
+    order
+}
+
+/// Lowers group `g` to the fused IR.
+fn lower(tape: &Tape, b: &Building, group_of: &[Option<usize>], g: usize, level: &[Level], read_outside: &[bool]) -> FusedGroup {
+    let mut insts: Vec<Inst> = Vec::new();
+    let mut inst_of: HashMap<(usize, Level), usize> = HashMap::new();
+    let mut inputs: Vec<usize> = Vec::new();
+    let push = |insts: &mut Vec<Inst>, op: InstOp, dtype, lv: Level| {
+        let phase = match op {
+            InstOp::Reduce(_, v) => insts[v].phase + 1,
+            _ => crate::fused::operands(&op).iter().map(|&o| insts[o].phase).max().unwrap_or(0),
+        };
+        insts.push(Inst { op, dtype, level: lv, phase });
+        insts.len() - 1
+    };
+    for &m in &b.members {
+        let Value::Op(op, operands) = &tape.nodes[m].value else { unreachable!("members are ops") };
+        let lv = level[m];
+        // A reduction reads its operand per element; other ops at their own level.
+        let at = if matches!(op, Op::Reduce { .. }) { Level::Element } else { lv };
+        let mut args = Vec::new();
+        for &i in operands {
+            let node = &tape.nodes[i];
+            let v = if group_of[i] == Some(g) {
+                let v = inst_of[&(i, level[i])];
+                if at == Level::Element && level[i] == Level::Row {
+                    *inst_of.entry((i, Level::Element)).or_insert_with(|| push(&mut insts, InstOp::Broadcast(v), node.dtype, Level::Element))
+                } else {
+                    v
+                }
+            } else if let Some(bits) = scalar_constant(&node.value) {
+                *inst_of.entry((i, at)).or_insert_with(|| push(&mut insts, InstOp::Const(bits), node.dtype, at))
+            } else {
+                let k = inputs.iter().position(|&x| x == i).unwrap_or_else(|| {
+                    inputs.push(i);
+                    inputs.len() - 1
+                });
+                *inst_of.entry((i, at)).or_insert_with(|| push(&mut insts, InstOp::Load(k), node.dtype, at))
+            };
+            args.push(v);
+        }
+        let dtype = tape.nodes[m].dtype;
+        let inst = match op {
+            Op::Unary(u) => InstOp::Unary(*u, args[0]),
+            Op::Binary(o) => InstOp::Binary(*o, args[0], args[1]),
+            Op::Select => InstOp::Select(args[0], args[1], args[2]),
+            Op::AsType(_) => InstOp::Cast(args[0]),
+            Op::Reduce { op, .. } => InstOp::Reduce(*op, args[0]),
+            _ => unreachable!("only elementwise ops and reductions are fused"),
+        };
+        let id = push(&mut insts, inst, dtype, lv);
+        inst_of.insert((m, lv), id);
+    }
+    let outputs: Vec<usize> = b.members.iter().copied().filter(|&m| read_outside[m]).collect();
+    let passes = 1 + insts.iter().filter(|i| i.level == Level::Element).map(|i| i.phase).max().unwrap_or(0);
+    let name = b.members.iter().map(|&m| tape_op_name(tape, m)).collect::<Vec<_>>().join("_");
+    let kernel = Kernel {
+        name: if name.len() > 60 { format!("{}_x{}", &name[..name[..60].rfind('_').unwrap_or(60)], b.members.len()) } else { name },
+        reduced: b.reduced,
+        inputs: inputs.iter().map(|&i| tape.nodes[i].dtype).collect(),
+        outputs: outputs.iter().map(|&m| inst_of[&(m, level[m])]).collect(),
+        insts,
+        passes,
+        lowered: Default::default(),
+    };
+    let space = b
+        .members
+        .iter()
+        .copied()
+        .find(|&m| level[m] == Level::Element)
+        .unwrap_or_else(|| match &tape.nodes[b.members[0]].value {
+            Value::Op(_, ins) => ins[0],
+            _ => unreachable!("members are ops"),
+        });
+    FusedGroup { kernel: Arc::new(kernel), inputs, outputs, members: b.members.clone(), space }
+}
+
+fn tape_op_name(tape: &Tape, m: usize) -> &'static str {
+    match &tape.nodes[m].value {
+        Value::Op(op, _) => op.name(),
+        _ => "input",
+    }
+}
+
+/// The bits of a one-element constant, to bake into a kernel.
+fn scalar_constant(v: &Value) -> Option<u64> {
+    match v {
+        Value::Constant(a) if a.size() == 1 => super::simplify::scalar_bits(a),
+        _ => None,
+    }
+}

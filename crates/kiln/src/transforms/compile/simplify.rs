@@ -1,0 +1,139 @@
+//! Graph simplification of a tape, in one linear pass plus dead-code elimination:
+//!
+//! - **No-op removal**: identity reshapes, transposes, broadcasts, casts and slices, and the
+//!   identity views that transforms leave behind (`stop_gradient`, custom-function outputs).
+//! - **Constant merging**: size-1 constants equal bit for bit, in the same dtype and shape, become
+//!   one node (NaN, infinities and -0.0 are compared by bits, so they stay distinct from 0.0).
+//! - **Common-subexpression elimination** by hash-consing: a node is looked up by its op (whose
+//!   parameters hash and compare structurally: log bases, reduction axes, random widths) and its
+//!   already-merged inputs, so the pass is linear in graph size. Random draws with different key
+//!   nodes never merge; user kernels never merge (they may be impure).
+//! - **Dead-code elimination**: only nodes the outputs need survive.
+
+use super::trace::{Tape, TapeNode, Value};
+use crate::array::Array;
+use crate::dtype::Dtype;
+use crate::primitive::Op;
+use crate::shape::Shape;
+use std::collections::HashMap;
+
+/// The simplified tape (`merge` false: only dead-code elimination, for the no_simplify mode).
+pub(crate) fn simplify(tape: &Tape, merge: bool) -> Tape {
+    let mut out: Vec<TapeNode> = Vec::with_capacity(tape.nodes.len());
+    let mut map: Vec<usize> = Vec::with_capacity(tape.nodes.len());
+    let mut scalars: HashMap<(Dtype, Shape, u64), usize> = HashMap::new();
+    let mut arrays: HashMap<usize, usize> = HashMap::new();
+    let mut exprs: HashMap<(Op, Vec<usize>), usize> = HashMap::new();
+    for node in &tape.nodes {
+        let found = match (&node.value, merge) {
+            (_, false) | (Value::Input(_), _) => None,
+            (Value::Constant(a), true) => match scalar_bits(a) {
+                Some(bits) => scalars.get(&(a.dtype(), a.shape().into(), bits)).copied(),
+                None => arrays.get(&a.id()).copied(),
+            },
+            (Value::Op(op, inputs), true) => {
+                let inputs: Vec<usize> = inputs.iter().map(|&i| map[i]).collect();
+                identity_of(op, &inputs, &out).or_else(|| exprs.get(&(op.clone(), inputs)).copied())
+            }
+        };
+        if let Some(existing) = found {
+            map.push(existing);
+            continue;
+        }
+        let id = out.len();
+        let value = match &node.value {
+            Value::Op(op, inputs) => {
+                let inputs: Vec<usize> = inputs.iter().map(|&i| map[i]).collect();
+                if merge && mergeable(op) {
+                    exprs.insert((op.clone(), inputs.clone()), id);
+                }
+                Value::Op(op.clone(), inputs)
+            }
+            Value::Constant(a) => {
+                match scalar_bits(a) {
+                    Some(bits) => scalars.insert((a.dtype(), a.shape().into(), bits), id),
+                    None => arrays.insert(a.id(), id),
+                };
+                Value::Constant(a.clone())
+            }
+            v => v.clone(),
+        };
+        map.push(id);
+        out.push(TapeNode { value, shape: node.shape.clone(), dtype: node.dtype });
+    }
+    let outputs = tape.outputs.iter().map(|&o| map[o]).collect();
+    eliminate_dead(Tape { nodes: out, outputs, inputs: tape.inputs })
+}
+
+/// Whether equal nodes of this op may be merged.
+fn mergeable(op: &Op) -> bool {
+    !matches!(op, Op::Kernel { .. })
+}
+
+/// The node an op is an identity of, if it is one on these inputs.
+fn identity_of(op: &Op, inputs: &[usize], nodes: &[TapeNode]) -> Option<usize> {
+    let first = inputs.first().map(|&i| &nodes[i]);
+    let same = match op {
+        Op::StopGradient => true,
+        Op::Custom { index, .. } => return Some(inputs[*index]),
+        Op::Reshape(s) | Op::BroadcastTo(s) => first?.shape == *s,
+        Op::Flatten { start, end } => start == end,
+        Op::Transpose(perm) => perm.iter().enumerate().all(|(i, &p)| i == p),
+        Op::AsType(d) => first?.dtype == *d,
+        Op::Slice { start, step, len } => {
+            start.iter().all(|&s| s == 0) && step.iter().all(|&s| s == 1) && first?.shape.as_slice() == len.as_slice()
+        }
+        _ => false,
+    };
+    same.then(|| inputs[0])
+}
+
+/// The bytes of a one-element constant, as a u64 key.
+pub(super) fn scalar_bits(a: &Array) -> Option<u64> {
+    if a.size() != 1 {
+        return None;
+    }
+    let buf = a.buffer()?;
+    let size = a.dtype().size();
+    let mut bits = 0u64;
+    // Safety: an evaluated one-element array has `size` readable bytes at its start.
+    unsafe {
+        std::ptr::copy_nonoverlapping(buf.start_address(size) as *const u8, &mut bits as *mut u64 as *mut u8, size);
+    }
+    Some(bits)
+}
+
+/// Keeps only the nodes the outputs depend on (inputs always stay, so input indices hold).
+pub(crate) fn eliminate_dead(tape: Tape) -> Tape {
+    let mut live = vec![false; tape.nodes.len()];
+    for &o in &tape.outputs {
+        live[o] = true;
+    }
+    for i in (0..tape.nodes.len()).rev() {
+        if let Value::Input(_) = tape.nodes[i].value {
+            live[i] = true;
+        }
+        if live[i] {
+            if let Value::Op(_, inputs) = &tape.nodes[i].value {
+                for &j in inputs {
+                    live[j] = true;
+                }
+            }
+        }
+    }
+    let mut map = vec![usize::MAX; tape.nodes.len()];
+    let mut nodes = Vec::new();
+    for (i, node) in tape.nodes.into_iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        map[i] = nodes.len();
+        let value = match node.value {
+            Value::Op(op, inputs) => Value::Op(op, inputs.iter().map(|&j| map[j]).collect()),
+            v => v,
+        };
+        nodes.push(TapeNode { value, ..node });
+    }
+    let outputs = tape.outputs.iter().map(|&o| map[o]).collect();
+    Tape { nodes, outputs, inputs: tape.inputs }
+}
