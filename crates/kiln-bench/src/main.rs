@@ -8,8 +8,17 @@
 //! `mlp_grad` times a training step's value_and_grad against the forward pass alone (matmul
 //! work doubles, as the input needs no gradient: the ideal is about 2x).
 //!
-//! Usage: `kiln-bench [--json] [--reps N] [CASE...]`; cases: memcpy copy add gelu sum matmul
-//! mlp_grad.
+//! The compile cases (module [`compiled`]) time one function run eagerly against the same
+//! function through `kiln::compile`, paired: `gelu`, `silu` (32x1000x4096), `layernorm`,
+//! `softmax` (4096x4096, written with primitive ops), `mlp_step` (a whole SGD-with-momentum
+//! training step of a 784-256-10 MLP, with steps/s), `first_compile` (a fresh compiled GELU's
+//! first call: trace, simplify, fuse and run on 1000x1000) and `tiny_call` (per-call overhead on
+//! a 4-element input, in microseconds).
+//!
+//! Usage: `kiln-bench [--json] [--reps N] [CASE...]`; cases: memcpy copy add gelu silu layernorm
+//! softmax sum matmul mlp_grad mlp_step first_compile tiny_call.
+
+mod compiled;
 
 use kiln::{ops, Array, Dtype};
 use std::time::Instant;
@@ -20,7 +29,10 @@ const SHAPE: [usize; 3] = [32, 1000, 4096];
 const MATMUL_N: usize = 2048;
 /// Batch, input, hidden and output widths of the `mlp_grad` case.
 const MLP: [usize; 4] = [512, 1024, 1024, 16];
-const ALL_CASES: [&str; 7] = ["memcpy", "copy", "add", "gelu", "sum", "matmul", "mlp_grad"];
+const ALL_CASES: [&str; 13] = [
+    "memcpy", "copy", "add", "gelu", "silu", "layernorm", "softmax", "sum", "matmul", "mlp_grad", "mlp_step",
+    "first_compile", "tiny_call",
+];
 
 /// One measured result.
 struct Row {
@@ -29,6 +41,25 @@ struct Row {
     ms: f64,
     gbps: Option<f64>,
     gflops: Option<f64>,
+    /// A case-specific figure, as its JSON key and value (`steps_per_s`, `us`).
+    extra: Option<(&'static str, f64)>,
+}
+
+impl Row {
+    fn new(case: &'static str, variant: &'static str, ms: f64) -> Row {
+        Row { case, variant, ms, gbps: None, gflops: None, extra: None }
+    }
+    /// With the GB/s of moving `bytes`.
+    fn bytes(self, bytes: usize) -> Row {
+        Row { gbps: gbps(bytes, self.ms), ..self }
+    }
+    /// With the GFLOP/s of `flops`.
+    fn flops(self, flops: f64) -> Row {
+        Row { gflops: Some(flops / (self.ms * 1e-3) / 1e9), ..self }
+    }
+    fn extra(self, key: &'static str, value: f64) -> Row {
+        Row { extra: Some((key, value)), ..self }
+    }
 }
 
 /// Median wall time in ms of `f` over `reps` runs after two warm-ups.
@@ -88,37 +119,28 @@ fn run_case(case: &str, reps: usize) -> Vec<Row> {
             let src = vec![1.0f32; n];
             let mut dst = vec![0.0f32; n];
             let ms = median_ms(reps, || dst.copy_from_slice(std::hint::black_box(&src)));
-            vec![Row { case: "memcpy", variant: "reference", ms, gbps: gbps(2 * bytes, ms), gflops: None }]
+            vec![Row::new("memcpy", "reference", ms).bytes(2 * bytes)]
         }
         "copy" => {
             let x = random_input(&SHAPE);
             let ms = median_ms(reps, || ops::copy(&x).unwrap().eval().unwrap());
-            vec![Row { case: "copy", variant: "eager", ms, gbps: gbps(2 * bytes, ms), gflops: None }]
+            vec![Row::new("copy", "eager", ms).bytes(2 * bytes)]
         }
         "add" => {
             let (x, y) = (random_input(&SHAPE), random_input(&SHAPE));
             let ms = median_ms(reps, || ops::add(&x, &y).unwrap().eval().unwrap());
-            vec![Row { case: "add", variant: "eager", ms, gbps: gbps(3 * bytes, ms), gflops: None }]
+            vec![Row::new("add", "eager", ms).bytes(3 * bytes)]
         }
-        "gelu" => {
-            let x = random_input(&SHAPE);
-            let gelu = |x: &Array| -> Array {
-                let inner = ops::erf(ops::divide(x, std::f64::consts::SQRT_2).unwrap()).unwrap();
-                ops::divide(ops::multiply(x, ops::add(inner, 1.0).unwrap()).unwrap(), 2.0).unwrap()
-            };
-            let ms = median_ms(reps, || gelu(&x).eval().unwrap());
-            vec![Row { case: "gelu", variant: "eager", ms, gbps: gbps(2 * bytes, ms), gflops: None }]
-        }
+        "gelu" | "silu" | "layernorm" | "softmax" => compiled::elementwise(case, reps),
         "sum" => {
             let x = random_input(&SHAPE);
             let ms = median_ms(reps, || ops::sum(&x, None, false).unwrap().eval().unwrap());
-            vec![Row { case: "sum", variant: "eager", ms, gbps: gbps(bytes, ms), gflops: None }]
+            vec![Row::new("sum", "eager", ms).bytes(bytes)]
         }
         "matmul" => {
             let m = MATMUL_N;
             let (a, b) = (random_input(&[m, m]), random_input(&[m, m]));
             let flops = 2.0 * (m as f64).powi(3);
-            let gf = |ms: f64| Some(flops / (ms * 1e-3) / 1e9);
             let (va, vb) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
             let mut out = vec![0.0f32; m * m];
             let (kiln_ms, direct_ms) = paired_median_ms(
@@ -136,11 +158,14 @@ fn run_case(case: &str, reps: usize) -> Vec<Row> {
                 },
             );
             vec![
-                Row { case: "matmul", variant: "eager", ms: kiln_ms, gbps: None, gflops: gf(kiln_ms) },
-                Row { case: "matmul", variant: "gemm_direct", ms: direct_ms, gbps: None, gflops: gf(direct_ms) },
+                Row::new("matmul", "eager", kiln_ms).flops(flops),
+                Row::new("matmul", "gemm_direct", direct_ms).flops(flops),
             ]
         }
         "mlp_grad" => mlp_grad(reps),
+        "mlp_step" => compiled::mlp_step(reps),
+        "first_compile" => compiled::first_compile(reps),
+        "tiny_call" => compiled::tiny_call(reps),
         other => {
             eprintln!("unknown case {other:?}; cases are: {}", ALL_CASES.join(" "));
             std::process::exit(2);
@@ -172,20 +197,24 @@ fn mlp_grad(reps: usize) -> Vec<Row> {
     // Forward: x·W1 and h·W2. Backward adds dW2 = hᵀ·dl, dh = dl·W2ᵀ and dW1 = xᵀ·dz (no dx).
     let forward_flops = 2.0 * (b * d * h + b * h * o) as f64;
     let grad_flops = forward_flops + 2.0 * (b * d * h + 2 * b * h * o) as f64;
-    let gf = |f: f64, ms: f64| Some(f / (ms * 1e-3) / 1e9);
     vec![
-        Row { case: "mlp_grad", variant: "forward", ms: fwd_ms, gbps: None, gflops: gf(forward_flops, fwd_ms) },
-        Row { case: "mlp_grad", variant: "value_and_grad", ms: grad_ms, gbps: None, gflops: gf(grad_flops, grad_ms) },
+        Row::new("mlp_grad", "forward", fwd_ms).flops(forward_flops),
+        Row::new("mlp_grad", "value_and_grad", grad_ms).flops(grad_flops),
     ]
 }
 
 fn json(r: &Row) -> String {
-    let mut s = format!("{{\"case\": \"{}\", \"variant\": \"{}\", \"ms\": {:.3}", r.case, r.variant, r.ms);
+    // Per-call times (tiny_call) are far below a millisecond: keep their significant digits.
+    let ms = if r.ms < 0.1 { format!("{:.6}", r.ms) } else { format!("{:.3}", r.ms) };
+    let mut s = format!("{{\"case\": \"{}\", \"variant\": \"{}\", \"ms\": {ms}", r.case, r.variant);
     if let Some(g) = r.gbps {
         s += &format!(", \"gbps\": {g:.2}");
     }
     if let Some(g) = r.gflops {
         s += &format!(", \"gflops\": {g:.1}");
+    }
+    if let Some((key, v)) = r.extra {
+        s += &format!(", \"{key}\": {v:.3}");
     }
     s + "}"
 }
@@ -226,17 +255,35 @@ fn print_table(rows: &[Row]) {
     let direct = rows.iter().find(|r| r.variant == "gemm_direct").and_then(|r| r.gflops);
     let forward = rows.iter().find(|r| r.case == "mlp_grad" && r.variant == "forward").map(|r| r.ms);
     println!("kiln benchmark ({} threads, float32, {:?} elements; matmul {n}x{n})", kiln_threads(), SHAPE, n = MATMUL_N);
-    println!("{:<8} {:<14} {:>10} {:>10} {:>10}  ratio", "case", "variant", "ms", "GB/s", "GFLOP/s");
+    println!("{:<13} {:<14} {:>10} {:>10} {:>10}  ratio", "case", "variant", "ms", "GB/s", "GFLOP/s");
     for r in rows {
-        let ratio = match (r.gbps, memcpy, r.gflops, direct) {
-            _ if r.variant == "value_and_grad" => forward.map_or(String::new(), |f| format!("{:.2}x forward", r.ms / f)),
-            _ if r.case == "mlp_grad" => String::new(),
-            (Some(g), Some(m), _, _) => format!("{:.0}% of memcpy", 100.0 * g / m),
-            (_, _, Some(g), Some(d)) => format!("{:.0}% of gemm_direct", 100.0 * g / d),
-            _ => String::new(),
-        };
+        let mut notes = Vec::new();
+        match (r.gbps, memcpy, r.gflops, direct) {
+            _ if r.variant == "value_and_grad" => notes.extend(forward.map(|f| format!("{:.2}x forward", r.ms / f))),
+            _ if r.case == "mlp_grad" => {}
+            (Some(g), Some(m), _, _) => notes.push(format!("{:.0}% of memcpy", 100.0 * g / m)),
+            (_, _, Some(g), Some(d)) => notes.push(format!("{:.0}% of gemm_direct", 100.0 * g / d)),
+            _ => {}
+        }
+        match r.extra {
+            Some(("steps_per_s", v)) => notes.push(format!("{v:.1} steps/s")),
+            Some(("us", v)) => notes.push(format!("{v:.2} us/call")),
+            Some((k, v)) => notes.push(format!("{k} {v:.3}")),
+            None => {}
+        }
+        if r.variant == "compiled" {
+            if let Some(eager) = rows.iter().find(|e| e.case == r.case && e.variant == "eager") {
+                let speedup = eager.ms / r.ms;
+                notes.push(if speedup >= 1.0 {
+                    format!("{speedup:.2}x faster than eager")
+                } else {
+                    format!("{:.2}x slower than eager", 1.0 / speedup)
+                });
+            }
+        }
         let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
-        println!("{:<8} {:<14} {:>10.2} {:>10} {:>10}  {}", r.case, r.variant, r.ms, fmt(r.gbps), fmt(r.gflops), ratio);
+        let ms = if r.ms < 0.1 { format!("{:.5}", r.ms) } else { format!("{:.2}", r.ms) };
+        println!("{:<13} {:<14} {:>10} {:>10} {:>10}  {}", r.case, r.variant, ms, fmt(r.gbps), fmt(r.gflops), notes.join(", "));
     }
 }
 

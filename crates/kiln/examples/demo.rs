@@ -1,11 +1,9 @@
-//! kiln's quick-start demo: builds arrays, runs ops lazily, prints results and timings.
+//! kiln's quick-start demo: compiles GELU and softmax, shows eager against compiled time and the
+//! fused kernels compile made, then tours the eager core (laziness, promotion, views, reductions).
 //!
 //! `cargo run --release --example demo`
-//!
-//! (The compiled-vs-eager comparison with the fused kernels joins this demo when `compile` lands;
-//! for now it shows the eager core: laziness, promotion, views, reductions and kernel speed.)
 
-use kiln::{ops, random, Array, Dtype};
+use kiln::{compile, ops, random, Array, Dtype};
 use std::time::Instant;
 
 fn time_ms(f: impl Fn() -> Array) -> (Array, f64) {
@@ -16,7 +14,62 @@ fn time_ms(f: impl Fn() -> Array) -> (Array, f64) {
     (out, t.elapsed().as_secs_f64() * 1e3)
 }
 
+/// Median time in ms of `f` over five runs after a warm-up.
+fn median_ms(f: impl Fn() -> kiln::Result<()>) -> kiln::Result<f64> {
+    f()?;
+    let mut t: Vec<f64> = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        f()?;
+        t.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    t.sort_by(f64::total_cmp);
+    Ok(t[2])
+}
+
+fn gelu(a: &[Array]) -> kiln::Result<Vec<Array>> {
+    let x = &a[0];
+    let inner = ops::erf(ops::divide(x, std::f64::consts::SQRT_2)?)?;
+    Ok(vec![ops::divide(ops::multiply(x, ops::add(inner, 1.0)?)?, 2.0)?])
+}
+
+fn softmax(a: &[Array]) -> kiln::Result<Vec<Array>> {
+    let x = &a[0];
+    let e = ops::exp(ops::subtract(x, ops::max(x, Some(&[-1]), true)?)?)?;
+    Ok(vec![ops::divide(&e, ops::sum(&e, Some(&[-1]), true)?)?])
+}
+
+/// Eager against compiled for one function: times, speedup, kernel counts and the fused IR.
+fn compare(name: &str, f: fn(&[Array]) -> kiln::Result<Vec<Array>>, x: &Array) -> kiln::Result<()> {
+    let compiled = compile(f);
+    let eager_ms = median_ms(|| f(&[x.clone()])?[0].eval())?;
+    let compiled_ms = median_ms(|| compiled.call(&[x.clone()]).map(|_| ()))?;
+    let diff = ops::max(ops::abs(ops::subtract(&f(&[x.clone()])?[0], &compiled.call(&[x.clone()])?[0])?)?, None, false)?;
+    let report = compiled.inspect(&[x.clone()], &[])?;
+    println!(
+        "{name:8} eager {eager_ms:7.1} ms ({} kernels)   compiled {compiled_ms:7.1} ms ({} kernel{})   {:.1}x faster   max |diff| {:.1e}",
+        report.eager_kernels,
+        report.compiled_kernels,
+        if report.compiled_kernels == 1 { "" } else { "s" },
+        eager_ms / compiled_ms,
+        diff.item::<f32>()?
+    );
+    for g in &report.groups {
+        println!("{}", g.ir);
+    }
+    Ok(())
+}
+
 fn main() -> kiln::Result<()> {
+    println!("== compile: trace once, fuse, replay ==");
+    let key = random::key(0);
+    let big = random::uniform(-3.0, 3.0, &[32, 1000, 4096], Dtype::F32, Some(&key))?;
+    big.eval()?;
+    compare("gelu", gelu, &big)?;
+    let rows = random::normal(&[4096, 4096], Dtype::F32, 0.0, 1.0, Some(&key))?;
+    rows.eval()?;
+    compare("softmax", softmax, &rows)?;
+
     println!("== arrays are lazy handles to a graph ==");
     let x = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
     let y = ops::exp(ops::negative(&x)?)? + 2.0;
@@ -38,22 +91,13 @@ fn main() -> kiln::Result<()> {
     println!("softmax rows:    {}", ops::softmax(&x, Some(&[-1]), false)?);
     println!("x @ x.T:\n{}", ops::matmul(&x, &t)?);
 
-    println!("\n== speed: 32 x 1000 x 4096 float32 (131 M elements, 524 MB) ==");
-    let key = random::key(0);
-    let big = random::uniform(-3.0, 3.0, &[32, 1000, 4096], Dtype::F32, Some(&key))?;
-    big.eval()?;
+    println!("\n== eager speed: 32 x 1000 x 4096 float32 (131 M elements, 524 MB) ==");
     let (_, ms) = time_ms(|| ops::add(&big, 1.0).unwrap());
     println!("add 1.0      {ms:8.1} ms  {:6.1} GB/s", 2.0 * big.nbytes() as f64 / ms / 1e6);
     let (_, ms) = time_ms(|| ops::exp(&big).unwrap());
     println!("exp          {ms:8.1} ms  {:6.1} GB/s", 2.0 * big.nbytes() as f64 / ms / 1e6);
     let (s, ms) = time_ms(|| ops::sum(&big, None, false).unwrap());
     println!("sum          {ms:8.1} ms  {:6.1} GB/s   (= {:.1})", big.nbytes() as f64 / ms / 1e6, s.item::<f32>()?);
-    let gelu = || {
-        let inner = ops::erf(ops::divide(&big, std::f64::consts::SQRT_2).unwrap()).unwrap();
-        ops::divide(ops::multiply(&big, ops::add(inner, 1.0).unwrap()).unwrap(), 2.0).unwrap()
-    };
-    let (_, ms) = time_ms(gelu);
-    println!("gelu (eager) {ms:8.1} ms  (5 kernels; compile will fuse them into one)");
     let a = random::normal(&[1024, 1024], Dtype::F32, 0.0, 1.0, Some(&key))?;
     let (_, ms) = time_ms(|| ops::matmul(&a, &a).unwrap());
     println!("matmul 1024² {ms:8.1} ms  {:6.1} GFLOP/s", 2.0 * 1024f64.powi(3) / ms / 1e6);

@@ -185,6 +185,9 @@ struct Shared<'a> {
     prog: &'a Program,
     loads: Vec<Option<Load>>,
     outs: Vec<usize>,
+    /// Per instruction: the output it may be computed straight into (a freshly allocated output of
+    /// a dtype that needs no conversion), so the tile is not copied again.
+    direct: Vec<Option<usize>>,
     len: usize,
 }
 
@@ -254,7 +257,10 @@ impl<'a> Shared<'a> {
         let pass = &self.prog.passes[p];
         for &i in &pass.insts {
             let inst = &k.insts[i];
-            let out = t.slots[pass.slot[i]].as_mut_ptr() as *mut u8;
+            let out = match self.direct[i] {
+                Some(o) => (self.outs[o] as *mut u8).add(pos * inst.dtype.size()),
+                None => t.slots[pass.slot[i]].as_mut_ptr() as *mut u8,
+            };
             let ptr = match inst.op {
                 InstOp::Load(_) => {
                     let load = self.loads[i].as_ref().expect("loads are prepared");
@@ -282,7 +288,9 @@ impl<'a> Shared<'a> {
             }
         }
         for &(o, i) in &pass.stores {
-            store(k.insts[i].dtype, t.ptrs[i], self.outs[o], pos, n);
+            if self.direct[i].is_none() {
+                store(k.insts[i].dtype, t.ptrs[i], self.outs[o], pos, n);
+            }
         }
         Ok(())
     }
@@ -523,24 +531,41 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
         .iter()
         .map(|i| (k.may_donate() && i.donatable && i.is_contiguous_as(space) && i.buffer.offset == 0).then(|| i.buffer.clone()))
         .collect();
+    let mut direct: Vec<Option<usize>> = vec![None; k.insts.len()];
+    let mut any_donated = false;
     let buffers: Vec<Buffer> = k
         .outputs
         .iter()
-        .map(|&o| {
+        .enumerate()
+        .map(|(n, &o)| {
             let inst = &k.insts[o];
             if inst.level == Level::Row {
                 return alloc(&row_shape, inst.dtype);
             }
             let donor = inputs.iter().zip(donors.iter_mut()).find(|(i, d)| d.is_some() && i.dtype == inst.dtype);
             match donor {
-                Some((_, d)) => d.take().expect("checked"),
-                None => alloc(space, inst.dtype),
+                Some((_, d)) => {
+                    any_donated = true;
+                    d.take().expect("checked")
+                }
+                None => {
+                    let arithmetic = !matches!(inst.op, InstOp::Load(_) | InstOp::Const(_) | InstOp::Broadcast(_));
+                    if arithmetic && !matches!(inst.dtype, Dtype::F16 | Dtype::BF16) && direct[o].is_none() {
+                        direct[o] = Some(n);
+                    }
+                    alloc(space, inst.dtype)
+                }
             }
         })
         .collect();
     drop(donors);
+    if any_donated {
+        // A donated output aliases an input that later instructions of the tile may still read:
+        // results then go through the tile slots and are stored last.
+        direct.iter_mut().for_each(|d| *d = None);
+    }
     let outs: Vec<usize> = buffers.iter().map(|b| b.ptr::<u8>() as usize).collect();
-    let shared = Shared { k, prog: &prog, loads, outs, len };
+    let shared = Shared { k, prog: &prog, loads, outs, direct, len };
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
     let record = |r: Result<()>| {
         if let Err(e) = r {
@@ -550,15 +575,22 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     if numel(space) == 0 && (k.reduced == 0 || rows == 0) {
         return Ok(buffers);
     }
-    if k.reduced == 0 {
-        for_runs(runs, width, blocked, || SendTask(shared.task()), |t, start, n| {
-            let mut pos = start;
-            while pos < start + n {
-                let m = TILE.min(start + n - pos);
-                record(unsafe { shared.tile(&mut t.0, 0, pos, m) });
-                pos += m;
-            }
-        });
+    let tiles = |t: &mut Task, start: usize, n: usize| {
+        let mut pos = start;
+        while pos < start + n {
+            let m = TILE.min(start + n - pos);
+            record(unsafe { shared.tile(t, 0, pos, m) });
+            pos += m;
+        }
+    };
+    if k.reduced == 0 && blocked {
+        for_runs(runs, width, blocked, || SendTask(shared.task()), |t, start, n| tiles(&mut t.0, start, n));
+    } else if k.reduced == 0 {
+        // One task (and one set of tile buffers) per large range.
+        let total = numel(space);
+        let parts = (total / SERIAL_BELOW).clamp(1, 8 * rayon::current_num_threads());
+        let size = total.div_ceil(parts);
+        for_chunks(total, size, |start, n| tiles(&mut shared.task(), start, n));
     } else if k.passes == 1 && rows < 2 * rayon::current_num_threads() && len >= SERIAL_BELOW {
         for r in 0..rows {
             record(unsafe { split_row(&shared, r) });

@@ -11,6 +11,7 @@ use crate::device::Stream;
 use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::fused::Kernel;
+use crate::kernel::KernelCall;
 use crate::primitive::Op;
 use crate::shape::Shape;
 use std::sync::Arc;
@@ -20,6 +21,8 @@ use std::sync::Arc;
 pub(crate) enum Step {
     /// One op on the backend (matmul, sort, views, ... and anything not fused).
     Single { node: usize, op: Op, inputs: Vec<usize> },
+    /// A user kernel call: one run fills every output the graph uses, as (index, slot).
+    Kernel { call: KernelCall, inputs: Vec<usize>, outputs: Vec<(usize, usize)> },
     /// A fused kernel: reads `inputs` (slots), writes `outputs` (slots); slot `space` has the
     /// shape of its iteration space.
     Fused { kernel: Arc<Kernel>, inputs: Vec<usize>, outputs: Vec<usize>, space: usize },
@@ -28,7 +31,7 @@ pub(crate) enum Step {
 impl Step {
     fn reads(&self) -> &[usize] {
         match self {
-            Step::Single { inputs, .. } | Step::Fused { inputs, .. } => inputs,
+            Step::Single { inputs, .. } | Step::Fused { inputs, .. } | Step::Kernel { inputs, .. } => inputs,
         }
     }
 }
@@ -53,11 +56,26 @@ impl Plan {
         let mut steps = Vec::new();
         for unit in &grouping.order {
             match unit {
-                Group::Single(node) => {
-                    if let Value::Op(op, inputs) = &tape.nodes[*node].value {
-                        steps.push(Step::Single { node: *node, op: op.clone(), inputs: inputs.clone() });
+                Group::Single(node) => match &tape.nodes[*node].value {
+                    Value::Op(Op::Kernel { call, index }, inputs) => {
+                        let sibling = steps.iter_mut().find_map(|s| match s {
+                            Step::Kernel { call: c, inputs: i, outputs } if c == call && i == inputs => Some(outputs),
+                            _ => None,
+                        });
+                        match sibling {
+                            Some(outputs) => outputs.push((*index, *node)),
+                            None => steps.push(Step::Kernel {
+                                call: call.clone(),
+                                inputs: inputs.clone(),
+                                outputs: vec![(*index, *node)],
+                            }),
+                        }
                     }
-                }
+                    Value::Op(op, inputs) => {
+                        steps.push(Step::Single { node: *node, op: op.clone(), inputs: inputs.clone() })
+                    }
+                    _ => {}
+                },
                 Group::Fused(k) => {
                     let f = &grouping.kernels[*k];
                     steps.push(Step::Fused {
@@ -122,6 +140,13 @@ impl Plan {
                         .collect();
                     let out = backend::run(stream, op, &data, &shapes[*node], dtypes[*node])?;
                     slots[*node] = Some(out);
+                }
+                Step::Kernel { call, inputs, outputs } => {
+                    let data: Vec<Input> = inputs.iter().map(|&i| input(&mut slots, i, false)).collect();
+                    let results = call.run_all(&data)?;
+                    for &(index, slot) in outputs {
+                        slots[slot] = Some(results[index].clone());
+                    }
                 }
                 Step::Fused { kernel, inputs, outputs, space } => {
                     let data: Vec<Input> = inputs

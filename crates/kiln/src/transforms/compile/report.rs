@@ -106,7 +106,7 @@ impl Report {
             .iter()
             .filter(|s| match s {
                 Step::Single { op, .. } => !is_free(op),
-                Step::Fused { .. } => true,
+                Step::Fused { .. } | Step::Kernel { .. } => true,
             })
             .count();
         let groups = grouping
