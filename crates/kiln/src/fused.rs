@@ -87,34 +87,6 @@ impl Kernel {
     pub fn may_donate(&self) -> bool {
         self.reduced == 0
     }
-
-    /// Element instructions computed in `pass`, in order: those whose results the pass folds or
-    /// stores, and what they need.
-    pub fn pass_program(&self, pass: usize) -> Vec<usize> {
-        let mut need = vec![false; self.insts.len()];
-        for inst in &self.insts {
-            if let InstOp::Reduce(_, v) = inst.op {
-                if self.insts[v].phase == pass {
-                    need[v] = true;
-                }
-            }
-        }
-        for &o in &self.outputs {
-            if self.insts[o].level == Level::Element && self.insts[o].phase == pass {
-                need[o] = true;
-            }
-        }
-        for i in (0..self.insts.len()).rev() {
-            if need[i] && self.insts[i].level == Level::Element {
-                for j in operands(&self.insts[i].op) {
-                    if self.insts[j].level == Level::Element {
-                        need[j] = true;
-                    }
-                }
-            }
-        }
-        (0..self.insts.len()).filter(|&i| need[i] && self.insts[i].level == Level::Element).collect()
-    }
 }
 
 /// The operands of an instruction.

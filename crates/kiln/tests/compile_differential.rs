@@ -379,7 +379,6 @@ struct InputSpec {
 
 #[derive(Clone, Debug)]
 struct Program {
-    seed: u64,
     ndim: usize,
     inputs: Vec<InputSpec>,
     nodes: Vec<Node>,
@@ -424,9 +423,10 @@ impl Program {
         self.shape.push(shape);
     }
 
-    fn compatible(&self, a: usize) -> impl Fn(usize) -> bool + '_ {
+    fn compatible(&self, a: usize) -> impl Fn(usize) -> bool {
         let sa = self.shape[a].clone();
-        move |b| broadcast_sym(&sa, &self.shape[b]).is_some()
+        let shapes = self.shape.clone();
+        move |b| broadcast_sym(&sa, &shapes[b]).is_some()
     }
 
     fn reduce_shape(&self, x: usize, axes: Axes, keepdims: bool) -> Sym {
@@ -456,7 +456,6 @@ impl Program {
         let ndim = pick(&mut rng, &[1, 2, 2, 2, 3, 3]);
         let full: Sym = (0..ndim).map(Dim::Var).collect();
         let mut p = Program {
-            seed,
             ndim,
             inputs: vec![],
             nodes: vec![],
@@ -1106,7 +1105,7 @@ fn half_chain(a: &[Array]) -> Outputs {
         softmax(&z, Some(&[-1]), true)?,
         sum(&z, Some(&[-1]), false)?,
         logsumexp(&y, Some(&[-1]), true)?,
-        ln,
+        ln.clone(),
         add(&big, &big)?,
         add(&tiny, multiply(&tiny, 3.0)?)?,
         back,

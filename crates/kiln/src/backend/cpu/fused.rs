@@ -52,8 +52,15 @@ macro_rules! with_compute {
 
 /// The per-kernel schedule: which instructions each pass runs, and which tile slot each uses.
 struct Program {
-    /// Per pass: element instructions in order, with their slots.
+    /// Per pass: element instructions in order, with their slots (recomputing what earlier
+    /// passes computed).
     passes: Vec<Pass>,
+    /// The same with values later passes need kept in a row cache (for rows up to
+    /// [`ROW_CACHE_MAX`]).
+    cached_passes: Vec<Pass>,
+    /// How many values the row cache holds, and which.
+    cache_values: usize,
+    cached: Vec<bool>,
     /// Row instructions (other than reductions) known before pass `k`, for k in 0..=passes.
     row_steps: Vec<Vec<usize>>,
     /// Reductions finishing at the end of pass `k`.
@@ -69,58 +76,112 @@ struct Pass {
     slot: Vec<usize>,
     /// (output index, instruction) stored at the end of each tile.
     stores: Vec<(usize, usize)>,
+    /// Per instruction: read from the row cache instead of computed (made in an earlier pass).
+    from_cache: Vec<bool>,
+    /// Per instruction: copied into the row cache once computed (a later pass reads it).
+    to_cache: Vec<bool>,
 }
 
-impl Program {
-    fn new(k: &Kernel) -> Program {
-        let mut slots = 0;
-        let mut passes = Vec::new();
-        for p in 0..k.passes {
-            let insts = k.pass_program(p);
-            let mut last = vec![0usize; k.insts.len()];
-            for (pos, &i) in insts.iter().enumerate() {
+/// Rows up to this many elements keep element values that later passes need in a per-task row
+/// cache (softmax's exp(x - max) is computed once, not once per pass); longer rows recompute.
+const ROW_CACHE_MAX: usize = 16384;
+
+impl Pass {
+    /// The schedule of pass `p`; `cached` marks values kept in the row cache.
+    fn new(k: &Kernel, p: usize, cached: &[bool]) -> Pass {
+        let element = |i: usize| k.insts[i].level == Level::Element;
+        let mut need = vec![false; k.insts.len()];
+        for inst in &k.insts {
+            if let InstOp::Reduce(_, v) = inst.op {
+                need[v] |= k.insts[v].phase == p;
+            }
+        }
+        for (i, inst) in k.insts.iter().enumerate() {
+            let stored = k.outputs.contains(&i) && element(i);
+            need[i] |= inst.phase == p && (stored || cached[i]);
+        }
+        let mut from_cache = vec![false; k.insts.len()];
+        for i in (0..k.insts.len()).rev() {
+            if !need[i] || !element(i) {
+                continue;
+            }
+            if cached[i] && k.insts[i].phase < p {
+                from_cache[i] = true;
+                continue;
+            }
+            for j in operands(&k.insts[i].op) {
+                need[j] |= element(j);
+            }
+        }
+        let insts: Vec<usize> = (0..k.insts.len()).filter(|&i| need[i] && element(i)).collect();
+        let to_cache = (0..k.insts.len()).map(|i| cached[i] && need[i] && !from_cache[i]).collect();
+        let mut last = vec![0usize; k.insts.len()];
+        for (pos, &i) in insts.iter().enumerate() {
+            if !from_cache[i] {
                 for j in operands(&k.insts[i].op) {
                     last[j] = pos;
                 }
             }
-            // Values folded or stored stay live to the end of the tile.
-            let keep: Vec<usize> = k
-                .insts
-                .iter()
-                .filter_map(|inst| match inst.op {
-                    InstOp::Reduce(_, v) if k.insts[v].phase == p => Some(v),
-                    _ => None,
-                })
-                .chain(k.outputs.iter().copied())
-                .collect();
-            for &i in &keep {
-                last[i] = usize::MAX;
-            }
-            let mut slot = vec![usize::MAX; k.insts.len()];
-            let mut free: Vec<usize> = Vec::new();
-            let mut used = 0;
-            for (pos, &i) in insts.iter().enumerate() {
-                slot[i] = free.pop().unwrap_or_else(|| {
-                    used += 1;
-                    used - 1
-                });
-                for j in operands(&k.insts[i].op) {
-                    if k.insts[j].level == Level::Element && last[j] == pos && slot[j] != usize::MAX {
-                        free.push(slot[j]);
-                        last[j] = usize::MAX - 1; // freed once
-                    }
+        }
+        // Values folded or stored stay live to the end of the tile.
+        for (i, inst) in k.insts.iter().enumerate() {
+            if let InstOp::Reduce(_, v) = inst.op {
+                if k.insts[v].phase == p {
+                    last[v] = usize::MAX;
                 }
             }
-            slots = slots.max(used);
-            let stores = k
-                .outputs
-                .iter()
-                .enumerate()
-                .filter(|(_, &o)| k.insts[o].level == Level::Element && k.insts[o].phase == p)
-                .map(|(n, &o)| (n, o))
-                .collect();
-            passes.push(Pass { insts, slot, stores });
+            if k.outputs.contains(&i) {
+                last[i] = usize::MAX;
+            }
         }
+        let mut slot = vec![usize::MAX; k.insts.len()];
+        let mut free: Vec<usize> = Vec::new();
+        let mut used = 0;
+        for (pos, &i) in insts.iter().enumerate() {
+            if from_cache[i] {
+                continue;
+            }
+            slot[i] = free.pop().unwrap_or_else(|| {
+                used += 1;
+                used - 1
+            });
+            for j in operands(&k.insts[i].op) {
+                if element(j) && last[j] == pos && slot[j] != usize::MAX {
+                    free.push(slot[j]);
+                    last[j] = usize::MAX - 1; // freed once
+                }
+            }
+        }
+        let stores = k
+            .outputs
+            .iter()
+            .enumerate()
+            .filter(|(_, &o)| element(o) && k.insts[o].phase == p)
+            .map(|(n, &o)| (n, o))
+            .collect();
+        Pass { insts, slot, stores, from_cache, to_cache }
+    }
+
+    fn slots(&self) -> usize {
+        self.slot.iter().filter(|&&s| s != usize::MAX).map(|&s| s + 1).max().unwrap_or(0)
+    }
+}
+
+impl Program {
+    fn new(k: &Kernel) -> Program {
+        let none = vec![false; k.insts.len()];
+        let passes: Vec<Pass> = (0..k.passes).map(|p| Pass::new(k, p, &none)).collect();
+        // Arithmetic element values that a later pass needs again are worth caching.
+        let mut cached = vec![false; k.insts.len()];
+        for (p, pass) in passes.iter().enumerate() {
+            for &i in &pass.insts {
+                let arithmetic = !matches!(k.insts[i].op, InstOp::Load(_) | InstOp::Const(_) | InstOp::Broadcast(_));
+                cached[i] |= arithmetic && k.insts[i].phase < p;
+            }
+        }
+        let cached_passes: Vec<Pass> = (0..k.passes).map(|p| Pass::new(k, p, &cached)).collect();
+        let slots = passes.iter().chain(&cached_passes).map(Pass::slots).max().unwrap_or(0);
+        let cache_values = cached.iter().filter(|&&c| c).count();
         let mut row_steps = vec![Vec::new(); k.passes + 1];
         let mut folds = vec![Vec::new(); k.passes + 1];
         for (i, inst) in k.insts.iter().enumerate() {
@@ -139,7 +200,7 @@ impl Program {
                 _ => 0,
             })
             .collect();
-        Program { passes, row_steps, folds, slots, consts }
+        Program { passes, cached_passes, cache_values, cached, row_steps, folds, slots, consts }
     }
 }
 
@@ -189,6 +250,8 @@ struct Shared<'a> {
     /// a dtype that needs no conversion), so the tile is not copied again.
     direct: Vec<Option<usize>>,
     len: usize,
+    /// Whether rows are short enough for the row cache.
+    use_cache: bool,
 }
 
 /// Per-task state: tile slots, gather scratch per load, row values, accumulators.
@@ -200,6 +263,8 @@ struct Task {
     acc: Vec<Acc>,
     half: Vec<u16>,
     ptrs: Vec<*const u8>,
+    /// Row cache: one row of values per cached instruction (empty otherwise).
+    cache: Vec<Vec<u64>>,
 }
 
 /// A reduction's running value in its accumulation domain.
@@ -234,6 +299,12 @@ impl<'a> Shared<'a> {
             acc: vec![Acc::U(0); k.insts.len()],
             half: vec![0; TILE],
             ptrs: vec![std::ptr::null(); k.insts.len()],
+            cache: self
+                .prog
+                .cached
+                .iter()
+                .map(|&c| if c && self.use_cache { vec![0u64; self.len] } else { Vec::new() })
+                .collect(),
         };
         for (i, inst) in k.insts.iter().enumerate() {
             if let InstOp::Const(_) = inst.op {
@@ -252,11 +323,16 @@ impl<'a> Shared<'a> {
     }
 
     /// Runs element pass `p` over positions `pos..pos+n` (one tile), folding and storing.
-    unsafe fn tile(&self, t: &mut Task, p: usize, pos: usize, n: usize) -> Result<()> {
+    unsafe fn tile(&self, t: &mut Task, p: usize, pos: usize, off: usize, n: usize) -> Result<()> {
         let k = self.k;
-        let pass = &self.prog.passes[p];
+        let pass = if self.use_cache { &self.prog.cached_passes[p] } else { &self.prog.passes[p] };
         for &i in &pass.insts {
             let inst = &k.insts[i];
+            let size = compute_size(inst.dtype);
+            if pass.from_cache[i] {
+                t.ptrs[i] = (t.cache[i].as_ptr() as *const u8).add(off * size);
+                continue;
+            }
             let out = match self.direct[i] {
                 Some(o) => (self.outs[o] as *mut u8).add(pos * inst.dtype.size()),
                 None => t.slots[pass.slot[i]].as_mut_ptr() as *mut u8,
@@ -281,6 +357,9 @@ impl<'a> Shared<'a> {
                 }
             };
             t.ptrs[i] = ptr;
+            if pass.to_cache[i] {
+                std::ptr::copy_nonoverlapping(ptr, (t.cache[i].as_mut_ptr() as *mut u8).add(off * size), n * size);
+            }
         }
         for &r in &self.prog.folds[p] {
             if let InstOp::Reduce(op, v) = k.insts[r].op {
@@ -346,7 +425,7 @@ impl<'a> Shared<'a> {
             let mut off = 0;
             while off < self.len {
                 let n = TILE.min(self.len - off);
-                self.tile(t, p, base + off, n)?;
+                self.tile(t, p, base + off, off, n)?;
                 off += n;
             }
         }
@@ -565,7 +644,8 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
         direct.iter_mut().for_each(|d| *d = None);
     }
     let outs: Vec<usize> = buffers.iter().map(|b| b.ptr::<u8>() as usize).collect();
-    let shared = Shared { k, prog: &prog, loads, outs, direct, len };
+    let use_cache = k.reduced > 0 && k.passes > 1 && len <= ROW_CACHE_MAX && prog.cache_values > 0;
+    let shared = Shared { k, prog: &prog, loads, outs, direct, len, use_cache };
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
     let record = |r: Result<()>| {
         if let Err(e) = r {
@@ -579,7 +659,7 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
         let mut pos = start;
         while pos < start + n {
             let m = TILE.min(start + n - pos);
-            record(unsafe { shared.tile(t, 0, pos, m) });
+            record(unsafe { shared.tile(t, 0, pos, 0, m) });
             pos += m;
         }
     };
@@ -634,7 +714,7 @@ unsafe fn split_row(s: &Shared, r: usize) -> Result<()> {
             let mut off = start;
             while off < end {
                 let n = TILE.min(end - off);
-                s.tile(&mut t, 0, base + off, n)?;
+                s.tile(&mut t, 0, base + off, off, n)?;
                 off += n;
             }
             Ok(t.acc)
