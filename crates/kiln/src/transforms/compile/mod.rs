@@ -238,6 +238,24 @@ pub fn compile_fn(f: fn(&[Array]) -> Result<Vec<Array>>) -> Compiled {
     c
 }
 
+/// Whether `a` is, or is computed from, a data-less placeholder (an argument vmap traces with):
+/// then the function is inlined into that trace.
+fn depends_on_placeholder(a: &Array) -> bool {
+    let mut stack = vec![a.clone()];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(x) = stack.pop() {
+        if !seen.insert(x.id()) {
+            continue;
+        }
+        match &*x.lock() {
+            crate::array::State::Placeholder(_) => return true,
+            crate::array::State::Pending { inputs, .. } => stack.extend(inputs.iter().cloned()),
+            crate::array::State::Ready(_) | crate::array::State::Traced { .. } => {}
+        }
+    }
+    false
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -256,6 +274,7 @@ impl Compiled {
             || o.mode == CompileMode::Disabled
             || crate::transforms::is_tracing()
             || is_compile_tracing()
+            || args.iter().any(depends_on_placeholder)
         {
             return (inner.f)(args, constants);
         }

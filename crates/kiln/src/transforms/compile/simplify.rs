@@ -36,6 +36,27 @@ pub(crate) fn simplify(tape: &Tape, merge: bool) -> Tape {
                 identity_of(op, &inputs, &out).or_else(|| exprs.get(&(op.clone(), inputs)).copied())
             }
         };
+        // Counts are known once shapes are (every plan is for concrete shapes): fold them into
+        // constants, which fused kernels bake in.
+        let folded = match (&node.value, merge) {
+            (Value::Op(Op::Count { axes, ddof, dtype }, inputs), true) if found.is_none() => {
+                let shape = &out[map[inputs[0]]].shape;
+                Some(count_constant(axes.iter().map(|&a| shape[a]).product::<usize>().saturating_sub(*ddof), *dtype))
+            }
+            _ => None,
+        };
+        let found = match folded {
+            Some(c) => {
+                let c = c.expect("a scalar count converts to any dtype");
+                let bits = scalar_bits(&c).expect("an evaluated scalar");
+                let key = (c.dtype(), Shape::new(), bits);
+                Some(*scalars.entry(key).or_insert_with(|| {
+                    out.push(TapeNode { value: Value::Constant(c.clone()), shape: Shape::new(), dtype: c.dtype() });
+                    out.len() - 1
+                }))
+            }
+            None => found,
+        };
         if let Some(existing) = found {
             map.push(existing);
             continue;
@@ -63,6 +84,13 @@ pub(crate) fn simplify(tape: &Tape, merge: bool) -> Tape {
     }
     let outputs = tape.outputs.iter().map(|&o| map[o]).collect();
     eliminate_dead(Tape { nodes: out, outputs, inputs: tape.inputs })
+}
+
+/// An evaluated scalar `n` of `dtype` (rounded as the eager count kernel rounds it).
+fn count_constant(n: usize, dtype: Dtype) -> crate::Result<Array> {
+    let c = crate::ops::astype(Array::scalar(n as f64), dtype)?;
+    c.eval()?;
+    Ok(c)
 }
 
 /// Whether equal nodes of this op may be merged.
