@@ -173,12 +173,17 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
             _ => None,
         }
     };
-    Grouping { order: schedule(tape, &unit_of), kernels }
+    match schedule(tape, &unit_of) {
+        Some(order) => Grouping { order, kernels },
+        // Two groups that each grew to need the other: run every op alone rather than fail.
+        None => fuse(tape, false),
+    }
 }
 
 /// Orders the units so that each runs after the units producing its inputs (Kahn's algorithm,
-/// taking the unit whose first node comes earliest in the tape).
-fn schedule(tape: &Tape, unit_of: &dyn Fn(usize) -> Option<Group>) -> Vec<Group> {
+/// taking the unit whose first node comes earliest in the tape); `None` if the groups formed a
+/// cycle (a group that grew after another group took a node depending on it).
+fn schedule(tape: &Tape, unit_of: &dyn Fn(usize) -> Option<Group>) -> Option<Vec<Group>> {
     let mut units: Vec<Group> = Vec::new();
     let mut index: HashMap<Group, usize> = HashMap::new();
     let mut first: Vec<usize> = Vec::new();
@@ -219,8 +224,7 @@ fn schedule(tape: &Tape, unit_of: &dyn Fn(usize) -> Option<Group>) -> Vec<Group>
             }
         }
     }
-    debug_assert_eq!(order.len(), units.len(), "fusion never creates cycles");
-    order
+    (order.len() == units.len()).then_some(order)
 }
 
 /// Lowers group `g` to the fused IR.
