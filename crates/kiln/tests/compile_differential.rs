@@ -1207,7 +1207,6 @@ fn to_half_fused(a: &[Array]) -> Outputs {
 /// float64 -> float16/bfloat16 must round once, as eager astype does (a float32 detour rounds
 /// twice and lands on ties that round the wrong way).
 #[test]
-#[ignore = "BUG: a fused float64->float16/bfloat16 astype rounds twice (through float32), unlike eager astype"]
 fn fused_float64_to_half_cast_rounds_once() {
     let e = |k: i32| 2f64.powi(k);
     let x = arr(

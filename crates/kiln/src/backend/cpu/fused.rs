@@ -491,9 +491,14 @@ unsafe fn compute(k: &Kernel, i: usize, ptrs: &[*const u8], out: *mut u8, n: usi
             super::simd::map3(ptrs[c] as *const bool, ptrs[a] as *const C, ptrs[b] as *const C, out as *mut C, n,
                 |c: bool, x: C, y: C| if c { x } else { y });
         }),
-        // float64 to a half type rounds once, as eager astype does (not through float32).
+        // float64 to a half type rounds once, through the same conversion eager astype uses
+        // (half's own from_f64 goes through float32 and can round twice).
         InstOp::Cast(a) if k.insts[a].dtype == Dtype::F64 && matches!(inst.dtype, Dtype::F16 | Dtype::BF16) => {
-            let round: fn(f64) -> f32 = if inst.dtype == Dtype::F16 { |v| f16::from_f64(v).to_f32() } else { |v| bf16::from_f64(v).to_f32() };
+            let round: fn(f64) -> f32 = if inst.dtype == Dtype::F16 {
+                |v| <f16 as Element>::from_f64(v).to_f32()
+            } else {
+                |v| <bf16 as Element>::from_f64(v).to_f32()
+            };
             super::simd::map1(ptrs[a] as *const f64, out as *mut f32, n, round);
             return Ok(());
         }
