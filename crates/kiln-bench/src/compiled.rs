@@ -87,10 +87,13 @@ fn check_close(case: &str, eager: &[Array], compiled: &[Array], tol: f64) {
     }
 }
 
+/// A benchmarked function of its arguments.
+type CaseFn = fn(&[Array]) -> Result<Array>;
+
 /// `gelu`, `silu`, `layernorm` or `softmax`, eager against compiled.
 pub(crate) fn elementwise(case: &str, reps: usize) -> Vec<Row> {
     let square = [NORM_N, NORM_N];
-    let (name, f, args): (&'static str, fn(&[Array]) -> Result<Array>, Vec<Array>) = match case {
+    let (name, f, args): (&'static str, CaseFn, Vec<Array>) = match case {
         "gelu" => ("gelu", gelu, vec![random_input(&SHAPE)]),
         "silu" => ("silu", silu, vec![random_input(&SHAPE)]),
         "layernorm" => {

@@ -42,10 +42,11 @@ fn softmax(a: &[Array]) -> kiln::Result<Vec<Array>> {
 /// Eager against compiled for one function: times, speedup, kernel counts and the fused IR.
 fn compare(name: &str, f: fn(&[Array]) -> kiln::Result<Vec<Array>>, x: &Array) -> kiln::Result<()> {
     let compiled = compile(f);
-    let eager_ms = median_ms(|| f(&[x.clone()])?[0].eval())?;
-    let compiled_ms = median_ms(|| compiled.call(&[x.clone()]).map(|_| ()))?;
-    let diff = ops::max(ops::abs(ops::subtract(&f(&[x.clone()])?[0], &compiled.call(&[x.clone()])?[0])?)?, None, false)?;
-    let report = compiled.inspect(&[x.clone()], &[])?;
+    let args = std::slice::from_ref(x);
+    let eager_ms = median_ms(|| f(args)?[0].eval())?;
+    let compiled_ms = median_ms(|| compiled.call(args).map(|_| ()))?;
+    let diff = ops::max(ops::abs(ops::subtract(&f(args)?[0], &compiled.call(args)?[0])?)?, None, false)?;
+    let report = compiled.inspect(args, &[])?;
     println!(
         "{name:8} eager {eager_ms:7.1} ms ({} kernels)   compiled {compiled_ms:7.1} ms ({} kernel{})   {:.1}x faster   max |diff| {:.1e}",
         report.eager_kernels,

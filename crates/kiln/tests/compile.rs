@@ -92,20 +92,8 @@ fn assert_all_same(got: &[Array], want: &[Array], rtol: f64, what: &str) {
     }
 }
 
-/// erf by composite Simpson integration of 2/sqrt(pi) e^(-t^2) (independent of kiln's erf).
-fn erf_ref(x: f64) -> f64 {
-    let n = 2 * (100 + (x.abs() * 400.0) as usize);
-    let h = x / n as f64;
-    let f = |t: f64| (-t * t).exp();
-    let mut s = f(0.0) + f(x);
-    for i in 1..n {
-        s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
-    }
-    s * h / 3.0 * std::f64::consts::FRAC_2_SQRT_PI
-}
-
 fn gelu_ref(x: f64) -> f64 {
-    x * (1.0 + erf_ref(x / 2f64.sqrt())) / 2.0
+    x * (1.0 + common::erf_reference(x / 2f64.sqrt())) / 2.0
 }
 
 /// Set in the child processes some tests start.

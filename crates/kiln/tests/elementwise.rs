@@ -12,20 +12,7 @@ const FLOATS: [Dtype; 4] = [Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::F64];
 const INTS: [Dtype; 8] =
     [Dtype::U8, Dtype::U16, Dtype::U32, Dtype::U64, Dtype::I8, Dtype::I16, Dtype::I32, Dtype::I64];
 
-/// erf by composite Simpson integration of 2/sqrt(pi) e^(-t^2): slow but independent of kiln's
-/// series and continued fraction.
-fn erf_reference(x: f64) -> f64 {
-    let n = 2 * (100 + (x.abs() * 400.0) as usize);
-    let h = x / n as f64;
-    let f = |t: f64| (-t * t).exp();
-    let mut s = f(0.0) + f(x);
-    for i in 1..n {
-        s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
-    }
-    s * h / 3.0 * std::f64::consts::FRAC_2_SQRT_PI
-}
-
-/// erfinv by bisection on [`erf_reference`].
+/// erfinv by bisection on [`common::erf_reference`].
 fn erfinv_reference(y: f64) -> f64 {
     let (mut lo, mut hi) = (-6.0, 6.0);
     for _ in 0..60 {

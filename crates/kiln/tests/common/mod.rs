@@ -152,3 +152,16 @@ pub fn rtol_for(dtype: Dtype) -> f64 {
         _ => 1e-12,
     }
 }
+
+/// erf by composite Simpson integration of 2/sqrt(pi) e^(-t^2): slow but independent of kiln's
+/// series and continued fraction.
+pub fn erf_reference(x: f64) -> f64 {
+    let n = 2 * (100 + (x.abs() * 400.0) as usize);
+    let h = x / n as f64;
+    let f = |t: f64| (-t * t).exp();
+    let mut s = f(0.0) + f(x);
+    for i in 1..n {
+        s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+    }
+    s * h / 3.0 * std::f64::consts::FRAC_2_SQRT_PI
+}

@@ -393,7 +393,7 @@ impl<'a> Shared<'a> {
                 InstOp::Load(_) => {
                     let load = self.loads[i].as_ref().expect("loads are prepared");
                     let p = read(load, r, 1, &mut t.scratch[i], out);
-                    if p != out as *const u8 {
+                    if !std::ptr::eq(p, out) {
                         std::ptr::copy_nonoverlapping(p, out, compute_size(k.insts[i].dtype));
                     }
                 }
@@ -458,7 +458,7 @@ unsafe fn read(load: &Load, pos: usize, n: usize, scratch: &mut InputScratch, sl
             S::load(p, slot as *mut <S as Compute>::C, n);
             slot as *const u8
         } else {
-            p as *const u8
+            p.cast()
         }
     })
 }
@@ -675,7 +675,7 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
         }
     };
     if k.reduced == 0 && blocked {
-        for_runs(runs, width, blocked, || SendTask(shared.task()), |t, start, n| tiles(&mut t.0, start, n));
+        for_runs(runs, width, blocked, || shared.task(), tiles);
     } else if k.reduced == 0 {
         // One task (and one set of tile buffers) per large range.
         let total = numel(space);
@@ -700,10 +700,8 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     }
 }
 
-/// A task moved into the pool's per-worker state.
-struct SendTask(Task);
-// Safety: the raw pointers in a task point into its own slots or into buffers that outlive the run.
-unsafe impl Send for SendTask {}
+// Safety: a task moves into the pool's per-worker state; its raw pointers point into its own
+// slots or into buffers that outlive the run.
 unsafe impl Send for Task {}
 
 /// One long row of a single-pass kernel, split across threads: each piece folds its own partial

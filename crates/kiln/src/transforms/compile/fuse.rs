@@ -112,7 +112,6 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
         }
         // A group may take this node only if no other operand waits for that group.
         let acyclic = |g: usize| inputs.iter().all(|&i| group_of[i] == Some(g) || !deps[i].contains(&g));
-        let reduction = trailing_reduction(op, &tape.nodes.get(inputs.first().copied().unwrap_or(0)).map_or(Shape::new(), |x| x.shape.clone()));
         if is_elementwise(op) {
             let joined = inputs.iter().filter_map(|&i| group_of[i]).find_map(|g| {
                 let lv = groups[g].level_of(&node.shape)?;
@@ -126,7 +125,7 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
             groups[g].members.push(id);
             group_of[id] = Some(g);
             level[id] = lv;
-        } else if let Some(k) = reduction {
+        } else if let Some(k) = inputs.first().and_then(|&x| trailing_reduction(op, &tape.nodes[x].shape)) {
             let x = inputs[0];
             let joined = group_of[x].filter(|&g| {
                 let b = &groups[g];
@@ -188,7 +187,7 @@ fn schedule(tape: &Tape, unit_of: &dyn Fn(usize) -> Option<Group>) -> Option<Vec
     let mut index: HashMap<Group, usize> = HashMap::new();
     let mut first: Vec<usize> = Vec::new();
     let mut node_unit: Vec<Option<usize>> = vec![None; tape.nodes.len()];
-    for id in 0..tape.nodes.len() {
+    for (id, unit) in node_unit.iter_mut().enumerate() {
         if let Some(u) = unit_of(id) {
             let next = units.len();
             let ix = *index.entry(u).or_insert(next);
@@ -196,7 +195,7 @@ fn schedule(tape: &Tape, unit_of: &dyn Fn(usize) -> Option<Group>) -> Option<Vec
                 units.push(u);
                 first.push(id);
             }
-            node_unit[id] = Some(ix);
+            *unit = Some(ix);
         }
     }
     let mut succ: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); units.len()];

@@ -6,7 +6,6 @@
 use super::fuse::{Group, Grouping};
 use super::plan::{Plan, Step};
 use super::trace::{Tape, Value};
-use crate::primitive::Op;
 use crate::shape::fmt_shape;
 use std::fmt::{self, Write};
 
@@ -38,11 +37,6 @@ pub struct Report {
     pub compiled_kernels: usize,
     /// The simplified graph in Graphviz DOT, fused groups drawn as clusters.
     pub dot: String,
-}
-
-/// Whether an op only makes a view (no kernel launch).
-fn is_free(op: &Op) -> bool {
-    op.is_view()
 }
 
 fn node_line(tape: &Tape, i: usize) -> String {
@@ -99,13 +93,13 @@ impl Report {
         let eager_kernels = traced
             .nodes
             .iter()
-            .filter(|n| matches!(&n.value, Value::Op(op, _) if !is_free(op)))
+            .filter(|n| matches!(&n.value, Value::Op(op, _) if !op.is_view()))
             .count();
         let compiled_kernels = plan
             .steps
             .iter()
             .filter(|s| match s {
-                Step::Single { op, .. } => !is_free(op),
+                Step::Single { op, .. } => !op.is_view(),
                 Step::Fused { .. } | Step::Kernel { .. } => true,
             })
             .count();
@@ -123,7 +117,7 @@ impl Report {
             .iter()
             .filter_map(|u| match u {
                 Group::Single(i) => match &simplified.nodes[*i].value {
-                    Value::Op(op, _) if !is_free(op) => Some(node_line(simplified, *i)),
+                    Value::Op(op, _) if !op.is_view() => Some(node_line(simplified, *i)),
                     _ => None,
                 },
                 Group::Fused(_) => None,

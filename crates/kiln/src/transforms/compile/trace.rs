@@ -115,21 +115,18 @@ pub(crate) fn trace(
             }
         }
     }
+    // The function's outputs, and the random state it leaves when the state is declared.
     let run = || -> Result<(Vec<Array>, Option<Array>)> {
+        let out = f(&arg_ph, constants)?;
+        Ok((out, random.then(crate::random::state)))
+    };
+    let result = {
         let _guard = TracingGuard::enter();
-        match (&random_ph, random) {
-            (Some(p), _) => crate::ops::random::with_replayed_state(p, || {
-                let out = f(&arg_ph, constants)?;
-                Ok((out, Some(crate::random::state())))
-            }),
-            (None, true) => {
-                let out = f(&arg_ph, constants)?;
-                Ok((out, Some(crate::random::state())))
-            }
-            (None, false) => Ok((f(&arg_ph, constants)?, None)),
+        match &random_ph {
+            Some(p) => crate::ops::random::with_replayed_state(p, run),
+            None => run(),
         }
     };
-    let result = run();
     let mut outputs = Vec::new();
     let mut implicit = Vec::new();
     if let Ok((out, state)) = &result {
