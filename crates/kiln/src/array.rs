@@ -95,6 +95,7 @@ impl Array {
             // Identities keep their input's weakness (transform tracers, stop_gradient, custom).
             Op::StopGradient => inputs[0].is_weak(),
             Op::Reshape(s) => inputs[0].is_weak() && s.as_slice() == inputs[0].shape(),
+            Op::ExpandDims(axes) => inputs[0].is_weak() && axes.is_empty(),
             Op::Custom { index, .. } => inputs[*index].is_weak(),
             _ => false,
         };

@@ -206,6 +206,12 @@ pub enum Op {
     /// reshape to a fixed shape, it re-infers its output shape from any input shape, so it serves
     /// every shape in shapeless compile.
     Flatten { start: usize, end: usize },
+    /// Removes the size-1 axes `axes` (sorted) of the input; a view. Re-infers from any input
+    /// shape (shapeless compile), where a reshape would hold a fixed shape.
+    Squeeze(Vec<usize>),
+    /// Inserts size-1 axes at `axes` (sorted positions in the output); a view that re-infers from
+    /// any input shape, like [`Op::Squeeze`].
+    ExpandDims(Vec<usize>),
     /// A scalar of `dtype`: the number of elements of the input along `axes`, minus `ddof`
     /// (clamped at 0). The divisor of mean and var, as a node rather than a number, so a
     /// shapeless compiled function computes it from each call's shapes.
@@ -317,6 +323,8 @@ impl Op {
             Op::StopGradient => "stop_gradient",
             Op::Custom { .. } => "custom_function",
             Op::Flatten { .. } => "flatten",
+            Op::Squeeze(_) => "squeeze",
+            Op::ExpandDims(_) => "expand_dims",
             Op::Count { .. } => "count",
             Op::Kernel { .. } => "custom_kernel",
         }
@@ -333,6 +341,8 @@ impl Op {
                 | Op::StopGradient
                 | Op::Custom { .. }
                 | Op::Flatten { .. }
+                | Op::Squeeze(_)
+                | Op::ExpandDims(_)
         )
     }
 
@@ -445,6 +455,23 @@ impl Op {
                 let mut out: Shape = s[..*start].into();
                 out.push(s[*start..=*end].iter().product());
                 out.extend_from_slice(&s[*end + 1..]);
+                (out, first().dtype())
+            }
+            Op::Squeeze(axes) => {
+                let s = first().shape();
+                if let Some(&bad) = axes.iter().find(|&&a| s.get(a) != Some(&1)) {
+                    return Err(Error::shape(
+                        op,
+                        format!("cannot squeeze axis {bad} of shape {}: it is not of size 1", crate::shape::fmt_shape(s)),
+                    ));
+                }
+                let out = s.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect();
+                (out, first().dtype())
+            }
+            Op::ExpandDims(axes) => {
+                let mut rest = first().shape().iter();
+                let nd = first().ndim() + axes.len();
+                let out = (0..nd).map(|i| if axes.contains(&i) { 1 } else { *rest.next().expect("axes fit") }).collect();
                 (out, first().dtype())
             }
             Op::Count { dtype, .. } => (Shape::new(), *dtype),

@@ -953,6 +953,38 @@ fn shapeless_broadcast_to_a_traced_shape_fails() {
     assert_f32(&out, &[2, 3], &[1.0, 1.0, 2.0, 1.0, 1.0, 2.0], "traced shape again");
 }
 
+/// Reductions without keepdims, expand_dims and squeeze with axes follow each call's shapes under
+/// shapeless (they are ops of their own, not reshapes to a traced shape).
+#[test]
+fn shapeless_squeeze_expand_dims_and_reductions_follow_new_shapes() {
+    let _g = serial();
+    let mut rng = Rng::new(12);
+    let c = compile_with(
+        |a: &[Array]| {
+            let x = &a[0];
+            let rows = ops::sum(x, Some(&[-1]), false)?; // (r,)
+            let cols = ops::argmax(x, Some(0), false)?; // (c,)
+            let back = ops::squeeze(ops::expand_dims(x, &[1])?, Some(&[1]))?; // (r, c)
+            Ok(vec![ops::expand_dims(rows, &[0])?, cols, ops::multiply(back, 2.0)?])
+        },
+        CompileOptions::new().shapeless(true),
+    );
+    for (r, cl) in [(2usize, 3usize), (4, 5), (1, 7)] {
+        let v = r32(&rng.vec(r * cl, -3.0, 3.0));
+        let outs = c.call(&[f32a(&v, &[r, cl])]).unwrap();
+        let sums: Vec<f64> = (0..r).map(|i| v[i * cl..(i + 1) * cl].iter().sum()).collect();
+        assert_f32(&outs[0], &[1, r], &sums, &format!("row sums of ({r}, {cl})"));
+        let argmax: Vec<u32> = (0..cl)
+            .map(|j| (0..r).fold(0, |best, i| if v[i * cl + j] > v[best * cl + j] { i } else { best }) as u32)
+            .collect();
+        assert_eq!(outs[1].shape(), &[cl]);
+        assert_eq!(outs[1].to_vec::<u32>().unwrap(), argmax, "argmax of ({r}, {cl})");
+        let doubled: Vec<f64> = v.iter().map(|x| 2.0 * x).collect();
+        assert_f32(&outs[2], &[r, cl], &doubled, &format!("squeeze(expand_dims) of ({r}, {cl})"));
+    }
+    assert_eq!(c.trace_count(), 1, "shapeless retraced");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The cache
 // ---------------------------------------------------------------------------------------------

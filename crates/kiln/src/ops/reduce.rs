@@ -1,13 +1,13 @@
 //! Reductions (sum, prod, max, min, all, any, argmax, argmin) and the composites built from them
 //! (mean, var, std, logsumexp, softmax). Reduced axes are dropped unless `keepdims`.
 
-use super::shape::{reshape_to, flatten};
+use super::shape::{flatten, squeeze_axes};
 use super::{cast, AsArray};
 use crate::array::Array;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::primitive::{ArgReduceOp, Op, ReduceOp};
-use crate::shape::{fmt_shape, normalize_axes, normalize_axis, Shape};
+use crate::shape::{fmt_shape, normalize_axes, normalize_axis};
 
 /// Resolves `axes` (`None` = all) for `x`.
 fn resolve_axes(op: &str, x: &Array, axes: Option<&[i64]>) -> Result<Vec<usize>> {
@@ -15,15 +15,6 @@ fn resolve_axes(op: &str, x: &Array, axes: Option<&[i64]>) -> Result<Vec<usize>>
         None => Ok((0..x.ndim()).collect()),
         Some(a) => normalize_axes(op, a, x.ndim()),
     }
-}
-
-/// The shape after reducing `axes`, with or without the size-1 axes.
-fn reduced_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Shape {
-    shape
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &d)| if axes.contains(&i) { keepdims.then_some(1) } else { Some(d) })
-        .collect()
 }
 
 fn reduce(op: ReduceOp, name: &str, x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<Array> {
@@ -42,9 +33,8 @@ fn reduce(op: ReduceOp, name: &str, x: impl AsArray, axes: Option<&[i64]>, keepd
     if axes.is_empty() {
         return cast(&x, out_dtype);
     }
-    let shape = reduced_shape(x.shape(), &axes, keepdims);
-    let r = Array::from_op(Op::Reduce { op, axes }, vec![x])?;
-    reshape_to(&r, shape)
+    let r = Array::from_op(Op::Reduce { op, axes: axes.clone() }, vec![x])?;
+    if keepdims { Ok(r) } else { squeeze_axes(&r, axes) }
 }
 
 macro_rules! reductions {
@@ -124,7 +114,7 @@ pub fn logsumexp(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Resul
         Ok(out)
     } else {
         let axes = resolve_axes("logsumexp", &x, axes)?;
-        reshape_to(&out, reduced_shape(x.shape(), &axes, false))
+        squeeze_axes(&out, axes)
     }
 }
 
@@ -156,9 +146,8 @@ fn arg_reduce(op: ArgReduceOp, name: &str, x: impl AsArray, axis: Option<i64>, k
     if x.shape()[axis] == 0 {
         return Err(Error::value(name, format!("attempt to get {name} of an empty sequence (shape {})", fmt_shape(x.shape()))));
     }
-    let shape = reduced_shape(x.shape(), &[axis], keepdims);
     let r = Array::from_op(Op::ArgReduce { op, axis }, vec![x])?;
-    reshape_to(&r, shape)
+    if keepdims { Ok(r) } else { squeeze_axes(&r, vec![axis]) }
 }
 
 /// Index (uint32) of the first maximum along `axis` (of the flattened array when `None`).

@@ -83,7 +83,13 @@ pub fn unflatten(x: impl AsArray, axis: i64, shape: &[i64]) -> Result<Array> {
 pub fn squeeze(x: impl AsArray, axes: Option<&[i64]>) -> Result<Array> {
     let x = x.as_array();
     let drop: Vec<usize> = match axes {
-        None => (0..x.ndim()).filter(|&i| x.shape()[i] == 1).collect(),
+        // Every size-1 axis: which axes those are depends on the shape, so this is a reshape to a
+        // fixed shape (a shapeless compiled function then reports it rather than keep an axis
+        // that a new shape made size 1).
+        None => {
+            let out = x.shape().iter().copied().filter(|&d| d != 1).collect();
+            return reshape_to(&x, out);
+        }
         Some(ax) => {
             let ax = normalize_axes("squeeze", ax, x.ndim())?;
             if let Some(&bad) = ax.iter().find(|&&a| x.shape()[a] != 1) {
@@ -95,8 +101,16 @@ pub fn squeeze(x: impl AsArray, axes: Option<&[i64]>) -> Result<Array> {
             ax
         }
     };
-    let out = x.shape().iter().enumerate().filter(|(i, _)| !drop.contains(i)).map(|(_, &d)| d).collect();
-    reshape_to(&x, out)
+    squeeze_axes(&x, drop)
+}
+
+/// Removes the size-1 axes `axes` (sorted) as an [`Op::Squeeze`] node, so a shapeless compiled
+/// function re-infers the result's shape.
+pub(crate) fn squeeze_axes(x: &Array, axes: Vec<usize>) -> Result<Array> {
+    if axes.is_empty() {
+        return Ok(x.clone());
+    }
+    Array::from_op(Op::Squeeze(axes), vec![x.clone()])
 }
 
 /// Inserts size-1 axes at `axes` (positions in the result).
@@ -104,9 +118,10 @@ pub fn expand_dims(x: impl AsArray, axes: &[i64]) -> Result<Array> {
     let x = x.as_array();
     let nd = x.ndim() + axes.len();
     let ax = normalize_axes("expand_dims", axes, nd)?;
-    let mut src = x.shape().iter();
-    let out = (0..nd).map(|i| if ax.contains(&i) { 1 } else { *src.next().unwrap() }).collect();
-    reshape_to(&x, out)
+    if ax.is_empty() {
+        return Ok(x);
+    }
+    Array::from_op(Op::ExpandDims(ax), vec![x])
 }
 
 /// Permutes axes; `None` reverses them.

@@ -19,9 +19,10 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// New identity nodes over `primals`: the leaves a derivative is taken with respect to.
+/// New identity nodes over `primals`: the leaves a derivative is taken with respect to. They
+/// insert no axes, so they follow any input shape (shapeless compile of a gradient).
 pub(crate) fn tracers(primals: &[Array]) -> Result<Vec<Array>> {
-    primals.iter().map(|p| Array::from_op(Op::Reshape(p.shape().into()), vec![p.clone()])).collect()
+    primals.iter().map(|p| Array::from_op(Op::ExpandDims(Vec::new()), vec![p.clone()])).collect()
 }
 
 /// Runs `f` on `args`, checking that it returned at least one array. The caller holds a

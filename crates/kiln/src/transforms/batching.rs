@@ -115,6 +115,8 @@ pub(crate) fn batch(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched>
         Op::RandomBits { .. } => front_op(op.clone()),
         Op::Custom { .. } => unreachable!("vmap batches custom calls as a whole"),
         Op::Flatten { start, end } => front_op(Op::Flatten { start: start + 1, end: end + 1 }),
+        Op::Squeeze(axes) => front_op(Op::Squeeze(shift(axes))),
+        Op::ExpandDims(axes) => front_op(Op::ExpandDims(shift(axes))),
         // The count is the same for every example.
         Op::Count { axes, ddof, dtype } => Ok((
             Array::from_op(Op::Count { axes: shift(axes), ddof: *ddof, dtype: *dtype }, vec![front(0)?])?,

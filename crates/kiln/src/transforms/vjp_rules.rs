@@ -151,6 +151,8 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
         }
         Op::AsType(_) => Ok(vec![(x.dtype().is_float()).then(|| g.clone())]),
         Op::Reshape(_) | Op::Flatten { .. } => one(reshape_to(g, x.shape().into())),
+        Op::Squeeze(axes) => one(Array::from_op(Op::ExpandDims(axes.clone()), vec![g.clone()])),
+        Op::ExpandDims(axes) => one(Array::from_op(Op::Squeeze(axes.clone()), vec![g.clone()])),
         Op::Kernel { call, .. } => Err(call.no_transform("vjp")),
         Op::Transpose(perm) => one(Array::from_op(Op::Transpose(inverse(perm)), vec![g.clone()])),
         Op::BroadcastTo(_) => Ok(vec![Some(g.clone())]),

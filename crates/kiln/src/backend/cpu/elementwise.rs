@@ -95,6 +95,12 @@ impl Source {
                 tile.as_ptr()
             }
             Source::Strided(base, s, st) => {
+                // A range inside one contiguous run of the innermost axis (a broadcast row, a
+                // slice's row) is read in place.
+                let last = s.len() - 1;
+                if st[last] == 1 && start % s[last] + len <= s[last] {
+                    return (*base as *const S).offset(element_offset(start, s, st));
+                }
                 let tile = elements_of::<S>(&mut scratch.tile, len);
                 gather_range(*base as *const S, s, st, start, len, tile.as_mut_ptr());
                 tile.as_ptr()
@@ -128,6 +134,16 @@ impl Source {
     fn is_direct(&self) -> bool {
         matches!(self, Source::Direct(_))
     }
+}
+
+/// The element offset, under strides `st`, of row-major position `pos` in shape `s`.
+fn element_offset(mut pos: usize, s: &[usize], st: &[isize]) -> isize {
+    let mut off = 0;
+    for (&n, &stride) in s.iter().zip(st).rev() {
+        off += (pos % n) as isize * stride;
+        pos /= n;
+    }
+    off
 }
 
 /// The output buffer: a donated input of the same dtype and layout when one is offered, else new.

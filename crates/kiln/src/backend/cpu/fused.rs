@@ -257,7 +257,11 @@ struct Shared<'a> {
 /// Per-task state: tile slots, gather scratch per load, row values, accumulators.
 struct Task {
     slots: Vec<Vec<u64>>,
+    /// A full tile per element-level constant and broadcast, filled once (broadcasts again only
+    /// when their row value changes), so tiles read it in place.
     consts: Vec<Vec<u64>>,
+    /// Per broadcast: the row value bits its tile holds now.
+    filled: Vec<Option<u64>>,
     scratch: Vec<InputScratch>,
     row: Vec<u64>,
     acc: Vec<Acc>,
@@ -283,13 +287,14 @@ impl<'a> Shared<'a> {
             .insts
             .iter()
             .map(|inst| match (inst.op, inst.level) {
-                (InstOp::Const(_), Level::Element) => vec![0u64; TILE],
+                (InstOp::Const(_) | InstOp::Broadcast(_), Level::Element) => vec![0u64; TILE],
                 _ => Vec::new(),
             })
             .collect::<Vec<_>>();
         let mut t = Task {
             slots: (0..self.prog.slots).map(|_| words()).collect(),
             consts,
+            filled: vec![None; k.insts.len()],
             scratch: k
                 .insts
                 .iter()
@@ -333,8 +338,11 @@ impl<'a> Shared<'a> {
                 t.ptrs[i] = (t.cache[i].as_ptr() as *const u8).add(off * size);
                 continue;
             }
+            // A value a later pass reads again is computed straight into the row cache.
+            let into_cache = pass.to_cache[i] && self.direct[i].is_none();
             let out = match self.direct[i] {
                 Some(o) => (self.outs[o] as *mut u8).add(pos * inst.dtype.size()),
+                None if into_cache => (t.cache[i].as_mut_ptr() as *mut u8).add(off * size),
                 None => t.slots[pass.slot[i]].as_mut_ptr() as *mut u8,
             };
             let ptr = match inst.op {
@@ -345,11 +353,14 @@ impl<'a> Shared<'a> {
                 InstOp::Const(_) => t.consts[i].as_ptr() as *const u8,
                 InstOp::Broadcast(a) => {
                     let v = t.row[a];
-                    with_compute!(inst.dtype, C => {
-                        let v: C = std::ptr::read_unaligned(&v as *const u64 as *const C);
-                        std::slice::from_raw_parts_mut(out as *mut C, n).fill(v);
-                    });
-                    out as *const u8
+                    if t.filled[i] != Some(v) {
+                        with_compute!(inst.dtype, C => {
+                            let v: C = std::ptr::read_unaligned(&v as *const u64 as *const C);
+                            elements_of::<C>(&mut t.consts[i], TILE).fill(v);
+                        });
+                        t.filled[i] = Some(v);
+                    }
+                    t.consts[i].as_ptr() as *const u8
                 }
                 _ => {
                     compute(k, i, &t.ptrs, out, n, &mut t.half)?;
@@ -357,7 +368,7 @@ impl<'a> Shared<'a> {
                 }
             };
             t.ptrs[i] = ptr;
-            if pass.to_cache[i] {
+            if pass.to_cache[i] && !into_cache {
                 std::ptr::copy_nonoverlapping(ptr, (t.cache[i].as_mut_ptr() as *mut u8).add(off * size), n * size);
             }
         }
@@ -547,6 +558,10 @@ fn identity(op: ReduceOp, dtype: Dtype) -> Acc {
 /// Folds `n` compute values of `dtype` at `p` into `acc`.
 unsafe fn fold_tile(op: ReduceOp, dtype: Dtype, p: *const u8, n: usize, acc: Acc) -> Acc {
     match acc {
+        // Max and min of float32 values are exact in float32, where the loop is twice as wide.
+        Acc::F(a) if matches!(op, ReduceOp::Max | ReduceOp::Min) && compute_size(dtype) == 4 => {
+            Acc::F(f64::combine(op, a, fold(op, p as *const f32, n, |v: f32| v) as f64))
+        }
         Acc::F(a) => with_compute!(dtype, C => Acc::F(f64::combine(op, a, fold(op, p as *const C, n, |v: C| v.to_f64())))),
         Acc::U(a) => with_compute!(dtype, C => Acc::U(u64::combine(op, a, fold(op, p as *const C, n, |v: C| Int64::to_u64(v))))),
         Acc::I(a) => with_compute!(dtype, C => Acc::I(i64::combine(op, a, fold(op, p as *const C, n, |v: C| Int64::to_i64(v))))),

@@ -1,7 +1,9 @@
 //! Scalar math for floats that std lacks (erf, erfinv) and float32 versions of the hot
 //! transcendentals written without calls or data-dependent branches (every `if` here is a select
 //! of two computed values), so loops over them vectorise; std's float32 functions are libm calls
-//! that block vectorisation. No `mul_add`: without FMA in the baseline build it is a slow call.
+//! that block vectorisation. Polynomial steps go through [`MulAdd`]: one fused multiply-add in
+//! the loops built for AVX2+FMA, a multiply and an add in the baseline loops (where `mul_add` would
+//! be a slow library call).
 //! Accuracy is measured by the tests at the bottom against float64 references.
 // Published polynomial coefficients keep all their digits; clamps are written as selects so
 // NaN passes through and the loops stay branch-free.
@@ -98,6 +100,42 @@ pub fn erfinv_f64(y: f64) -> f64 {
     x
 }
 
+/// How a polynomial step computes `a * b + c`.
+pub trait MulAdd {
+    /// `a * b + c`.
+    fn mul_add(a: f32, b: f32, c: f32) -> f32;
+}
+
+/// `a * b + c` with one rounding: a single instruction where the loop is built with FMA.
+pub struct Fused;
+
+/// `a * b + c` as a multiply and an add: for loops built without FMA.
+pub struct Unfused;
+
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+impl MulAdd for Unfused {
+    #[inline(always)]
+    fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+
+/// Horner's rule: `((c[0] x + c[1]) x + ...) + c[last]`.
+#[inline(always)]
+fn horner<M: MulAdd>(x: f32, c: &[f32]) -> f32 {
+    let mut p = c[0];
+    for &k in &c[1..] {
+        p = M::mul_add(p, x, k);
+    }
+    p
+}
+
 /// Rounds to the nearest integer (ties to even) by the 1.5 * 2^23 trick, valid for |v| < 2^22,
 /// and returns it both as a float and as an integer read from the mantissa bits. The integer is
 /// not `v as i32`: Rust's saturating float-to-int conversion compiles to per-lane scalar code and
@@ -118,20 +156,13 @@ fn pow2i(e: i32) -> f32 {
 /// e^x for f32 (about 1 ulp): x = n ln2 + r with |r| <= ln2/2, e^r by its degree-7 Taylor
 /// polynomial, scaled by 2^n in two steps so subnormal results are right.
 #[inline(always)]
-pub fn exp_f32(x: f32) -> f32 {
+pub fn exp_f32<M: MulAdd>(x: f32) -> f32 {
     const HI: f32 = 88.722_84;
     const LO: f32 = -103.972_08;
     let xc = if x > HI { HI } else if x < LO { LO } else { x };
     let (n, ni) = round_small(xc * std::f32::consts::LOG2_E);
     let r = (xc - n * 0.693_145_75) - n * 1.428_606_8e-6;
-    let mut p = 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    let p = horner::<M>(r, &[1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0]);
     let e1 = ni >> 1;
     let y = p * pow2i(e1) * pow2i(ni.wrapping_sub(e1));
     if x > HI { f32::INFINITY } else if x < LO { 0.0 } else { y }
@@ -140,7 +171,7 @@ pub fn exp_f32(x: f32) -> f32 {
 /// ln(x) for f32 (about 1 ulp): x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s) with
 /// s = (m - 1) / (m + 1) by its odd series.
 #[inline(always)]
-pub fn log_f32(x: f32) -> f32 {
+pub fn log_f32<M: MulAdd>(x: f32) -> f32 {
     let sub = x < f32::MIN_POSITIVE;
     let xs = if sub { x * 8_388_608.0 } else { x };
     let bits = xs.to_bits();
@@ -152,10 +183,7 @@ pub fn log_f32(x: f32) -> f32 {
     let f = m - 1.0;
     let s = f / (2.0 + f);
     let s2 = s * s;
-    let mut q = 2.0 / 9.0;
-    q = q * s2 + 2.0 / 7.0;
-    q = q * s2 + 2.0 / 5.0;
-    q = q * s2 + 2.0 / 3.0;
+    let q = horner::<M>(s2, &[2.0 / 9.0, 2.0 / 7.0, 2.0 / 5.0, 2.0 / 3.0]);
     let lm = f - s * (f - s2 * q); // 2s + s^3 q rewritten as f - s(f - s^2 q), since 2s = f - s f
     let ef = e as f32;
     let y = ef * 0.693_145_75 + (lm + ef * 1.428_606_8e-6);
@@ -172,38 +200,36 @@ pub fn log_f32(x: f32) -> f32 {
 
 /// e^x - 1 for f32, accurate near 0 (Taylor below 0.5 in magnitude, exp(x) - 1 above).
 #[inline(always)]
-pub fn expm1_f32(x: f32) -> f32 {
-    let mut p = 1.0 / 362_880.0;
-    for c in [1.0 / 40_320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0] {
-        p = p * x + c;
-    }
+pub fn expm1_f32<M: MulAdd>(x: f32) -> f32 {
+    let p = horner::<M>(x, &[1.0 / 362_880.0, 1.0 / 40_320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
+        1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0]);
     let small = p * x;
-    if x.abs() < 0.5 { small } else { exp_f32(x) - 1.0 }
+    if x.abs() < 0.5 { small } else { exp_f32::<M>(x) - 1.0 }
 }
 
 /// ln(1 + x) for f32, accurate near 0: ln(u) * x / (u - 1) with u = 1 + x corrects the rounding
 /// of u (Goldberg's method).
 #[inline(always)]
-pub fn log1p_f32(x: f32) -> f32 {
+pub fn log1p_f32<M: MulAdd>(x: f32) -> f32 {
     let u = 1.0 + x;
     let d = u - 1.0;
-    let y = log_f32(u) * (x / d);
+    let y = log_f32::<M>(u) * (x / d);
     if d == 0.0 { x } else if u == f32::INFINITY { f32::INFINITY } else { y }
 }
 
 /// tanh for f32: e / (e + 2) with e = expm1(2x), x clamped to +-9 where tanh rounds to +-1.
 #[inline(always)]
-pub fn tanh_f32(x: f32) -> f32 {
+pub fn tanh_f32<M: MulAdd>(x: f32) -> f32 {
     let xc = if x > 9.0 { 9.0 } else if x < -9.0 { -9.0 } else { x };
-    let e = expm1_f32(2.0 * xc);
+    let e = expm1_f32::<M>(2.0 * xc);
     e / (e + 2.0)
 }
 
 /// The logistic function 1 / (1 + e^-x) for f32, stable on both sides: with e = e^-|x|,
 /// 1 / (1 + e) for x >= 0 and e / (1 + e) below (so tiny results do not underflow early).
 #[inline(always)]
-pub fn sigmoid_f32(x: f32) -> f32 {
-    let e = exp_f32(-x.abs());
+pub fn sigmoid_f32<M: MulAdd>(x: f32) -> f32 {
+    let e = exp_f32::<M>(-x.abs());
     let r = 1.0 / (1.0 + e);
     if x >= 0.0 { r } else { e * r }
 }
@@ -211,21 +237,15 @@ pub fn sigmoid_f32(x: f32) -> f32 {
 /// erf for f32 (a few ulp): the odd Taylor series below 0.5 in magnitude, above it
 /// 1 - erfc with erfc from a Chebyshev fit (relative error 1.2e-7).
 #[inline(always)]
-pub fn erf_f32(x: f32) -> f32 {
+pub fn erf_f32<M: MulAdd>(x: f32) -> f32 {
     let z = x.abs();
     let z2 = x * x;
-    let mut p = -1.0 / 1320.0;
-    for c in [1.0 / 216.0, -1.0 / 42.0, 1.0 / 10.0, -1.0 / 3.0, 1.0] {
-        p = p * z2 + c;
-    }
+    let p = horner::<M>(z2, &[-1.0 / 1320.0, 1.0 / 216.0, -1.0 / 42.0, 1.0 / 10.0, -1.0 / 3.0, 1.0]);
     let small = std::f32::consts::FRAC_2_SQRT_PI * x * p;
     let t = 1.0 / (1.0 + 0.5 * z);
-    let mut q = 0.170_872_77;
-    for c in [-0.822_152_23, 1.488_515_87, -1.135_203_98, 0.278_868_07, -0.186_288_06, 0.096_784_18,
-        0.374_091_96, 1.000_023_68, -1.265_512_23] {
-        q = q * t + c;
-    }
-    let erfc = t * exp_f32(-z2 + q);
+    let q = horner::<M>(t, &[0.170_872_77, -0.822_152_23, 1.488_515_87, -1.135_203_98, 0.278_868_07,
+        -0.186_288_06, 0.096_784_18, 0.374_091_96, 1.000_023_68, -1.265_512_23]);
+    let erfc = t * exp_f32::<M>(-z2 + q);
     let sign = x.to_bits() & 0x8000_0000;
     let large = f32::from_bits((1.0 - erfc).to_bits() | sign);
     if z < 0.5 { small } else if z > 4.0 { f32::from_bits(1.0f32.to_bits() | sign) } else { large }
@@ -234,20 +254,12 @@ pub fn erf_f32(x: f32) -> f32 {
 /// erfinv for f32 (a few ulp): Giles' single-precision approximation ("Approximating the erfinv
 /// function", GPU Computing Gems, 2011), one polynomial in w = -ln(1 - x^2) on each side of w = 5.
 #[inline(always)]
-pub fn erfinv_f32(x: f32) -> f32 {
-    let w = -log_f32((1.0 - x) * (1.0 + x));
-    let a = w - 2.5;
-    let mut p = 2.810_226_4e-8;
-    for c in [3.432_739_4e-7, -3.523_387_7e-6, -4.391_506_5e-6, 0.000_218_580_87, -0.001_253_725,
-        -0.004_177_681_6, 0.246_640_73, 1.501_409_4] {
-        p = p * a + c;
-    }
-    let b = w.sqrt() - 3.0;
-    let mut q = -0.000_200_214_26;
-    for c in [0.000_100_950_56, 0.001_349_343_2, -0.003_673_428_4, 0.005_739_507_7, -0.007_622_461,
-        0.009_438_870_5, 1.001_674_1, 2.832_976_8] {
-        q = q * b + c;
-    }
+pub fn erfinv_f32<M: MulAdd>(x: f32) -> f32 {
+    let w = -log_f32::<M>((1.0 - x) * (1.0 + x));
+    let p = horner::<M>(w - 2.5, &[2.810_226_4e-8, 3.432_739_4e-7, -3.523_387_7e-6, -4.391_506_5e-6,
+        0.000_218_580_87, -0.001_253_725, -0.004_177_681_6, 0.246_640_73, 1.501_409_4]);
+    let q = horner::<M>(w.sqrt() - 3.0, &[-0.000_200_214_26, 0.000_100_950_56, 0.001_349_343_2,
+        -0.003_673_428_4, 0.005_739_507_7, -0.007_622_461, 0.009_438_870_5, 1.001_674_1, 2.832_976_8]);
     let y = if w < 5.0 { p } else { q } * x;
     if x.abs() > 1.0 || x.is_nan() {
         f32::NAN
@@ -290,18 +302,19 @@ mod tests {
         worst
     }
 
-    #[test]
+    /// Every float32 function, with polynomial steps computed by `M`, within a few ulp of its
+    /// float64 reference.
     #[allow(clippy::type_complexity)]
-    fn float32_functions_are_accurate_to_a_few_ulp() {
+    fn check_accuracy<M: MulAdd>() {
         let cases: [(&str, fn(f32) -> f32, fn(f64) -> f64, f32, f32, f64); 8] = [
-            ("exp", exp_f32, f64::exp, -104.0, 89.0, 2.0),
-            ("log", log_f32, f64::ln, 0.0, f32::MAX, 2.0),
-            ("expm1", expm1_f32, f64::exp_m1, -104.0, 89.0, 3.0),
-            ("log1p", log1p_f32, f64::ln_1p, -1.0, f32::MAX, 3.0),
-            ("tanh", tanh_f32, f64::tanh, -20.0, 20.0, 4.0),
-            ("sigmoid", sigmoid_f32, |x| 1.0 / (1.0 + (-x).exp()), -104.0, 104.0, 4.0),
-            ("erf", erf_f32, erf_f64, -10.0, 10.0, 4.0),
-            ("erfinv", erfinv_f32, erfinv_f64, -1.0, 1.0, 8.0),
+            ("exp", exp_f32::<M>, f64::exp, -104.0, 89.0, 2.0),
+            ("log", log_f32::<M>, f64::ln, 0.0, f32::MAX, 2.0),
+            ("expm1", expm1_f32::<M>, f64::exp_m1, -104.0, 89.0, 3.0),
+            ("log1p", log1p_f32::<M>, f64::ln_1p, -1.0, f32::MAX, 3.0),
+            ("tanh", tanh_f32::<M>, f64::tanh, -20.0, 20.0, 4.0),
+            ("sigmoid", sigmoid_f32::<M>, |x| 1.0 / (1.0 + (-x).exp()), -104.0, 104.0, 4.0),
+            ("erf", erf_f32::<M>, erf_f64, -10.0, 10.0, 4.0),
+            ("erfinv", erfinv_f32::<M>, erfinv_f64, -1.0, 1.0, 8.0),
         ];
         for (name, f, r, lo, hi, bound) in cases {
             for sign in [1.0f32, -1.0] {
@@ -313,24 +326,41 @@ mod tests {
     }
 
     #[test]
-    fn special_values_match_std() {
-        for f in [exp_f32, log_f32, expm1_f32, log1p_f32, tanh_f32, sigmoid_f32, erf_f32, erfinv_f32] {
+    fn float32_functions_are_accurate_to_a_few_ulp_unfused() {
+        check_accuracy::<Unfused>();
+    }
+
+    #[test]
+    fn float32_functions_are_accurate_to_a_few_ulp_fused() {
+        check_accuracy::<Fused>();
+    }
+
+    /// NaN, infinities and signed zeros through every float32 function computed with `M`.
+    fn check_special_values<M: MulAdd>() {
+        for f in [exp_f32::<M>, log_f32::<M>, expm1_f32::<M>, log1p_f32::<M>, tanh_f32::<M>, sigmoid_f32::<M>,
+            erf_f32::<M>, erfinv_f32::<M>] {
             assert!(f(f32::NAN).is_nan());
         }
-        assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
-        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
-        assert_eq!(exp_f32(-0.0), 1.0);
-        assert_eq!(log_f32(0.0), f32::NEG_INFINITY);
-        assert_eq!(log_f32(f32::INFINITY), f32::INFINITY);
-        assert!(log_f32(-1.0).is_nan());
-        assert_eq!(log1p_f32(-1.0), f32::NEG_INFINITY);
-        assert_eq!(tanh_f32(f32::INFINITY), 1.0);
-        assert_eq!(tanh_f32(f32::NEG_INFINITY), -1.0);
-        assert_eq!(erf_f32(f32::INFINITY), 1.0);
-        assert_eq!(erf_f32(-0.0).to_bits(), (-0.0f32).to_bits());
-        assert_eq!(erfinv_f32(1.0), f32::INFINITY);
-        assert!(erfinv_f32(1.5).is_nan());
-        assert_eq!(sigmoid_f32(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_f32::<M>(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp_f32::<M>(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_f32::<M>(-0.0), 1.0);
+        assert_eq!(log_f32::<M>(0.0), f32::NEG_INFINITY);
+        assert_eq!(log_f32::<M>(f32::INFINITY), f32::INFINITY);
+        assert!(log_f32::<M>(-1.0).is_nan());
+        assert_eq!(log1p_f32::<M>(-1.0), f32::NEG_INFINITY);
+        assert_eq!(tanh_f32::<M>(f32::INFINITY), 1.0);
+        assert_eq!(tanh_f32::<M>(f32::NEG_INFINITY), -1.0);
+        assert_eq!(erf_f32::<M>(f32::INFINITY), 1.0);
+        assert_eq!(erf_f32::<M>(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(erfinv_f32::<M>(1.0), f32::INFINITY);
+        assert!(erfinv_f32::<M>(1.5).is_nan());
+        assert_eq!(sigmoid_f32::<M>(f32::NEG_INFINITY), 0.0);
+    }
+
+    #[test]
+    fn special_values_match_std() {
+        check_special_values::<Unfused>();
+        check_special_values::<Fused>();
         assert!((erf_f64(0.5) - 0.520_499_877_813_046_5).abs() < 1e-15);
         assert_eq!(erf_f64(0.0), 0.0);
         assert_eq!(erf_f64(f64::from_bits(1)), f64::from_bits(1) * std::f64::consts::FRAC_2_SQRT_PI);

@@ -53,7 +53,7 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::RandomBits { width, .. } => random::random_bits(&inputs[0], shape, *width),
         Op::StopGradient => Ok(inputs[0].buffer.clone()),
         Op::Custom { index, .. } => Ok(inputs[*index].buffer.clone()),
-        Op::Flatten { .. } => Ok(views::reshape(&inputs[0], shape)),
+        Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => Ok(views::reshape(&inputs[0], shape)),
         Op::Count { axes, ddof, dtype } => {
             let n = axes.iter().map(|&a| inputs[0].shape[a]).product::<usize>().saturating_sub(*ddof);
             Ok(creation::arange(n as f64, 0.0, &[1], *dtype))

@@ -26,28 +26,36 @@ pub(super) trait Domain: Copy + Send + Sync {
     fn combine(op: ReduceOp, a: Self, b: Self) -> Self;
 }
 
-impl Domain for f64 {
-    fn identity(op: ReduceOp) -> f64 {
-        match op {
-            ReduceOp::Sum | ReduceOp::Any => 0.0,
-            ReduceOp::Prod | ReduceOp::All => 1.0,
-            ReduceOp::Max => f64::NEG_INFINITY,
-            ReduceOp::Min => f64::INFINITY,
+macro_rules! float_domain {
+    ($t:ty) => {
+        impl Domain for $t {
+            fn identity(op: ReduceOp) -> $t {
+                match op {
+                    ReduceOp::Sum | ReduceOp::Any => 0.0,
+                    ReduceOp::Prod | ReduceOp::All => 1.0,
+                    ReduceOp::Max => <$t>::NEG_INFINITY,
+                    ReduceOp::Min => <$t>::INFINITY,
+                }
+            }
+            #[inline(always)]
+            fn combine(op: ReduceOp, a: $t, b: $t) -> $t {
+                match op {
+                    ReduceOp::Sum => a + b,
+                    ReduceOp::Prod => a * b,
+                    // NaN propagates, as in numpy.
+                    ReduceOp::Max => if a > b || a.is_nan() { a } else { b },
+                    ReduceOp::Min => if a < b || a.is_nan() { a } else { b },
+                    ReduceOp::All => ((a != 0.0) & (b != 0.0)) as u8 as $t,
+                    ReduceOp::Any => ((a != 0.0) | (b != 0.0)) as u8 as $t,
+                }
+            }
         }
-    }
-    #[inline(always)]
-    fn combine(op: ReduceOp, a: f64, b: f64) -> f64 {
-        match op {
-            ReduceOp::Sum => a + b,
-            ReduceOp::Prod => a * b,
-            // NaN propagates, as in numpy.
-            ReduceOp::Max => if a > b || a.is_nan() { a } else { b },
-            ReduceOp::Min => if a < b || a.is_nan() { a } else { b },
-            ReduceOp::All => ((a != 0.0) & (b != 0.0)) as u8 as f64,
-            ReduceOp::Any => ((a != 0.0) | (b != 0.0)) as u8 as f64,
-        }
-    }
+    };
 }
+// float64 accumulates every float reduction; float32 serves max and min of float32 values, which
+// are exact in either and twice as wide per vector in float32.
+float_domain!(f64);
+float_domain!(f32);
 
 macro_rules! int_domain {
     ($t:ty) => {
@@ -77,26 +85,55 @@ macro_rules! int_domain {
 int_domain!(i64);
 int_domain!(u64);
 
-/// Folds `len` elements at `p` (converted by `load`) with eight accumulators.
+/// Folds `len` elements at `p` (converted by `load`) with sixteen accumulators. The op is matched
+/// once, outside the loop, and the loop runs in an AVX2 copy where the CPU has it, so it vectorises
+/// (the conversion to the accumulation domain included).
 #[inline(always)]
 pub(super) unsafe fn fold<T: Copy, A: Domain>(op: ReduceOp, p: *const T, len: usize, load: impl Fn(T) -> A) -> A {
-    let mut acc = [A::identity(op); 8];
-    let full = len / 8 * 8;
-    let mut i = 0;
-    while i < full {
-        for (j, a) in acc.iter_mut().enumerate() {
-            *a = A::combine(op, *a, load(*p.add(i + j)));
+    match op {
+        ReduceOp::Sum => fold_with(p, len, &load, |a, b| A::combine(ReduceOp::Sum, a, b), A::identity(op)),
+        ReduceOp::Prod => fold_with(p, len, &load, |a, b| A::combine(ReduceOp::Prod, a, b), A::identity(op)),
+        ReduceOp::Max => fold_with(p, len, &load, |a, b| A::combine(ReduceOp::Max, a, b), A::identity(op)),
+        ReduceOp::Min => fold_with(p, len, &load, |a, b| A::combine(ReduceOp::Min, a, b), A::identity(op)),
+        ReduceOp::All => fold_with(p, len, &load, |a, b| A::combine(ReduceOp::All, a, b), A::identity(op)),
+        ReduceOp::Any => fold_with(p, len, &load, |a, b| A::combine(ReduceOp::Any, a, b), A::identity(op)),
+    }
+}
+
+/// [`fold`] for one combining function, dispatched to the AVX2+FMA copy where available.
+#[inline(always)]
+unsafe fn fold_with<T: Copy, A: Copy>(p: *const T, len: usize, load: impl Fn(T) -> A, combine: impl Fn(A, A) -> A, init: A) -> A {
+    #[inline(always)]
+    unsafe fn body<T: Copy, A: Copy>(p: *const T, len: usize, load: impl Fn(T) -> A, combine: impl Fn(A, A) -> A, init: A) -> A {
+        const WAYS: usize = 16;
+        let mut acc = [init; WAYS];
+        let full = len / WAYS * WAYS;
+        let mut i = 0;
+        while i < full {
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = combine(*a, load(*p.add(i + j)));
+            }
+            i += WAYS;
         }
-        i += 8;
+        let mut r = init;
+        for a in acc {
+            r = combine(r, a);
+        }
+        for k in full..len {
+            r = combine(r, load(*p.add(k)));
+        }
+        r
     }
-    let mut r = A::identity(op);
-    for a in acc {
-        r = A::combine(op, r, a);
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2<T: Copy, A: Copy>(p: *const T, len: usize, load: impl Fn(T) -> A, combine: impl Fn(A, A) -> A, init: A) -> A {
+        body(p, len, load, combine, init)
     }
-    for k in full..len {
-        r = A::combine(op, r, load(*p.add(k)));
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::has_avx2_fma() {
+        return avx2(p, len, load, combine, init);
     }
-    r
+    body(p, len, load, combine, init)
 }
 
 /// Reduces each row of `rows x len` contiguous elements at `src` into `out[row]`.

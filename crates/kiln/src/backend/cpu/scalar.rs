@@ -5,7 +5,9 @@
 //! tiles. float16/bfloat16 are computed in float32 (see [`Compute`]). Integer arithmetic wraps;
 //! integer division and remainder by zero give 0 (numpy gives 0 with a warning; Rust would panic).
 
-use super::math;
+use super::math::{
+    self, erf_f32, erfinv_f32, exp_f32, expm1_f32, log1p_f32, log_f32, sigmoid_f32, tanh_f32, Fused, Unfused,
+};
 use super::simd::{map1, map1_inlined, map2};
 use crate::dtype::Element;
 use crate::error::{Error, Result};
@@ -66,7 +68,8 @@ pub fn not_defined(op: &str, dtype: crate::Dtype) -> Error {
 }
 
 macro_rules! float_scalar {
-    ($t:ty, $exp:path, $expm1:path, $log:path, $log1p:path, $tanh:path, $sigmoid:path, $erf:path, $erfinv:path) => {
+    // Each transcendental comes as two paths: for baseline loops, and for loops built with FMA.
+    ($t:ty, $exp:path | $exp_fma:path, $expm1:path | $expm1_fma:path, $log:path | $log_fma:path, $log1p:path | $log1p_fma:path, $tanh:path | $tanh_fma:path, $sigmoid:path | $sigmoid_fma:path, $erf:path | $erf_fma:path, $erfinv:path | $erfinv_fma:path) => {
         impl Scalar for $t {
             unsafe fn unary(op: UnaryOp, x: *const $t, o: *mut $t, n: usize) -> Result<()> {
                 use UnaryOp::*;
@@ -74,10 +77,10 @@ macro_rules! float_scalar {
                     Abs => map1(x, o, n, |v: $t| v.abs()),
                     Negative => map1(x, o, n, |v: $t| -v),
                     Sign => map1(x, o, n, |v: $t| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { v }),
-                    Exp => map1_inlined!($t, x, o, n, $exp),
-                    Expm1 => map1_inlined!($t, x, o, n, $expm1),
-                    Log => map1_inlined!($t, x, o, n, $log),
-                    Log1p => map1_inlined!($t, x, o, n, $log1p),
+                    Exp => map1_inlined!($t, x, o, n, $exp, $exp_fma),
+                    Expm1 => map1_inlined!($t, x, o, n, $expm1, $expm1_fma),
+                    Log => map1_inlined!($t, x, o, n, $log, $log_fma),
+                    Log1p => map1_inlined!($t, x, o, n, $log1p, $log1p_fma),
                     Log2 => map1(x, o, n, |v: $t| v.log2()),
                     Log10 => map1(x, o, n, |v: $t| v.log10()),
                     Sqrt => map1(x, o, n, |v: $t| v.sqrt()),
@@ -92,13 +95,13 @@ macro_rules! float_scalar {
                     ArcTan => map1(x, o, n, |v: $t| v.atan()),
                     Sinh => map1(x, o, n, |v: $t| v.sinh()),
                     Cosh => map1(x, o, n, |v: $t| v.cosh()),
-                    Tanh => map1_inlined!($t, x, o, n, $tanh),
+                    Tanh => map1_inlined!($t, x, o, n, $tanh, $tanh_fma),
                     ArcSinh => map1(x, o, n, |v: $t| v.asinh()),
                     ArcCosh => map1(x, o, n, |v: $t| v.acosh()),
                     ArcTanh => map1(x, o, n, |v: $t| v.atanh()),
-                    Erf => map1_inlined!($t, x, o, n, $erf),
-                    ErfInv => map1_inlined!($t, x, o, n, $erfinv),
-                    Sigmoid => map1_inlined!($t, x, o, n, $sigmoid),
+                    Erf => map1_inlined!($t, x, o, n, $erf, $erf_fma),
+                    ErfInv => map1_inlined!($t, x, o, n, $erfinv, $erfinv_fma),
+                    Sigmoid => map1_inlined!($t, x, o, n, $sigmoid, $sigmoid_fma),
                     Floor => map1(x, o, n, |v: $t| v.floor()),
                     Ceil => map1(x, o, n, |v: $t| v.ceil()),
                     Round => map1(x, o, n, |v: $t| v.round_ties_even()),
@@ -155,10 +158,13 @@ macro_rules! float_scalar {
     };
 }
 
-float_scalar!(f32, math::exp_f32, math::expm1_f32, math::log_f32, math::log1p_f32, math::tanh_f32,
-    math::sigmoid_f32, math::erf_f32, math::erfinv_f32);
-float_scalar!(f64, f64::exp, f64::exp_m1, f64::ln, f64::ln_1p, f64::tanh, sigmoid_f64, math::erf_f64,
-    math::erfinv_f64);
+float_scalar!(f32, exp_f32::<Unfused> | exp_f32::<Fused>, expm1_f32::<Unfused> | expm1_f32::<Fused>,
+    log_f32::<Unfused> | log_f32::<Fused>, log1p_f32::<Unfused> | log1p_f32::<Fused>,
+    tanh_f32::<Unfused> | tanh_f32::<Fused>, sigmoid_f32::<Unfused> | sigmoid_f32::<Fused>,
+    erf_f32::<Unfused> | erf_f32::<Fused>, erfinv_f32::<Unfused> | erfinv_f32::<Fused>);
+float_scalar!(f64, f64::exp | f64::exp, f64::exp_m1 | f64::exp_m1, f64::ln | f64::ln, f64::ln_1p | f64::ln_1p,
+    f64::tanh | f64::tanh, sigmoid_f64 | sigmoid_f64, math::erf_f64 | math::erf_f64,
+    math::erfinv_f64 | math::erfinv_f64);
 
 /// The logistic function for f64, stable on both sides (see `math::sigmoid_f32`).
 fn sigmoid_f64(x: f64) -> f64 {

@@ -86,24 +86,32 @@ multiversion! {
         where C: Copy, A: Copy, F: Fn(C, A, A) -> A
 }
 
-/// `o[i] = f(x[i])` for `n` elements of `$t`, where `$f` is a path to an `#[inline(always)]`
-/// function. Unlike [`map1`], which takes `f` as a closure, the loop names `$f` directly, so the
-/// body is inlined however large it is: a large closure (erf, tanh) is otherwise left as a call per
-/// element, and the loop stays scalar. Expands to a statement; `$x`, `$o` may alias exactly.
+/// `o[i] = f(x[i])` for `n` elements of `$t`, where `$f` (baseline loop) and `$fma` (the loop
+/// built for AVX2+FMA) are paths to `#[inline(always)]` functions; for float32 they are one
+/// function instantiated with [`super::math::Unfused`] and [`super::math::Fused`]. Unlike [`map1`],
+/// which takes `f` as a closure, the loop names the function directly, so the body is inlined
+/// however large it is: a large closure (erf, tanh) is otherwise left as a call per element, and
+/// the loop stays scalar. Expands to a statement; `$x`, `$o` may alias exactly.
 macro_rules! map1_inlined {
-    ($t:ty, $x:expr, $o:expr, $n:expr, $f:path) => {{
-        #[inline(always)]
-        unsafe fn body(x: *const $t, o: *mut $t, n: usize) {
-            if x as usize == o as usize {
-                let x = o as *const $t;
-                for i in 0..n { *o.add(i) = $f(*x.add(i)); }
-            } else {
-                for i in 0..n { *o.add(i) = $f(*x.add(i)); }
-            }
+    ($t:ty, $x:expr, $o:expr, $n:expr, $f:path, $fma:path) => {{
+        macro_rules! looped {
+            ($name:ident, $g:path) => {
+                #[inline(always)]
+                unsafe fn $name(x: *const $t, o: *mut $t, n: usize) {
+                    if x as usize == o as usize {
+                        let x = o as *const $t;
+                        for i in 0..n { *o.add(i) = $g(*x.add(i)); }
+                    } else {
+                        for i in 0..n { *o.add(i) = $g(*x.add(i)); }
+                    }
+                }
+            };
         }
+        looped!(baseline, $f);
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2(x: *const $t, o: *mut $t, n: usize) {
+            looped!(body, $fma);
             body(x, o, n)
         }
         let (x, o, n) = ($x, $o, $n);
@@ -111,10 +119,10 @@ macro_rules! map1_inlined {
         if $crate::backend::cpu::simd::has_avx2_fma() {
             avx2(x, o, n)
         } else {
-            body(x, o, n)
+            baseline(x, o, n)
         }
         #[cfg(not(target_arch = "x86_64"))]
-        body(x, o, n)
+        baseline(x, o, n)
     }};
 }
 pub(crate) use map1_inlined;

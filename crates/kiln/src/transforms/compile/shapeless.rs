@@ -2,8 +2,10 @@
 //! are re-inferred for each new set of input shapes with the ops' own inference. Ops whose
 //! parameters were fixed from trace-time shapes (a reshape to a fixed shape, broadcast_to, slices
 //! with fixed bounds, gathers with fixed slice sizes, user kernels with declared output shapes)
-//! cannot serve other shapes: when their input shapes change, replay fails with an error that names
-//! the op and the fix, instead of returning a result computed with stale shapes.
+//! cannot serve other shapes. Such a shape may have been read off any input (`broadcast_to(y,
+//! x.shape)`), so when any input's shape differs from the traced one, replay of a tape holding one
+//! fails with an error that names the op and the fix, instead of returning a result computed with
+//! stale shapes.
 
 use super::trace::{Tape, TapeNode, Value};
 use crate::dtype::Dtype;
@@ -13,6 +15,7 @@ use crate::shape::{fmt_shape, Shape};
 
 /// The tape with every node's shape re-inferred from `inputs` (input slots' new shapes).
 pub(crate) fn reinfer(tape: &Tape, inputs: &[Shape]) -> Result<Tape> {
+    check_fixed_shapes(tape, inputs)?;
     let mut nodes: Vec<TapeNode> = Vec::with_capacity(tape.nodes.len());
     for node in &tape.nodes {
         let shape = match &node.value {
@@ -20,24 +23,6 @@ pub(crate) fn reinfer(tape: &Tape, inputs: &[Shape]) -> Result<Tape> {
             Value::Constant(a) => a.shape().into(),
             Value::Op(op, ins) => {
                 let metas: Vec<(Shape, Dtype)> = ins.iter().map(|&i| (nodes[i].shape.clone(), nodes[i].dtype)).collect();
-                let changed = ins.iter().any(|&i| nodes[i].shape != tape.nodes[i].shape);
-                if changed {
-                    if let Some(fix) = fixed_shape_fix(op) {
-                        let was: Vec<String> = ins.iter().map(|&i| fmt_shape(&tape.nodes[i].shape)).collect();
-                        let now: Vec<String> = metas.iter().map(|m| fmt_shape(&m.0)).collect();
-                        return Err(Error::shape(
-                            op.name(),
-                            format!(
-                                "in a shapeless compiled function, {} was traced with input shapes {} and \
-                                 fixed output shape {}, which cannot serve input shapes {}; {fix}",
-                                op.name(),
-                                was.join(", "),
-                                fmt_shape(&node.shape),
-                                now.join(", ")
-                            ),
-                        ));
-                    }
-                }
                 let refs: Vec<&(Shape, Dtype)> = metas.iter().collect();
                 op.infer(&refs).map_err(|e| Error::shape(op.name(), format!("in a shapeless compiled function: {}", e.message)))?.0
             }
@@ -45,6 +30,42 @@ pub(crate) fn reinfer(tape: &Tape, inputs: &[Shape]) -> Result<Tape> {
         nodes.push(TapeNode { value: node.value.clone(), shape, dtype: node.dtype });
     }
     Ok(Tape { nodes, outputs: tape.outputs.clone(), inputs: tape.inputs })
+}
+
+/// Fails when the call's input shapes differ from the traced ones and the tape holds an op whose
+/// parameters fix a trace-time shape.
+fn check_fixed_shapes(tape: &Tape, inputs: &[Shape]) -> Result<()> {
+    let changes: Vec<String> = tape
+        .nodes
+        .iter()
+        .filter_map(|n| match n.value {
+            Value::Input(i) if inputs[i] != n.shape => {
+                Some(format!("input {i} {} -> {}", fmt_shape(&n.shape), fmt_shape(&inputs[i])))
+            }
+            _ => None,
+        })
+        .collect();
+    if changes.is_empty() {
+        return Ok(());
+    }
+    for node in &tape.nodes {
+        if let Value::Op(op, _) = &node.value {
+            if let Some(fix) = fixed_shape_fix(op) {
+                return Err(Error::shape(
+                    op.name(),
+                    format!(
+                        "in a shapeless compiled function, {} was traced with the fixed output shape {}, \
+                         which may have come from an input's shape and cannot follow this call's shapes \
+                         ({}); {fix}",
+                        op.name(),
+                        fmt_shape(&node.shape),
+                        changes.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// For ops whose parameters hold trace-time shapes: what to do instead.
