@@ -985,6 +985,31 @@ fn shapeless_squeeze_expand_dims_and_reductions_follow_new_shapes() {
     assert_eq!(c.trace_count(), 1, "shapeless retraced");
 }
 
+/// Division by a power-of-two constant is simplified into a multiply by its exact reciprocal;
+/// other divisors stay divisions. Either way the compiled result equals eager bit for bit,
+/// subnormals, infinities, NaN and signed zeros included.
+#[test]
+fn division_by_a_power_of_two_becomes_an_exact_multiply() {
+    let _g = serial();
+    let mut values: Vec<f32> = vec![0.0, -0.0, 1.0, -3.5, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MAX, f32::MIN_POSITIVE,
+        1e-45, 3e-39, -7e-40, 6.0e37];
+    let mut rng = Rng::new(13);
+    values.extend(rng.vec(500, -1e3, 1e3).iter().map(|&v| v as f32));
+    let x = Array::from_slice(&values, &[values.len()]).unwrap();
+    for (divisor, multiplies) in [(4.0, true), (0.125, true), (2f64.powi(100), true), (3.0, false), (1.5, false)] {
+        let f = move |a: &[Array]| Ok(vec![ops::divide(&a[0], divisor)?]);
+        let c = compile(f);
+        let report = c.inspect(&[x.clone()], &[]).unwrap();
+        assert_eq!(report.graph_after.contains("multiply"), multiplies, "x / {divisor}: {}", report.graph_after);
+        assert_eq!(report.graph_after.contains("divide"), !multiplies, "x / {divisor}: {}", report.graph_after);
+        let got = only(c.call(&[x.clone()])).to_vec::<f32>().unwrap();
+        let want = f(&[x.clone()]).unwrap()[0].to_vec::<f32>().unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "x / {divisor} at {} ({i}): compiled {g:e}, eager {w:e}", values[i]);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The cache
 // ---------------------------------------------------------------------------------------------

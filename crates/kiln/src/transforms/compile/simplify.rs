@@ -8,12 +8,15 @@
 //!   parameters hash and compare structurally: log bases, reduction axes, random widths) and its
 //!   already-merged inputs, so the pass is linear in graph size. Random draws with different key
 //!   nodes never merge; user kernels never merge (they may be impure).
+//! - **Exact strength reduction**: division by a float constant power of two becomes
+//!   multiplication by its reciprocal, which is exact, so results are bit for bit the same (a
+//!   multiply is several times cheaper than a divide).
 //! - **Dead-code elimination**: only nodes the outputs need survive.
 
 use super::trace::{Tape, TapeNode, Value};
 use crate::array::Array;
 use crate::dtype::Dtype;
-use crate::primitive::Op;
+use crate::primitive::{BinaryOp, Op};
 use crate::shape::Shape;
 use std::collections::HashMap;
 
@@ -25,14 +28,30 @@ pub(crate) fn simplify(tape: &Tape, merge: bool) -> Tape {
     let mut arrays: HashMap<usize, usize> = HashMap::new();
     let mut exprs: HashMap<(Op, Vec<usize>), usize> = HashMap::new();
     for node in &tape.nodes {
-        let found = match (&node.value, merge) {
+        let reduced = match (&node.value, merge) {
+            (Value::Op(op, inputs), true) => {
+                let inputs: Vec<usize> = inputs.iter().map(|&i| map[i]).collect();
+                reciprocal_multiply(op, &inputs, &out).map(|c| {
+                    let bits = scalar_bits(&c).expect("an evaluated scalar");
+                    let key = (c.dtype(), Shape::new(), bits);
+                    let k = *scalars.entry(key).or_insert_with(|| {
+                        out.push(TapeNode { value: Value::Constant(c.clone()), shape: Shape::new(), dtype: c.dtype() });
+                        out.len() - 1
+                    });
+                    Value::Op(Op::Binary(BinaryOp::Multiply), vec![inputs[0], k])
+                })
+            }
+            _ => None,
+        };
+        let value_in = reduced.as_ref().unwrap_or(&node.value);
+        let found = match (value_in, merge) {
             (_, false) | (Value::Input(_), _) => None,
             (Value::Constant(a), true) => match scalar_bits(a) {
                 Some(bits) => scalars.get(&(a.dtype(), a.shape().into(), bits)).copied(),
                 None => arrays.get(&a.id()).copied(),
             },
             (Value::Op(op, inputs), true) => {
-                let inputs: Vec<usize> = inputs.iter().map(|&i| map[i]).collect();
+                let inputs: Vec<usize> = if reduced.is_some() { inputs.clone() } else { inputs.iter().map(|&i| map[i]).collect() };
                 identity_of(op, &inputs, &out).or_else(|| exprs.get(&(op.clone(), inputs)).copied())
             }
         };
@@ -62,9 +81,9 @@ pub(crate) fn simplify(tape: &Tape, merge: bool) -> Tape {
             continue;
         }
         let id = out.len();
-        let value = match &node.value {
+        let value = match value_in {
             Value::Op(op, inputs) => {
-                let inputs: Vec<usize> = inputs.iter().map(|&i| map[i]).collect();
+                let inputs: Vec<usize> = if reduced.is_some() { inputs.clone() } else { inputs.iter().map(|&i| map[i]).collect() };
                 if merge && mergeable(op) {
                     exprs.insert((op.clone(), inputs.clone()), id);
                 }
@@ -91,6 +110,41 @@ fn count_constant(n: usize, dtype: Dtype) -> crate::Result<Array> {
     let c = crate::ops::astype(Array::scalar(n as f64), dtype)?;
     c.eval()?;
     Ok(c)
+}
+
+/// For `x / c` with `c` a float32 or float64 scalar constant that is a power of two (whose
+/// reciprocal is exact): the reciprocal, as a constant of `c`'s dtype. `x * (1/c)` then rounds the
+/// same real number as `x / c`, so the result is bit for bit the same.
+fn reciprocal_multiply(op: &Op, inputs: &[usize], out: &[TapeNode]) -> Option<Array> {
+    if *op != Op::Binary(BinaryOp::Divide) {
+        return None;
+    }
+    let c = &out[inputs[1]];
+    let Value::Constant(a) = &c.value else { return None };
+    if !c.shape.is_empty() {
+        return None;
+    }
+    let bits = scalar_bits(a)?;
+    let v = match c.dtype {
+        Dtype::F32 => f32::from_bits(bits as u32) as f64,
+        Dtype::F64 => f64::from_bits(bits),
+        _ => return None,
+    };
+    let r = 1.0 / v;
+    let power_of_two = v.is_finite() && v != 0.0 && r.is_finite() && r * v == 1.0 && {
+        let m = if c.dtype == Dtype::F32 { (bits as u32 & 0x007f_ffff) as u64 } else { bits & 0x000f_ffff_ffff_ffff };
+        m == 0
+    };
+    if !power_of_two {
+        return None;
+    }
+    // The reciprocal must be exact in the constant's own dtype too.
+    if c.dtype == Dtype::F32 && (r as f32) as f64 != r {
+        return None;
+    }
+    let k = crate::ops::astype(Array::scalar(r), c.dtype).ok()?;
+    k.eval().ok()?;
+    Some(k)
 }
 
 /// Whether equal nodes of this op may be merged.
