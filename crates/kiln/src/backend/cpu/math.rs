@@ -154,18 +154,17 @@ fn pow2i(e: i32) -> f32 {
 }
 
 /// e^x for f32 (about 1 ulp): x = n ln2 + r with |r| <= ln2/2, e^r by its degree-7 Taylor
-/// polynomial, scaled by 2^n in two steps so subnormal results are right.
+/// polynomial, scaled by 2^n in two steps so subnormal results are right. x is clamped to
+/// [-104, 89], just outside the range of finite non-zero results, so the scaling itself overflows
+/// to infinity and underflows to zero there (no selects after the fact); NaN passes the clamp.
 #[inline(always)]
 pub fn exp_f32<M: MulAdd>(x: f32) -> f32 {
-    const HI: f32 = 88.722_84;
-    const LO: f32 = -103.972_08;
-    let xc = if x > HI { HI } else if x < LO { LO } else { x };
+    let xc = if x > 89.0 { 89.0 } else if x < -104.0 { -104.0 } else { x };
     let (n, ni) = round_small(xc * std::f32::consts::LOG2_E);
     let r = (xc - n * 0.693_145_75) - n * 1.428_606_8e-6;
     let p = horner::<M>(r, &[1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0]);
     let e1 = ni >> 1;
-    let y = p * pow2i(e1) * pow2i(ni.wrapping_sub(e1));
-    if x > HI { f32::INFINITY } else if x < LO { 0.0 } else { y }
+    p * pow2i(e1) * pow2i(ni.wrapping_sub(e1))
 }
 
 /// ln(x) for f32 (about 1 ulp): x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s) with
@@ -344,6 +343,11 @@ mod tests {
         assert_eq!(exp_f32::<M>(f32::INFINITY), f32::INFINITY);
         assert_eq!(exp_f32::<M>(f32::NEG_INFINITY), 0.0);
         assert_eq!(exp_f32::<M>(-0.0), 1.0);
+        assert_eq!(exp_f32::<M>(88.8), f32::INFINITY);
+        assert_eq!(exp_f32::<M>(1e30), f32::INFINITY);
+        assert_eq!(exp_f32::<M>(-104.0), 0.0);
+        assert_eq!(exp_f32::<M>(-1e30), 0.0);
+        assert_eq!(exp_f32::<M>(-103.0), (-103.0f64).exp() as f32);
         assert_eq!(log_f32::<M>(0.0), f32::NEG_INFINITY);
         assert_eq!(log_f32::<M>(f32::INFINITY), f32::INFINITY);
         assert!(log_f32::<M>(-1.0).is_nan());
