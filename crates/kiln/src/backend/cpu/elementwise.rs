@@ -97,9 +97,10 @@ impl Source {
             Source::Strided(base, s, st) => {
                 // A range inside one contiguous run of the innermost axis (a broadcast row, a
                 // slice's row) is read in place.
-                let last = s.len() - 1;
-                if st[last] == 1 && start % s[last] + len <= s[last] {
-                    return (*base as *const S).offset(element_offset(start, s, st));
+                if let (Some(&n), Some(1)) = (s.last(), st.last()) {
+                    if n > 0 && start % n + len <= n {
+                        return (*base as *const S).offset(element_offset(start, s, st));
+                    }
                 }
                 let tile = elements_of::<S>(&mut scratch.tile, len);
                 gather_range(*base as *const S, s, st, start, len, tile.as_mut_ptr());

@@ -28,81 +28,72 @@ pub(crate) fn simplify(tape: &Tape, merge: bool) -> Tape {
     let mut arrays: HashMap<usize, usize> = HashMap::new();
     let mut exprs: HashMap<(Op, Vec<usize>), usize> = HashMap::new();
     for node in &tape.nodes {
-        let reduced = match (&node.value, merge) {
-            (Value::Op(op, inputs), true) => {
+        // The node over simplified inputs, a division by a power of two turned into a multiply.
+        let value = match &node.value {
+            Value::Op(op, inputs) => {
                 let inputs: Vec<usize> = inputs.iter().map(|&i| map[i]).collect();
-                reciprocal_multiply(op, &inputs, &out).map(|c| {
-                    let bits = scalar_bits(&c).expect("an evaluated scalar");
-                    let key = (c.dtype(), Shape::new(), bits);
-                    let k = *scalars.entry(key).or_insert_with(|| {
-                        out.push(TapeNode { value: Value::Constant(c.clone()), shape: Shape::new(), dtype: c.dtype() });
-                        out.len() - 1
-                    });
-                    Value::Op(Op::Binary(BinaryOp::Multiply), vec![inputs[0], k])
-                })
+                match merge.then(|| reciprocal_multiply(op, &inputs, &out)).flatten() {
+                    Some(r) => {
+                        let r = intern_scalar(r, &mut out, &mut scalars);
+                        Value::Op(Op::Binary(BinaryOp::Multiply), vec![inputs[0], r])
+                    }
+                    None => Value::Op(op.clone(), inputs),
+                }
             }
-            _ => None,
+            v => v.clone(),
         };
-        let value_in = reduced.as_ref().unwrap_or(&node.value);
-        let found = match (value_in, merge) {
+        let found = match (&value, merge) {
             (_, false) | (Value::Input(_), _) => None,
             (Value::Constant(a), true) => match scalar_bits(a) {
                 Some(bits) => scalars.get(&(a.dtype(), a.shape().into(), bits)).copied(),
                 None => arrays.get(&a.id()).copied(),
             },
             (Value::Op(op, inputs), true) => {
-                let inputs: Vec<usize> = if reduced.is_some() { inputs.clone() } else { inputs.iter().map(|&i| map[i]).collect() };
-                identity_of(op, &inputs, &out).or_else(|| exprs.get(&(op.clone(), inputs)).copied())
+                identity_of(op, inputs, &out).or_else(|| exprs.get(&(op.clone(), inputs.clone())).copied())
             }
         };
         // Counts are known once shapes are (every plan is for concrete shapes): fold them into
         // constants, which fused kernels bake in.
-        let folded = match (&node.value, merge) {
+        let found = match (&value, merge) {
             (Value::Op(Op::Count { axes, ddof, dtype }, inputs), true) if found.is_none() => {
-                let shape = &out[map[inputs[0]]].shape;
-                Some(count_constant(axes.iter().map(|&a| shape[a]).product::<usize>().saturating_sub(*ddof), *dtype))
+                let shape = &out[inputs[0]].shape;
+                let n = axes.iter().map(|&a| shape[a]).product::<usize>().saturating_sub(*ddof);
+                let c = count_constant(n, *dtype).expect("a scalar count converts to any dtype");
+                Some(intern_scalar(c, &mut out, &mut scalars))
             }
-            _ => None,
-        };
-        let found = match folded {
-            Some(c) => {
-                let c = c.expect("a scalar count converts to any dtype");
-                let bits = scalar_bits(&c).expect("an evaluated scalar");
-                let key = (c.dtype(), Shape::new(), bits);
-                Some(*scalars.entry(key).or_insert_with(|| {
-                    out.push(TapeNode { value: Value::Constant(c.clone()), shape: Shape::new(), dtype: c.dtype() });
-                    out.len() - 1
-                }))
-            }
-            None => found,
+            _ => found,
         };
         if let Some(existing) = found {
             map.push(existing);
             continue;
         }
         let id = out.len();
-        let value = match value_in {
-            Value::Op(op, inputs) => {
-                let inputs: Vec<usize> = if reduced.is_some() { inputs.clone() } else { inputs.iter().map(|&i| map[i]).collect() };
-                if merge && mergeable(op) {
-                    exprs.insert((op.clone(), inputs.clone()), id);
-                }
-                Value::Op(op.clone(), inputs)
+        match &value {
+            Value::Op(op, inputs) if merge && mergeable(op) => {
+                exprs.insert((op.clone(), inputs.clone()), id);
             }
             Value::Constant(a) => {
                 match scalar_bits(a) {
                     Some(bits) => scalars.insert((a.dtype(), a.shape().into(), bits), id),
                     None => arrays.insert(a.id(), id),
                 };
-                Value::Constant(a.clone())
             }
-            v => v.clone(),
-        };
+            _ => {}
+        }
         map.push(id);
         out.push(TapeNode { value, shape: node.shape.clone(), dtype: node.dtype });
     }
     let outputs = tape.outputs.iter().map(|&o| map[o]).collect();
     eliminate_dead(Tape { nodes: out, outputs, inputs: tape.inputs })
+}
+
+/// The node of the evaluated scalar constant `c`: an equal one already in `out`, or `c` added.
+fn intern_scalar(c: Array, out: &mut Vec<TapeNode>, scalars: &mut HashMap<(Dtype, Shape, u64), usize>) -> usize {
+    let bits = scalar_bits(&c).expect("an evaluated scalar");
+    *scalars.entry((c.dtype(), Shape::new(), bits)).or_insert_with(|| {
+        out.push(TapeNode { value: Value::Constant(c.clone()), shape: Shape::new(), dtype: c.dtype() });
+        out.len() - 1
+    })
 }
 
 /// An evaluated scalar `n` of `dtype` (rounded as the eager count kernel rounds it).
