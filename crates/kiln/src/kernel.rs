@@ -22,6 +22,7 @@ use crate::backend::Input;
 use crate::buffer::Buffer;
 use crate::dtype::{Dtype, Element};
 use crate::error::{Error, ErrorKind, Result};
+use crate::identity::Shared;
 use crate::primitive::Op;
 use crate::shape::{fmt_shape, numel, Shape};
 use std::sync::Arc;
@@ -72,8 +73,8 @@ impl KernelArgs<'_> {
 
 /// One call of a user kernel: its body and declared outputs. Compares by identity, so two calls
 /// are never merged (a kernel may be impure).
-#[derive(Clone)]
-pub struct KernelCall(Arc<Site>);
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct KernelCall(Shared<Site>);
 
 struct Site {
     name: String,
@@ -81,17 +82,6 @@ struct Site {
     outputs: Vec<(Shape, Dtype)>,
 }
 
-impl PartialEq for KernelCall {
-    fn eq(&self, other: &KernelCall) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-impl Eq for KernelCall {}
-impl std::hash::Hash for KernelCall {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        (Arc::as_ptr(&self.0) as usize).hash(h)
-    }
-}
 impl std::fmt::Debug for KernelCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "custom_kernel '{}'", self.0.name)
@@ -169,7 +159,7 @@ pub fn custom_kernel(
             format!("kernel '{name}' declares no outputs; give at least one (shape, dtype)"),
         ));
     }
-    let call = KernelCall(Arc::new(Site {
+    let call = KernelCall(Shared::new(Site {
         name: name.to_string(),
         body: Arc::new(body),
         outputs: outputs.iter().map(|(s, d)| (Shape::from_slice(s), *d)).collect(),

@@ -26,6 +26,7 @@ pub mod shape;
 pub mod transforms;
 
 mod eval;
+mod identity;
 mod operators;
 mod print;
 

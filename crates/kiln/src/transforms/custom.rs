@@ -14,6 +14,7 @@
 use super::Function;
 use crate::array::Array;
 use crate::error::Result;
+use crate::identity::Shared;
 use crate::primitive::Op;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -46,8 +47,8 @@ impl Rules {
 
 /// One call of a custom function: its rules and how many outputs it produced. Compares and
 /// hashes by identity, so the outputs of one call can be found together.
-#[derive(Clone)]
-pub struct CustomCall(Arc<CallSite>);
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct CustomCall(Shared<CallSite>);
 
 struct CallSite {
     rules: Arc<Rules>,
@@ -57,7 +58,7 @@ struct CallSite {
 
 impl CustomCall {
     fn new(rules: Arc<Rules>, outputs: usize, arguments: usize) -> CustomCall {
-        CustomCall(Arc::new(CallSite { rules, outputs, arguments }))
+        CustomCall(Shared::new(CallSite { rules, outputs, arguments }))
     }
     /// How many explicit arguments the call had (they follow the outputs in the input list;
     /// captured arrays come after them).
@@ -66,7 +67,7 @@ impl CustomCall {
     }
     /// The call's identity.
     pub(crate) fn id(&self) -> usize {
-        Arc::as_ptr(&self.0) as usize
+        self.0.id()
     }
     /// How many outputs the call produced (they lead every output node's input list).
     pub(crate) fn outputs(&self) -> usize {
@@ -75,20 +76,6 @@ impl CustomCall {
     /// The function's rules.
     pub(crate) fn rules(&self) -> &Arc<Rules> {
         &self.0.rules
-    }
-}
-
-impl PartialEq for CustomCall {
-    fn eq(&self, other: &CustomCall) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for CustomCall {}
-
-impl std::hash::Hash for CustomCall {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.id().hash(state)
     }
 }
 
