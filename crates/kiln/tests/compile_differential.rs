@@ -1128,6 +1128,27 @@ fn special_constants_nan_inf_and_signed_zero() {
     }
 }
 
+fn large_outputs(a: &[Array]) -> Outputs {
+    let x = &a[0];
+    Ok(vec![ops::add(ops::multiply(x, 3.0)?, 1.0)?, ops::exp(ops::subtract(0.5, x)?)?, ops::greater(x, 0.25)?])
+}
+
+/// Outputs past the streaming-store threshold (16 MiB together), of an odd length so that tasks
+/// start at unaligned positions, equal eager bit for bit, and so do their values at both ends.
+#[test]
+fn outputs_written_with_streaming_stores_match_eager() {
+    let n = (5 << 20) + 3;
+    let values: Vec<f64> = (0..n).map(|i| ((i * 7919) % 1000) as f64 / 500.0 - 1.0).collect();
+    let x = arr(&values, &[n], Dtype::F32);
+    let out = check_both(large_outputs, &[x], true, "large outputs");
+    let (y, e) = (f32s(&out[0]), f32s(&out[1]));
+    for i in [0, 1, 15, n / 2, n - 2, n - 1] {
+        let v = values[i] as f32;
+        assert_eq!(y[i], v * 3.0 + 1.0, "element {i}");
+        assert!((e[i] as f64 - (0.5 - v as f64).exp()).abs() < 1e-6 * (0.5 - v as f64).exp(), "element {i}");
+    }
+}
+
 fn precise_f64(a: &[Array]) -> Outputs {
     let x = &a[0];
     let y = ops::add(x, 1.0 + 1e-15)?;

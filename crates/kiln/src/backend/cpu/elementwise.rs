@@ -132,6 +132,24 @@ impl Source {
         }
     }
 
+    /// Asks the cache to start loading the elements a later [`Source::read`] of positions
+    /// `start..start+len` will touch, for inputs read in place, so that memory streams in while
+    /// the current tile computes.
+    pub(super) fn prefetch<S>(&self, start: usize, len: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if let Source::Direct(base) = self {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let size = std::mem::size_of::<S>();
+            let (from, to) = (base + start * size, base + (start + len) * size);
+            // Safety: prefetching is a hint; it never faults, even past the end of the input.
+            let mut line = from & !63;
+            while line < to {
+                unsafe { _mm_prefetch(line as *const i8, _MM_HINT_T0) };
+                line += 64;
+            }
+        }
+    }
+
     fn is_direct(&self) -> bool {
         matches!(self, Source::Direct(_))
     }

@@ -16,6 +16,7 @@ use super::elementwise::{elements_of, InputScratch, Source};
 use super::parallel::{for_chunks, for_runs, SERIAL_BELOW};
 use super::reduce::{fold, Domain, Int64};
 use super::scalar::{CastTo, Compute, Scalar};
+use super::stream::{stream_copy, STREAM_ABOVE};
 use super::strided::{alloc, run_layout};
 use crate::backend::Input;
 use crate::buffer::Buffer;
@@ -69,6 +70,12 @@ struct Program {
     slots: usize,
     /// Compute-type bits of each constant.
     consts: Vec<u64>,
+    /// Per binary instruction with an element-level constant or broadcast operand: that operand
+    /// and whether it comes first. The loop then reads it as one value, not as a tile.
+    scalar_operand: Vec<Option<(usize, bool)>>,
+    /// Per element-level constant or broadcast: whether any instruction or output reads it as a
+    /// tile (otherwise its tile is never filled).
+    tile_needed: Vec<bool>,
 }
 
 struct Pass {
@@ -200,7 +207,28 @@ impl Program {
                 _ => 0,
             })
             .collect();
-        Program { passes, cached_passes, cache_values, cached, row_steps, folds, slots, consts }
+        let splat = |j: usize| {
+            k.insts[j].level == Level::Element && matches!(k.insts[j].op, InstOp::Const(_) | InstOp::Broadcast(_))
+        };
+        let scalar_operand: Vec<Option<(usize, bool)>> = k
+            .insts
+            .iter()
+            .map(|inst| match inst.op {
+                InstOp::Binary(_, _, y) if splat(y) => Some((y, false)),
+                InstOp::Binary(_, x, _) if splat(x) => Some((x, true)),
+                _ => None,
+            })
+            .collect();
+        let mut tile_needed = vec![false; k.insts.len()];
+        for (i, inst) in k.insts.iter().enumerate() {
+            for j in operands(&inst.op) {
+                tile_needed[j] |= scalar_operand[i].map(|(s, _)| s) != Some(j) || matches!(inst.op, InstOp::Binary(_, x, y) if x == y);
+            }
+        }
+        for &o in &k.outputs {
+            tile_needed[o] = true;
+        }
+        Program { passes, cached_passes, cache_values, cached, row_steps, folds, slots, consts, scalar_operand, tile_needed }
     }
 }
 
@@ -252,6 +280,8 @@ struct Shared<'a> {
     len: usize,
     /// Whether rows are short enough for the row cache.
     use_cache: bool,
+    /// Whether element outputs are large enough to be written with streaming stores.
+    streaming: bool,
 }
 
 /// Per-task state: tile slots, gather scratch per load, row values, accumulators.
@@ -286,8 +316,9 @@ impl<'a> Shared<'a> {
         let consts = k
             .insts
             .iter()
-            .map(|inst| match (inst.op, inst.level) {
-                (InstOp::Const(_) | InstOp::Broadcast(_), Level::Element) => vec![0u64; TILE],
+            .enumerate()
+            .map(|(i, inst)| match (inst.op, inst.level) {
+                (InstOp::Const(_) | InstOp::Broadcast(_), Level::Element) if self.prog.tile_needed[i] => vec![0u64; TILE],
                 _ => Vec::new(),
             })
             .collect::<Vec<_>>();
@@ -314,7 +345,7 @@ impl<'a> Shared<'a> {
         for (i, inst) in k.insts.iter().enumerate() {
             if let InstOp::Const(_) = inst.op {
                 let c = self.prog.consts[i];
-                if inst.level == Level::Element {
+                if inst.level == Level::Element && self.prog.tile_needed[i] {
                     with_compute!(inst.dtype, C => {
                         let v: C = unsafe { std::ptr::read_unaligned(&c as *const u64 as *const C) };
                         elements_of::<C>(&mut t.consts[i], TILE).fill(v);
@@ -353,7 +384,7 @@ impl<'a> Shared<'a> {
                 InstOp::Const(_) => t.consts[i].as_ptr() as *const u8,
                 InstOp::Broadcast(a) => {
                     let v = t.row[a];
-                    if t.filled[i] != Some(v) {
+                    if self.prog.tile_needed[i] && t.filled[i] != Some(v) {
                         with_compute!(inst.dtype, C => {
                             let v: C = std::ptr::read_unaligned(&v as *const u64 as *const C);
                             elements_of::<C>(&mut t.consts[i], TILE).fill(v);
@@ -363,7 +394,8 @@ impl<'a> Shared<'a> {
                     t.consts[i].as_ptr() as *const u8
                 }
                 _ => {
-                    compute(k, i, &t.ptrs, out, n, &mut t.half)?;
+                    let scalar = self.prog.scalar_operand[i].map(|(j, first)| (self.splat_bits(t, j), first));
+                    compute(k, i, &t.ptrs, scalar, out, n, &mut t.half)?;
                     out as *const u8
                 }
             };
@@ -379,10 +411,27 @@ impl<'a> Shared<'a> {
         }
         for &(o, i) in &pass.stores {
             if self.direct[i].is_none() {
-                store(k.insts[i].dtype, t.ptrs[i], self.outs[o], pos, n);
+                store(k.insts[i].dtype, t.ptrs[i], self.outs[o], pos, n, self.streaming);
             }
         }
         Ok(())
+    }
+
+    /// The compute-type bits of element-level constant or broadcast `j`.
+    fn splat_bits(&self, t: &Task, j: usize) -> u64 {
+        match self.k.insts[j].op {
+            InstOp::Broadcast(a) => t.row[a],
+            _ => self.prog.consts[j],
+        }
+    }
+
+    /// Starts loading the input elements of the element positions `pos..pos+n` (the next tile).
+    fn prefetch(&self, pos: usize, n: usize) {
+        for (load, inst) in self.loads.iter().zip(&self.k.insts) {
+            if let (Some(load), Level::Element) = (load, inst.level) {
+                crate::with_dtype!(load.dtype, S => load.source.prefetch::<S>(pos, n));
+            }
+        }
     }
 
     /// Row instructions known before pass `p`, for row `r`.
@@ -411,7 +460,7 @@ impl<'a> Shared<'a> {
                 InstOp::Const(_) => {}
                 _ => {
                     let mut tmp = [0u16; 1];
-                    compute(k, i, &t.ptrs, out, 1, &mut tmp)?;
+                    compute(k, i, &t.ptrs, None, out, 1, &mut tmp)?;
                 }
             }
         }
@@ -448,7 +497,7 @@ impl<'a> Shared<'a> {
     fn store_row(&self, t: &Task, r: usize) {
         for (o, &i) in self.k.outputs.iter().enumerate() {
             if self.k.insts[i].level == Level::Row {
-                unsafe { store(self.k.insts[i].dtype, &t.row[i] as *const u64 as *const u8, self.outs[o], r, 1) };
+                unsafe { store(self.k.insts[i].dtype, &t.row[i] as *const u64 as *const u8, self.outs[o], r, 1, false) };
             }
         }
     }
@@ -474,22 +523,50 @@ unsafe fn read(load: &Load, pos: usize, n: usize, scratch: &mut InputScratch, sl
     })
 }
 
-/// Writes `n` compute values at `src` as `dtype` to `dst` at element `pos`.
-unsafe fn store(dtype: Dtype, src: *const u8, dst: usize, pos: usize, n: usize) {
+/// Writes `n` compute values at `src` as `dtype` to `dst` at element `pos`, with streaming
+/// stores when `streaming` (see [`super::stream`]).
+unsafe fn store(dtype: Dtype, src: *const u8, dst: usize, pos: usize, n: usize, streaming: bool) {
     crate::with_dtype!(dtype, O => {
         let d = (dst as *mut O).add(pos);
         if <O as Compute>::CONVERTS {
             O::store(src as *const <O as Compute>::C, d, n);
+        } else if std::ptr::eq(src as *const O, d) {
+            // An output that is a donated input read in place is already there.
+        } else if streaming {
+            stream_copy(src, d.cast(), n * std::mem::size_of::<O>());
         } else {
             std::ptr::copy(src as *const O, d, n);
         }
     })
 }
 
-/// Computes arithmetic instruction `i` over `n` values into `out`.
-unsafe fn compute(k: &Kernel, i: usize, ptrs: &[*const u8], out: *mut u8, n: usize, half: &mut [u16]) -> Result<()> {
+/// Computes arithmetic instruction `i` over `n` values into `out`; `scalar` is the bits of a
+/// binary op's operand that is one value everywhere, and whether it comes first (see
+/// `Program::scalar_operand`).
+unsafe fn compute(
+    k: &Kernel,
+    i: usize,
+    ptrs: &[*const u8],
+    scalar: Option<(u64, bool)>,
+    out: *mut u8,
+    n: usize,
+    half: &mut [u16],
+) -> Result<()> {
     let inst = &k.insts[i];
     match inst.op {
+        InstOp::Binary(b, x, y) if scalar.is_some() => {
+            let (bits, first) = scalar.expect("checked");
+            let a = if first { y } else { x };
+            with_compute!(k.insts[a].dtype, C => {
+                let s: C = std::ptr::read_unaligned(&bits as *const u64 as *const C);
+                let a = ptrs[a] as *const C;
+                if b.is_predicate() {
+                    C::compare_scalar(b, a, s, first, out as *mut bool, n)?
+                } else {
+                    C::binary_scalar(b, a, s, first, out as *mut C, n)?
+                }
+            })
+        }
         InstOp::Unary(u, a) => with_compute!(k.insts[a].dtype, C => {
             let x = ptrs[a] as *const C;
             if u.is_predicate() { C::predicate(u, x, out as *mut bool, n)? } else { C::unary(u, x, out as *mut C, n)? }
@@ -664,14 +741,18 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
         })
         .collect();
     drop(donors);
-    if any_donated {
-        // A donated output aliases an input that later instructions of the tile may still read:
-        // results then go through the tile slots and are stored last.
+    let element_bytes: usize =
+        k.outputs.iter().filter(|&&o| k.insts[o].level == Level::Element).map(|&o| k.insts[o].dtype.size()).sum();
+    let streaming = element_bytes * numel(space) >= STREAM_ABOVE;
+    if any_donated || streaming {
+        // A donated output aliases an input that later instructions of the tile may still read,
+        // and streaming stores copy whole tiles: results then go through the tile slots and are
+        // stored last.
         direct.iter_mut().for_each(|d| *d = None);
     }
     let outs: Vec<usize> = buffers.iter().map(|b| b.ptr::<u8>() as usize).collect();
     let use_cache = k.reduced > 0 && k.passes > 1 && len <= ROW_CACHE_MAX && prog.cache_values > 0;
-    let shared = Shared { k, prog: &prog, loads, outs, direct, len, use_cache };
+    let shared = Shared { k, prog: &prog, loads, outs, direct, len, use_cache, streaming };
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
     let record = |r: Result<()>| {
         if let Err(e) = r {
@@ -685,6 +766,7 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
         let mut pos = start;
         while pos < start + n {
             let m = TILE.min(start + n - pos);
+            shared.prefetch(pos + m, TILE.min(start + n - pos - m));
             record(unsafe { shared.tile(t, 0, pos, 0, m) });
             pos += m;
         }

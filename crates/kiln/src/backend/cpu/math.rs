@@ -233,21 +233,20 @@ pub fn sigmoid_f32<M: MulAdd>(x: f32) -> f32 {
     if x >= 0.0 { r } else { e * r }
 }
 
-/// erf for f32 (a few ulp): the odd Taylor series below 0.5 in magnitude, above it
-/// 1 - erfc with erfc from a Chebyshev fit (relative error 1.2e-7).
+/// erf for f32 (within 6 ulp with FMA, 7 without): one rational function x P(x^2) / Q(x^2)
+/// (degrees 6 and 5 in x^2, fitted on [0, 4]) with x clamped to +-4, where erf rounds to +-1.
+/// One branch and one division, no exp: the fused GELU is compute-bound on this function, and
+/// the two-branch erfc form cost three times as much for 2 ulp less error.
 #[inline(always)]
 pub fn erf_f32<M: MulAdd>(x: f32) -> f32 {
-    let z = x.abs();
-    let z2 = x * x;
-    let p = horner::<M>(z2, &[-1.0 / 1320.0, 1.0 / 216.0, -1.0 / 42.0, 1.0 / 10.0, -1.0 / 3.0, 1.0]);
-    let small = std::f32::consts::FRAC_2_SQRT_PI * x * p;
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let q = horner::<M>(t, &[0.170_872_77, -0.822_152_23, 1.488_515_87, -1.135_203_98, 0.278_868_07,
-        -0.186_288_06, 0.096_784_18, 0.374_091_96, 1.000_023_68, -1.265_512_23]);
-    let erfc = t * exp_f32::<M>(-z2 + q);
-    let sign = x.to_bits() & 0x8000_0000;
-    let large = f32::from_bits((1.0 - erfc).to_bits() | sign);
-    if z < 0.5 { small } else if z > 4.0 { f32::from_bits(1.0f32.to_bits() | sign) } else { large }
+    let xc = if x > 4.0 { 4.0 } else if x < -4.0 { -4.0 } else { x };
+    let z = xc * xc;
+    let p = horner::<M>(z, &[-1.833_376_5e-8, 6.569_834_6e-6, 5.350_914_4e-4, 5.436_628e-3, 7.685_24e-2,
+        2.621_096e-1, 1.598_301_2]);
+    let q = horner::<M>(z, &[8.877_450_5e-5, 1.845_353_6e-3, 2.185_968_5e-2, 1.612_759_2e-1, 7.044_412e-1,
+        1.416_457_5]);
+    let r = xc * p / q;
+    if r > 1.0 { 1.0 } else if r < -1.0 { -1.0 } else { r }
 }
 
 /// erfinv for f32 (a few ulp): Giles' single-precision approximation ("Approximating the erfinv
@@ -304,7 +303,7 @@ mod tests {
     /// Every float32 function, with polynomial steps computed by `M`, within a few ulp of its
     /// float64 reference.
     #[allow(clippy::type_complexity)]
-    fn check_accuracy<M: MulAdd>() {
+    fn check_accuracy<M: MulAdd>(erf_ulps: f64) {
         let cases: [(&str, fn(f32) -> f32, fn(f64) -> f64, f32, f32, f64); 8] = [
             ("exp", exp_f32::<M>, f64::exp, -104.0, 89.0, 2.0),
             ("log", log_f32::<M>, f64::ln, 0.0, f32::MAX, 2.0),
@@ -312,7 +311,7 @@ mod tests {
             ("log1p", log1p_f32::<M>, f64::ln_1p, -1.0, f32::MAX, 3.0),
             ("tanh", tanh_f32::<M>, f64::tanh, -20.0, 20.0, 4.0),
             ("sigmoid", sigmoid_f32::<M>, |x| 1.0 / (1.0 + (-x).exp()), -104.0, 104.0, 4.0),
-            ("erf", erf_f32::<M>, erf_f64, -10.0, 10.0, 4.0),
+            ("erf", erf_f32::<M>, erf_f64, -10.0, 10.0, erf_ulps),
             ("erfinv", erfinv_f32::<M>, erfinv_f64, -1.0, 1.0, 8.0),
         ];
         for (name, f, r, lo, hi, bound) in cases {
@@ -326,12 +325,12 @@ mod tests {
 
     #[test]
     fn float32_functions_are_accurate_to_a_few_ulp_unfused() {
-        check_accuracy::<Unfused>();
+        check_accuracy::<Unfused>(7.0);
     }
 
     #[test]
     fn float32_functions_are_accurate_to_a_few_ulp_fused() {
-        check_accuracy::<Fused>();
+        check_accuracy::<Fused>(6.0);
     }
 
     /// NaN, infinities and signed zeros through every float32 function computed with `M`.

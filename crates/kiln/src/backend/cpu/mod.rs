@@ -7,6 +7,7 @@ pub mod matmul;
 pub mod parallel;
 pub mod scalar;
 pub mod simd;
+pub mod stream;
 pub mod strided;
 pub mod views;
 

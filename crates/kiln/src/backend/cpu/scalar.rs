@@ -46,25 +46,116 @@ pub trait Scalar: Element + PartialOrd {
     /// # Safety
     /// Pointers valid for n elements.
     unsafe fn compare(op: BinaryOp, a: *const Self, b: *const Self, o: *mut bool, n: usize) -> Result<()> {
-        let zero = Self::default();
-        match op {
-            BinaryOp::Equal => map2(a, b, o, n, |x, y| x == y),
-            BinaryOp::NotEqual => map2(a, b, o, n, |x, y| x != y),
-            BinaryOp::Less => map2(a, b, o, n, |x, y| x < y),
-            BinaryOp::LessEqual => map2(a, b, o, n, |x, y| x <= y),
-            BinaryOp::Greater => map2(a, b, o, n, |x, y| x > y),
-            BinaryOp::GreaterEqual => map2(a, b, o, n, |x, y| x >= y),
-            BinaryOp::LogicalAnd => map2(a, b, o, n, |x, y| x != zero && y != zero),
-            BinaryOp::LogicalOr => map2(a, b, o, n, |x, y| x != zero || y != zero),
-            _ => return Err(not_defined(op.name(), Self::DTYPE)),
-        }
+        macro_rules! arrays { ($f:expr) => { map2(a, b, o, n, $f) } }
+        compare_ops!(Self, op, arrays);
         Ok(())
     }
+    /// `o = op(a, s)`, or `op(s, a)` when `scalar_first`, over n elements: a binary op whose
+    /// other operand is one value everywhere (a constant, a row's reduced value). The value stays
+    /// in a register instead of being read from a tile filled with it.
+    ///
+    /// # Safety
+    /// Pointers valid for n elements; `o` may alias `a`.
+    unsafe fn binary_scalar(op: BinaryOp, a: *const Self, s: Self, scalar_first: bool, o: *mut Self, n: usize)
+        -> Result<()>;
+    /// [`Scalar::compare`] with one operand a single value, as in [`Scalar::binary_scalar`].
+    ///
+    /// # Safety
+    /// Pointers valid for n elements.
+    unsafe fn compare_scalar(op: BinaryOp, a: *const Self, s: Self, scalar_first: bool, o: *mut bool, n: usize)
+        -> Result<()> {
+        macro_rules! with_scalar { ($f:expr) => { against_scalar!(Self, a, s, scalar_first, o, n, $f) } }
+        compare_ops!(Self, op, with_scalar);
+        Ok(())
+    }
+}
+
+/// Runs `$apply!(closure)` with the closure of comparison or logical op `$op` on `$t`.
+macro_rules! compare_ops {
+    ($t:ty, $op:expr, $apply:ident) => {{
+        let zero = <$t>::default();
+        match $op {
+            BinaryOp::Equal => $apply!(|x: $t, y: $t| x == y),
+            BinaryOp::NotEqual => $apply!(|x: $t, y: $t| x != y),
+            BinaryOp::Less => $apply!(|x: $t, y: $t| x < y),
+            BinaryOp::LessEqual => $apply!(|x: $t, y: $t| x <= y),
+            BinaryOp::Greater => $apply!(|x: $t, y: $t| x > y),
+            BinaryOp::GreaterEqual => $apply!(|x: $t, y: $t| x >= y),
+            BinaryOp::LogicalAnd => $apply!(|x: $t, y: $t| x != zero && y != zero),
+            BinaryOp::LogicalOr => $apply!(|x: $t, y: $t| x != zero || y != zero),
+            _ => return Err(not_defined($op.name(), <$t>::DTYPE)),
+        }
+    }};
+}
+use compare_ops;
+
+/// `$o[i] = f($a[i], $s)` (or `f($s, $a[i])` when `$first`) for i < `$n`, with `f` the closure
+/// `$f` over `$t`: the loop of a binary op against one value.
+macro_rules! against_scalar {
+    ($t:ty, $a:expr, $s:expr, $first:expr, $o:expr, $n:expr, $f:expr) => {{
+        let (f, s) = ($f, $s);
+        if $first {
+            map1($a, $o, $n, #[inline(always)] move |y: $t| f(s, y))
+        } else {
+            map1($a, $o, $n, #[inline(always)] move |x: $t| f(x, s))
+        }
+    }};
+}
+use against_scalar;
+
+/// The `binary` and `binary_scalar` methods of [`Scalar`] from one table, `$table!($t, extra..,
+/// op, apply)`, that hands each op's closure to `apply`.
+macro_rules! binary_methods {
+    ($t:ty, $table:ident $(, $extra:expr)*) => {
+        unsafe fn binary(op: BinaryOp, a: *const $t, b: *const $t, o: *mut $t, n: usize) -> Result<()> {
+            macro_rules! arrays { ($f:expr) => { map2(a, b, o, n, $f) } }
+            $table!($t, $($extra,)* op, arrays);
+            Ok(())
+        }
+
+        unsafe fn binary_scalar(op: BinaryOp, a: *const $t, s: $t, scalar_first: bool, o: *mut $t, n: usize)
+            -> Result<()> {
+            macro_rules! with_scalar { ($f:expr) => { against_scalar!($t, a, s, scalar_first, o, n, $f) } }
+            $table!($t, $($extra,)* op, with_scalar);
+            Ok(())
+        }
+    };
 }
 
 /// The error for an op a dtype does not support (constructors normally prevent this).
 pub fn not_defined(op: &str, dtype: crate::Dtype) -> Error {
     Error::dtype(op, format!("not defined for arrays of dtype {dtype}"))
+}
+
+/// Runs `$apply!(closure)` with the closure of float binary op `$op` on `$t`.
+macro_rules! float_binary_ops {
+    ($t:ty, $op:expr, $apply:ident) => {{
+        use BinaryOp::*;
+        match $op {
+            Add => $apply!(|x: $t, y: $t| x + y),
+            Subtract => $apply!(|x: $t, y: $t| x - y),
+            Multiply => $apply!(|x: $t, y: $t| x * y),
+            Divide => $apply!(|x: $t, y: $t| x / y),
+            FloorDivide => $apply!(|x: $t, y: $t| (x / y).floor()),
+            Remainder => $apply!(|x: $t, y: $t| {
+                let r = x % y;
+                if r != 0.0 && ((r < 0.0) != (y < 0.0)) { r + y } else { r }
+            }),
+            Power => $apply!(|x: $t, y: $t| x.powf(y)),
+            Maximum => $apply!(|x: $t, y: $t| if x > y || x.is_nan() { x } else { y }),
+            Minimum => $apply!(|x: $t, y: $t| if x < y || x.is_nan() { x } else { y }),
+            ArcTan2 => $apply!(|x: $t, y: $t| x.atan2(y)),
+            LogAddExp => $apply!(|x: $t, y: $t| {
+                let m = if x > y { x } else { y };
+                if m == <$t>::NEG_INFINITY || m == <$t>::INFINITY || m.is_nan() {
+                    if x.is_nan() || y.is_nan() { <$t>::NAN } else { m }
+                } else {
+                    m + (-(x - y).abs()).exp().ln_1p()
+                }
+            }),
+            _ => return Err(not_defined($op.name(), <$t>::DTYPE)),
+        }
+    }};
 }
 
 macro_rules! float_scalar {
@@ -126,34 +217,7 @@ macro_rules! float_scalar {
                 Ok(())
             }
 
-            unsafe fn binary(op: BinaryOp, a: *const $t, b: *const $t, o: *mut $t, n: usize) -> Result<()> {
-                use BinaryOp::*;
-                match op {
-                    Add => map2(a, b, o, n, |x: $t, y: $t| x + y),
-                    Subtract => map2(a, b, o, n, |x: $t, y: $t| x - y),
-                    Multiply => map2(a, b, o, n, |x: $t, y: $t| x * y),
-                    Divide => map2(a, b, o, n, |x: $t, y: $t| x / y),
-                    FloorDivide => map2(a, b, o, n, |x: $t, y: $t| (x / y).floor()),
-                    Remainder => map2(a, b, o, n, |x: $t, y: $t| {
-                        let r = x % y;
-                        if r != 0.0 && ((r < 0.0) != (y < 0.0)) { r + y } else { r }
-                    }),
-                    Power => map2(a, b, o, n, |x: $t, y: $t| x.powf(y)),
-                    Maximum => map2(a, b, o, n, |x: $t, y: $t| if x > y || x.is_nan() { x } else { y }),
-                    Minimum => map2(a, b, o, n, |x: $t, y: $t| if x < y || x.is_nan() { x } else { y }),
-                    ArcTan2 => map2(a, b, o, n, |x: $t, y: $t| x.atan2(y)),
-                    LogAddExp => map2(a, b, o, n, |x: $t, y: $t| {
-                        let m = if x > y { x } else { y };
-                        if m == <$t>::NEG_INFINITY || m == <$t>::INFINITY || m.is_nan() {
-                            if x.is_nan() || y.is_nan() { <$t>::NAN } else { m }
-                        } else {
-                            m + (-(x - y).abs()).exp().ln_1p()
-                        }
-                    }),
-                    _ => return Err(not_defined(op.name(), <$t>::DTYPE)),
-                }
-                Ok(())
-            }
+            binary_methods!($t, float_binary_ops);
         }
     };
 }
@@ -171,6 +235,47 @@ fn sigmoid_f64(x: f64) -> f64 {
     let e = (-x.abs()).exp();
     let r = 1.0 / (1.0 + e);
     if x >= 0.0 { r } else { e * r }
+}
+
+/// Runs `$apply!(closure)` with the closure of integer binary op `$op` on `$t` (`$signed` says
+/// whether `$t` is signed).
+macro_rules! int_binary_ops {
+    ($t:ty, $signed:expr, $op:expr, $apply:ident) => {{
+        use BinaryOp::*;
+        const BITS: $t = (std::mem::size_of::<$t>() * 8) as $t;
+        match $op {
+            Add => $apply!(|x: $t, y: $t| x.wrapping_add(y)),
+            Subtract => $apply!(|x: $t, y: $t| x.wrapping_sub(y)),
+            Multiply => $apply!(|x: $t, y: $t| x.wrapping_mul(y)),
+            FloorDivide => $apply!(|x: $t, y: $t| {
+                if y == (0 as $t) { return 0 as $t; }
+                let q = x.wrapping_div(y);
+                if $signed && (x.wrapping_rem(y) != (0 as $t)) && ((x < (0 as $t)) != (y < (0 as $t))) {
+                    q.wrapping_sub(1)
+                } else { q }
+            }),
+            Remainder => $apply!(|x: $t, y: $t| {
+                if y == (0 as $t) { return 0 as $t; }
+                let r = x.wrapping_rem(y);
+                if $signed && r != (0 as $t) && ((r < (0 as $t)) != (y < (0 as $t))) { r.wrapping_add(y) } else { r }
+            }),
+            Power => $apply!(|x: $t, y: $t| int_pow(x, y)),
+            Maximum => $apply!(|x: $t, y: $t| if x > y { x } else { y }),
+            Minimum => $apply!(|x: $t, y: $t| if x < y { x } else { y }),
+            BitwiseAnd => $apply!(|x: $t, y: $t| x & y),
+            BitwiseOr => $apply!(|x: $t, y: $t| x | y),
+            BitwiseXor => $apply!(|x: $t, y: $t| x ^ y),
+            LeftShift => $apply!(|x: $t, y: $t| {
+                if y < (0 as $t) || y >= BITS { 0 as $t } else { x << y }
+            }),
+            RightShift => $apply!(|x: $t, y: $t| {
+                if y < (0 as $t) || y >= BITS {
+                    if x < (0 as $t) { (0 as $t).wrapping_sub(1) } else { 0 as $t }
+                } else { x >> y }
+            }),
+            _ => return Err(not_defined($op.name(), <$t>::DTYPE)),
+        }
+    }};
 }
 
 macro_rules! int_scalar {
@@ -192,43 +297,7 @@ macro_rules! int_scalar {
                 Ok(())
             }
 
-            unsafe fn binary(op: BinaryOp, a: *const $t, b: *const $t, o: *mut $t, n: usize) -> Result<()> {
-                use BinaryOp::*;
-                const BITS: $t = (std::mem::size_of::<$t>() * 8) as $t;
-                match op {
-                    Add => map2(a, b, o, n, |x: $t, y: $t| x.wrapping_add(y)),
-                    Subtract => map2(a, b, o, n, |x: $t, y: $t| x.wrapping_sub(y)),
-                    Multiply => map2(a, b, o, n, |x: $t, y: $t| x.wrapping_mul(y)),
-                    FloorDivide => map2(a, b, o, n, |x: $t, y: $t| {
-                        if y == (0 as $t) { return 0 as $t; }
-                        let q = x.wrapping_div(y);
-                        if $signed && (x.wrapping_rem(y) != (0 as $t)) && ((x < (0 as $t)) != (y < (0 as $t))) {
-                            q.wrapping_sub(1)
-                        } else { q }
-                    }),
-                    Remainder => map2(a, b, o, n, |x: $t, y: $t| {
-                        if y == (0 as $t) { return 0 as $t; }
-                        let r = x.wrapping_rem(y);
-                        if $signed && r != (0 as $t) && ((r < (0 as $t)) != (y < (0 as $t))) { r.wrapping_add(y) } else { r }
-                    }),
-                    Power => map2(a, b, o, n, |x: $t, y: $t| int_pow(x, y)),
-                    Maximum => map2(a, b, o, n, |x: $t, y: $t| if x > y { x } else { y }),
-                    Minimum => map2(a, b, o, n, |x: $t, y: $t| if x < y { x } else { y }),
-                    BitwiseAnd => map2(a, b, o, n, |x: $t, y: $t| x & y),
-                    BitwiseOr => map2(a, b, o, n, |x: $t, y: $t| x | y),
-                    BitwiseXor => map2(a, b, o, n, |x: $t, y: $t| x ^ y),
-                    LeftShift => map2(a, b, o, n, |x: $t, y: $t| {
-                        if y < (0 as $t) || y >= BITS { 0 as $t } else { x << y }
-                    }),
-                    RightShift => map2(a, b, o, n, |x: $t, y: $t| {
-                        if y < (0 as $t) || y >= BITS {
-                            if x < (0 as $t) { (0 as $t).wrapping_sub(1) } else { 0 as $t }
-                        } else { x >> y }
-                    }),
-                    _ => return Err(not_defined(op.name(), <$t>::DTYPE)),
-                }
-                Ok(())
-            }
+            binary_methods!($t, int_binary_ops, $signed);
         }
     };
 }
@@ -289,6 +358,19 @@ macro_rules! impl_ints {
 // `0 - 1` on unsigned types in int_pow is only reached when `exp < 0`, impossible for unsigned.
 impl_ints!(i8 => true, i16 => true, i32 => true, i64 => true, u8 => false, u16 => false, u32 => false, u64 => false);
 
+/// Runs `$apply!(closure)` with the closure of boolean binary op `$op`.
+macro_rules! bool_binary_ops {
+    ($t:ty, $op:expr, $apply:ident) => {{
+        use BinaryOp::*;
+        match $op {
+            Add | Maximum | BitwiseOr => $apply!(|x: bool, y: bool| x | y),
+            Multiply | Minimum | BitwiseAnd => $apply!(|x: bool, y: bool| x & y),
+            BitwiseXor | NotEqual => $apply!(|x: bool, y: bool| x ^ y),
+            _ => return Err(not_defined($op.name(), crate::Dtype::Bool)),
+        }
+    }};
+}
+
 impl Scalar for bool {
     unsafe fn unary(op: UnaryOp, x: *const bool, o: *mut bool, n: usize) -> Result<()> {
         match op {
@@ -301,16 +383,7 @@ impl Scalar for bool {
         Ok(())
     }
 
-    unsafe fn binary(op: BinaryOp, a: *const bool, b: *const bool, o: *mut bool, n: usize) -> Result<()> {
-        use BinaryOp::*;
-        match op {
-            Add | Maximum | BitwiseOr => map2(a, b, o, n, |x: bool, y: bool| x | y),
-            Multiply | Minimum | BitwiseAnd => map2(a, b, o, n, |x: bool, y: bool| x & y),
-            BitwiseXor | NotEqual => map2(a, b, o, n, |x: bool, y: bool| x ^ y),
-            _ => return Err(not_defined(op.name(), crate::Dtype::Bool)),
-        }
-        Ok(())
-    }
+    binary_methods!(bool, bool_binary_ops);
 }
 
 /// A storage type and the type it is computed in: float16 and bfloat16 compute in float32, every
