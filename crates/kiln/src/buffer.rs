@@ -37,6 +37,7 @@ impl Storage {
                 // Safety: class is never zero.
                 let p = unsafe { alloc(layout) };
                 let p = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+                advise_huge_pages(p.as_ptr(), class);
                 cache = CACHE.lock().unwrap();
                 p
             }
@@ -68,6 +69,32 @@ impl Drop for Storage {
             drop(cache);
             // Safety: allocated in `Storage::new` with this layout.
             unsafe { dealloc(self.ptr.as_ptr(), Layout::from_size_align_unchecked(self.class, ALIGN)) };
+        }
+    }
+}
+
+/// Blocks of at least this many bytes ask for transparent huge pages.
+const HUGE_PAGES_ABOVE: usize = 4 << 20;
+
+/// Asks Linux to back a large block with 2 MiB pages where it can (systems whose transparent huge
+/// pages are set to `madvise` only do it when asked): streaming through a large array then takes
+/// one TLB entry per 2 MiB instead of per 4 KiB, and first touches fault 512 times less often.
+/// Only a hint: where it is refused or not Linux, nothing changes.
+fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    if bytes >= HUGE_PAGES_ABOVE {
+        extern "C" {
+            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
+        }
+        const MADV_HUGEPAGE: i32 = 14;
+        const PAGE: usize = 4096;
+        // madvise takes page-aligned ranges: advise the whole pages inside the block.
+        let start = (ptr as usize).next_multiple_of(PAGE);
+        let end = (ptr as usize + bytes) / PAGE * PAGE;
+        if end > start {
+            // Safety: the range lies inside a block this process just allocated; the advice only
+            // changes how it is backed, never its contents.
+            unsafe { madvise(start as *mut std::ffi::c_void, end - start, MADV_HUGEPAGE) };
         }
     }
 }
