@@ -122,7 +122,7 @@ impl fmt::Display for Kernel {
                 InstOp::Binary(b, x, y) => format!("{} {}, {}", b.name(), v(x), v(y)),
                 InstOp::Select(c, a, b) => format!("where {}, {}, {}", v(c), v(a), v(b)),
                 InstOp::Cast(a) => format!("astype {}", v(a)),
-                InstOp::Reduce(r, a) => format!("reduce_{} {}", crate::primitive::Op::Reduce { op: r, axes: vec![] }.name(), v(a)),
+                InstOp::Reduce(r, a) => format!("reduce_{} {}", crate::primitive::Op::Reduce { op: r, axes: vec![], identity_if_empty: true }.name(), v(a)),
                 InstOp::Broadcast(a) => format!("broadcast {}", v(a)),
             };
             let level = match inst.level {

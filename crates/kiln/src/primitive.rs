@@ -174,8 +174,10 @@ pub enum Op {
     /// Inputs [dst, update]: a copy of dst with the strided region (start, step per axis, of
     /// update's shape) replaced by update.
     SliceUpdate { start: Vec<usize>, step: Vec<isize> },
-    /// Reduction over `axes` (sorted), which are kept with size 1.
-    Reduce { op: ReduceOp, axes: Vec<usize> },
+    /// Reduction over `axes` (sorted), which are kept with size 1. Max and min over an empty
+    /// axis are an error unless `identity_if_empty`, which composites set (softmax, logsumexp)
+    /// whose results are right with the identity (-inf for max) there.
+    Reduce { op: ReduceOp, axes: Vec<usize>, identity_if_empty: bool },
     /// Index of the max/min along `axis`, kept with size 1; uint32.
     ArgReduce { op: ArgReduceOp, axis: usize },
     /// Cumulative op along `axis`.
@@ -402,7 +404,16 @@ impl Op {
             Op::Slice { len, .. } => (len.iter().copied().collect(), first().dtype()),
             Op::Concatenate { axis } => (input_shapes_equal_except(op, inputs, *axis)?, first().dtype()),
             Op::SliceUpdate { .. } => (first().shape().into(), first().dtype()),
-            Op::Reduce { op: r, axes } => {
+            Op::Reduce { op: r, axes, identity_if_empty } => {
+                if matches!(r, ReduceOp::Max | ReduceOp::Min) && !identity_if_empty && axes.iter().any(|&a| first().shape()[a] == 0) {
+                    return Err(Error::value(
+                        op,
+                        format!(
+                            "zero-size array to reduction operation {op} which has no identity (shape {}, axes {axes:?})",
+                            crate::shape::fmt_shape(first().shape())
+                        ),
+                    ));
+                }
                 let mut s: Shape = first().shape().into();
                 for &a in axes {
                     s[a] = 1;
@@ -410,6 +421,12 @@ impl Op {
                 (s, r.out_dtype(first().dtype()))
             }
             Op::ArgReduce { axis, .. } => {
+                if first().shape()[*axis] == 0 {
+                    return Err(Error::value(
+                        op,
+                        format!("attempt to get {op} of an empty sequence (shape {})", crate::shape::fmt_shape(first().shape())),
+                    ));
+                }
                 let mut s: Shape = first().shape().into();
                 s[*axis] = 1;
                 (s, Dtype::U32)

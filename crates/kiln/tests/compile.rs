@@ -1228,7 +1228,6 @@ fn threads_share_one_compiled_function() {
 }
 
 #[test]
-#[ignore = "BUG: a grad/vjp trace on any thread makes compiled calls on every other thread run uncompiled (TRACE_DEPTH is process-wide)"]
 fn compiled_calls_are_not_affected_by_a_grad_on_another_thread() {
     let _g = serial();
     let c = compile(exp_all);

@@ -5,9 +5,9 @@ use super::shape::{flatten, squeeze_axes};
 use super::{cast, AsArray};
 use crate::array::Array;
 use crate::dtype::Dtype;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::primitive::{ArgReduceOp, Op, ReduceOp};
-use crate::shape::{fmt_shape, normalize_axes, normalize_axis};
+use crate::shape::{normalize_axes, normalize_axis};
 
 /// Resolves `axes` (`None` = all) for `x`.
 fn resolve_axes(op: &str, x: &Array, axes: Option<&[i64]>) -> Result<Vec<usize>> {
@@ -18,22 +18,30 @@ fn resolve_axes(op: &str, x: &Array, axes: Option<&[i64]>) -> Result<Vec<usize>>
 }
 
 fn reduce(op: ReduceOp, name: &str, x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<Array> {
+    reduce_node(op, name, x, axes, keepdims, false)
+}
+
+/// The maximum over `axes`, kept, that is -inf over an empty axis instead of an error: for
+/// composites whose result is right then (and which a shapeless call may give an empty axis).
+fn max_or_identity(x: &Array, axes: Option<&[i64]>) -> Result<Array> {
+    reduce_node(ReduceOp::Max, "max", x, axes, true, true)
+}
+
+fn reduce_node(
+    op: ReduceOp,
+    name: &str,
+    x: impl AsArray,
+    axes: Option<&[i64]>,
+    keepdims: bool,
+    identity_if_empty: bool,
+) -> Result<Array> {
     let x = x.as_array();
     let axes = resolve_axes(name, &x, axes)?;
-    if matches!(op, ReduceOp::Max | ReduceOp::Min) && axes.iter().any(|&a| x.shape()[a] == 0) {
-        return Err(Error::value(
-            name,
-            format!(
-                "zero-size array to reduction operation {name} which has no identity (shape {}, axes {axes:?})",
-                fmt_shape(x.shape())
-            ),
-        ));
-    }
     let out_dtype = op.out_dtype(x.dtype());
     if axes.is_empty() {
         return cast(&x, out_dtype);
     }
-    let r = Array::from_op(Op::Reduce { op, axes: axes.clone() }, vec![x])?;
+    let r = Array::from_op(Op::Reduce { op, axes: axes.clone(), identity_if_empty }, vec![x])?;
     if keepdims { Ok(r) } else { squeeze_axes(&r, axes) }
 }
 
@@ -105,7 +113,7 @@ pub fn logsumexp(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Resul
         let s = sum(&x, axes, keepdims)?;
         return super::log(s); // log(0) = -inf, as for an empty sum of exponentials
     }
-    let m = max(&x, axes, true)?;
+    let m = max_or_identity(&x, axes)?;
     // An infinite max would make x - m NaN; shift by 0 there instead.
     let m = super::where_(super::isinf(&m)?, 0.0, &m)?;
     let s = sum(super::exp(super::subtract(&x, &m)?)?, axes, true)?;
@@ -128,7 +136,7 @@ pub fn softmax(x: impl AsArray, axes: Option<&[i64]>, precise: bool) -> Result<A
     }
     let work = if precise && matches!(dt, Dtype::F16 | Dtype::BF16) { Dtype::F32 } else { dt };
     let xw = cast(&x, work)?;
-    let m = max(&xw, axes, true)?;
+    let m = max_or_identity(&xw, axes)?;
     let e = super::exp(super::subtract(&xw, &m)?)?;
     let out = super::divide(&e, sum(&e, axes, true)?)?;
     cast(&out, dt)
@@ -143,9 +151,6 @@ fn arg_reduce(op: ArgReduceOp, name: &str, x: impl AsArray, axis: Option<i64>, k
         }
         None => (flatten(&x, 0, -1)?, 0),
     };
-    if x.shape()[axis] == 0 {
-        return Err(Error::value(name, format!("attempt to get {name} of an empty sequence (shape {})", fmt_shape(x.shape()))));
-    }
     let r = Array::from_op(Op::ArgReduce { op, axis }, vec![x])?;
     if keepdims { Ok(r) } else { squeeze_axes(&r, vec![axis]) }
 }

@@ -87,7 +87,9 @@ pub(crate) fn batch(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched>
             };
             Ok((Array::from_op(op, vec![front(0)?, front(1)?])?, Some(0)))
         }
-        Op::Reduce { op: r, axes } => front_op(Op::Reduce { op: *r, axes: shift(axes) }),
+        Op::Reduce { op: r, axes, identity_if_empty } => {
+            front_op(Op::Reduce { op: *r, axes: shift(axes), identity_if_empty: *identity_if_empty })
+        }
         Op::ArgReduce { op: r, axis } => front_op(Op::ArgReduce { op: *r, axis: axis + 1 }),
         Op::Scan { op: s, axis, reverse, inclusive } => {
             front_op(Op::Scan { op: *s, axis: axis + 1, reverse: *reverse, inclusive: *inclusive })

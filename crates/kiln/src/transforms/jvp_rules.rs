@@ -40,7 +40,7 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
             Array::from_op(op.clone(), ts).map(Some)
         }
         Op::SliceUpdate { .. } => Array::from_op(op.clone(), vec![tan(0)?, tan(1)?]).map(Some),
-        Op::Reduce { op: r, axes } => {
+        Op::Reduce { op: r, axes, .. } => {
             let Some(t0) = &t[0] else { return Ok(None) };
             let ax = vjp_rules::as_i64(axes);
             let weighted = match r {

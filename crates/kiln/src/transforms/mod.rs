@@ -77,6 +77,24 @@ pub(crate) fn is_tracing() -> bool {
     TRACE_DEPTH.load(Ordering::Acquire) > 0
 }
 
+thread_local! {
+    /// How many transforms are tracing a function on this thread.
+    static TRACE_DEPTH_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether a transform is tracing a function on this thread. A compiled function called then
+/// runs inline, so the transform sees its ops; calls on other threads are inlined only when their
+/// arguments come from a trace (see `compile`).
+pub(crate) fn is_tracing_on_this_thread() -> bool {
+    TRACE_DEPTH_HERE.with(|d| d.get() > 0)
+}
+
+/// Whether `op` is the identity that marks where a differentiated input enters a trace
+/// ([`autodiff::tracers`]).
+pub(crate) fn is_tracer_op(op: &crate::primitive::Op) -> bool {
+    matches!(op, crate::primitive::Op::ExpandDims(axes) if axes.is_empty())
+}
+
 /// Marks a trace as running while alive (nests). When the last trace ends, nodes evaluated
 /// during it forget the graph they kept, so it can be freed.
 pub(crate) struct TraceGuard;
@@ -86,6 +104,7 @@ impl TraceGuard {
     pub(crate) fn enter() -> TraceGuard {
         let _order = kept();
         TRACE_DEPTH.fetch_add(1, Ordering::AcqRel);
+        TRACE_DEPTH_HERE.with(|d| d.set(d.get() + 1));
         TraceGuard
     }
 }
@@ -93,6 +112,7 @@ impl TraceGuard {
 impl Drop for TraceGuard {
     fn drop(&mut self) {
         let mut list = kept();
+        TRACE_DEPTH_HERE.with(|d| d.set(d.get() - 1));
         if TRACE_DEPTH.fetch_sub(1, Ordering::AcqRel) == 1 {
             for node in std::mem::take(&mut *list).iter().filter_map(Weak::upgrade) {
                 Array(node).release_trace();

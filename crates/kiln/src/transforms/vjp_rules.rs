@@ -183,7 +183,7 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
             )?;
             Ok(vec![Some(dst), Some(upd)])
         }
-        Op::Reduce { op: r, axes } => one(reduce_vjp(*r, axes, x, y, g)),
+        Op::Reduce { op: r, axes, .. } => one(reduce_vjp(*r, axes, x, y, g)),
         Op::Scan { op: s, axis, reverse, inclusive } => one(scan_vjp(*s, *axis, *reverse, *inclusive, x, y, g)),
         Op::Sort { axis } => one(ops::add_along_axis(&ops::zeros_like(x)?, &ops::argsort(x, Some(*axis as i64))?, g, *axis)),
         Op::Partition { kth, axis } => {

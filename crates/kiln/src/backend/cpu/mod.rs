@@ -39,7 +39,7 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),
         Op::Concatenate { axis } => index::concatenate(inputs, *axis, shape),
         Op::SliceUpdate { start, step } => index::slice_update(&inputs[0], &inputs[1], start, step),
-        Op::Reduce { op, axes } => reduce::reduce(*op, &inputs[0], axes, shape, dtype),
+        Op::Reduce { op, axes, .. } => reduce::reduce(*op, &inputs[0], axes, shape, dtype),
         Op::ArgReduce { op, axis } => reduce::arg_reduce(*op, &inputs[0], *axis, shape),
         Op::Scan { op, axis, reverse, inclusive } => {
             scan::scan(*op, &inputs[0], *axis, *reverse, *inclusive, dtype)

@@ -238,9 +238,10 @@ pub fn compile_fn(f: fn(&[Array]) -> Result<Vec<Array>>) -> Compiled {
     c
 }
 
-/// Whether `a` is, or is computed from, a data-less placeholder (an argument vmap traces with):
-/// then the function is inlined into that trace.
-fn depends_on_placeholder(a: &Array) -> bool {
+/// Whether `a` is, or is computed from, a data-less placeholder (an argument vmap traces with)
+/// or a tracer of a differentiation running on any thread: then the function is inlined into
+/// that trace, so the transform sees its ops.
+fn depends_on_trace(a: &Array) -> bool {
     let mut stack = vec![a.clone()];
     let mut seen = std::collections::HashSet::new();
     while let Some(x) = stack.pop() {
@@ -249,8 +250,13 @@ fn depends_on_placeholder(a: &Array) -> bool {
         }
         match &*x.lock() {
             crate::array::State::Placeholder(_) => return true,
-            crate::array::State::Pending { inputs, .. } => stack.extend(inputs.iter().cloned()),
-            crate::array::State::Ready(_) | crate::array::State::Traced { .. } => {}
+            crate::array::State::Pending { op, inputs } | crate::array::State::Traced { op, inputs, .. } => {
+                if crate::transforms::is_tracer_op(op) {
+                    return true;
+                }
+                stack.extend(inputs.iter().cloned())
+            }
+            crate::array::State::Ready(_) => {}
         }
     }
     false
@@ -272,9 +278,9 @@ impl Compiled {
         let o = &inner.options;
         if !is_compile_enabled()
             || o.mode == CompileMode::Disabled
-            || crate::transforms::is_tracing()
+            || crate::transforms::is_tracing_on_this_thread()
             || is_compile_tracing()
-            || args.iter().any(depends_on_placeholder)
+            || args.iter().any(depends_on_trace)
         {
             return (inner.f)(args, constants);
         }
