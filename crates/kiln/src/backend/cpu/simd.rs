@@ -20,6 +20,26 @@ pub fn has_avx2_fma() -> bool {
     })
 }
 
+/// Whether this CPU has AVX-512 (F, VL, DQ) besides AVX2 and FMA (checked once): the float
+/// transcendentals, which are compute-bound, get a 16-lane copy (twice the lanes per
+/// instruction, and 32 registers, so the polynomial constants stay in registers).
+pub fn has_avx512() -> bool {
+    static FLAG: OnceLock<bool> = OnceLock::new();
+    *FLAG.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            has_avx2_fma()
+                && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("avx512dq")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
+}
+
 /// Defines a public multiversioned loop `$name` from a body, with an AVX2+FMA copy on x86-64.
 macro_rules! multiversion {
     ($(#[$doc:meta])* fn $name:ident<$($g:ident),*>($($arg:ident : $ty:ty),*) where $($bounds:tt)*) => {
@@ -114,9 +134,17 @@ macro_rules! map1_inlined {
             looped!(body, $fma);
             body(x, o, n)
         }
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+        unsafe fn avx512(x: *const $t, o: *mut $t, n: usize) {
+            looped!(body, $fma);
+            body(x, o, n)
+        }
         let (x, o, n) = ($x, $o, $n);
         #[cfg(target_arch = "x86_64")]
-        if $crate::backend::cpu::simd::has_avx2_fma() {
+        if $crate::backend::cpu::simd::has_avx512() {
+            avx512(x, o, n)
+        } else if $crate::backend::cpu::simd::has_avx2_fma() {
             avx2(x, o, n)
         } else {
             baseline(x, o, n)
