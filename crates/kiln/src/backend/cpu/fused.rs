@@ -16,7 +16,7 @@ use super::elementwise::{elements_of, InputScratch, Source};
 use super::parallel::{for_chunks, for_runs, SERIAL_BELOW};
 use super::reduce::{fold, Domain, Int64};
 use super::scalar::{CastTo, Compute, Scalar};
-use super::stream::{stream_copy, STREAM_ABOVE};
+use super::stream::{self, stream_copy, STREAM_ABOVE};
 use super::strided::{alloc, run_layout};
 use crate::backend::Input;
 use crate::buffer::Buffer;
@@ -417,6 +417,14 @@ impl<'a> Shared<'a> {
         Ok(())
     }
 
+    /// Ends a task's share of the work: its streaming stores become visible to the thread that
+    /// joins it.
+    fn finish_task(&self) {
+        if self.streaming {
+            stream::fence();
+        }
+    }
+
     /// The compute-type bits of element-level constant or broadcast `j`.
     fn splat_bits(&self, t: &Task, j: usize) -> u64 {
         match self.k.insts[j].op {
@@ -770,6 +778,7 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
             record(unsafe { shared.tile(t, 0, pos, 0, m) });
             pos += m;
         }
+        shared.finish_task();
     };
     if k.reduced == 0 && blocked {
         for_runs(runs, width, blocked, || shared.task(), tiles);
@@ -789,6 +798,7 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
             for r in start..start + n {
                 record(unsafe { shared.row(&mut t, r) });
             }
+            shared.finish_task();
         });
     }
     match error.into_inner().unwrap_or_else(|e| e.into_inner()) {
@@ -823,6 +833,7 @@ unsafe fn split_row(s: &Shared, r: usize) -> Result<()> {
                 s.tile(&mut t, 0, base + off, off, n)?;
                 off += n;
             }
+            s.finish_task();
             Ok(t.acc)
         })
         .collect();
