@@ -1251,6 +1251,22 @@ fn compiled_calls_are_not_affected_by_a_grad_on_another_thread() {
     assert_eq!(traces, 1, "the compiled function ran uncompiled because another thread was inside grad");
 }
 
+/// A gradient still pending after `value_and_grad` returned (its graph holds the trace's tracer
+/// markers) is an ordinary input: the compiled function traces once and replays, instead of
+/// running inline forever.
+#[test]
+fn compiled_function_on_a_pending_gradient_compiles_and_replays() {
+    let _g = serial();
+    let c = compile(exp_all);
+    let f = |a: &[Array]| -> Outputs { Ok(vec![ops::sum(ops::square(&a[0])?, None, false)?]) };
+    for (i, v) in [1.0, 2.0, -0.5].into_iter().enumerate() {
+        let (_, g) = value_and_grad(f, &[0])(&[f64a(&[v], &[1])]).unwrap();
+        let out = c.call(&[g[0].clone()]);
+        assert_f64(&only(out), &[1], &[(2.0 * v).exp()], "exp of a pending gradient");
+        assert_eq!(c.trace_count(), 1, "call {i} ran inline instead of replaying");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Introspection
 // ---------------------------------------------------------------------------------------------

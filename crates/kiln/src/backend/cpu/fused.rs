@@ -751,7 +751,9 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     drop(donors);
     let element_bytes: usize =
         k.outputs.iter().filter(|&&o| k.insts[o].level == Level::Element).map(|&o| k.insts[o].dtype.size()).sum();
-    let streaming = element_bytes * numel(space) >= STREAM_ABOVE;
+    // Blocked walks (transposed inputs) store runs of at most a block's width: too short for
+    // whole-line streaming, and each would need its own fence.
+    let streaming = element_bytes * numel(space) >= STREAM_ABOVE && !(k.reduced == 0 && blocked);
     if any_donated || streaming {
         // A donated output aliases an input that later instructions of the tile may still read,
         // and streaming stores copy whole tiles: results then go through the tile slots and are
@@ -828,13 +830,15 @@ unsafe fn split_row(s: &Shared, r: usize) -> Result<()> {
             s.reset(&mut t, 0);
             let (start, end) = (piece * PIECE, ((piece + 1) * PIECE).min(s.len));
             let mut off = start;
-            while off < end {
+            let mut result = Ok(());
+            while off < end && result.is_ok() {
                 let n = TILE.min(end - off);
-                s.tile(&mut t, 0, base + off, off, n)?;
+                result = s.tile(&mut t, 0, base + off, off, n);
                 off += n;
             }
+            // Fenced on errors too: the outputs go back to the buffer cache either way.
             s.finish_task();
-            Ok(t.acc)
+            result.map(|()| t.acc)
         })
         .collect();
     for part in partials {

@@ -239,9 +239,10 @@ pub fn compile_fn(f: fn(&[Array]) -> Result<Vec<Array>>) -> Compiled {
 }
 
 /// Whether `a` is, or is computed from, a data-less placeholder (an argument vmap traces with)
-/// or a tracer of a differentiation running on any thread: then the function is inlined into
-/// that trace, so the transform sees its ops.
-fn depends_on_trace(a: &Array) -> bool {
+/// or, while `tracing` (a differentiation runs on some thread), a tracer: then the function is
+/// inlined into that trace, so the transform sees its ops. Tracers outlive their trace in pending
+/// results (gradients, custom functions' outputs), so they only count while one runs.
+fn depends_on_trace(a: &Array, tracing: bool) -> bool {
     let mut stack = vec![a.clone()];
     let mut seen = std::collections::HashSet::new();
     while let Some(x) = stack.pop() {
@@ -251,7 +252,7 @@ fn depends_on_trace(a: &Array) -> bool {
         match &*x.lock() {
             crate::array::State::Placeholder(_) => return true,
             crate::array::State::Pending { op, inputs } | crate::array::State::Traced { op, inputs, .. } => {
-                if crate::transforms::is_tracer_op(op) {
+                if tracing && crate::transforms::is_tracer_op(op) {
                     return true;
                 }
                 stack.extend(inputs.iter().cloned())
@@ -280,14 +281,18 @@ impl Compiled {
             || o.mode == CompileMode::Disabled
             || crate::transforms::is_tracing_on_this_thread()
             || is_compile_tracing()
-            || args.iter().any(depends_on_trace)
         {
+            return (inner.f)(args, constants);
+        }
+        let mut all: Vec<Array> = args.to_vec();
+        all.extend(o.inputs.iter().flat_map(Implicit::read));
+        // Implicit inputs count too: state a trace put its values into must reach that trace.
+        let tracing = crate::transforms::is_tracing();
+        if all.iter().any(|a| depends_on_trace(a, tracing)) {
             return (inner.f)(args, constants);
         }
         let stream = current_stream();
         crate::device::check_available("compile", stream.device)?;
-        let mut all: Vec<Array> = args.to_vec();
-        all.extend(o.inputs.iter().flat_map(Implicit::read));
         let entry = self.entry(&all, args, constants)?;
         let refs: Vec<&Array> = all.iter().collect();
         crate::eval(&refs)?;
