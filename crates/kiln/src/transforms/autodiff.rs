@@ -25,6 +25,11 @@ pub(crate) fn tracers(primals: &[Array]) -> Result<Vec<Array>> {
     primals.iter().map(|p| Array::from_op(Op::ExpandDims(Vec::new()), vec![p.clone()])).collect()
 }
 
+/// Whether `op` is the identity [`tracers`] marks a differentiated input with.
+pub(crate) fn is_tracer_op(op: &Op) -> bool {
+    matches!(op, Op::ExpandDims(axes) if axes.is_empty())
+}
+
 /// Runs `f` on `args`, checking that it returned at least one array. The caller holds a
 /// [`TraceGuard`] until its walk is done.
 pub(crate) fn trace(transform: &str, f: &dyn Function, args: &[Array]) -> Result<Vec<Array>> {

@@ -89,12 +89,6 @@ pub(crate) fn is_tracing_on_this_thread() -> bool {
     TRACE_DEPTH_HERE.with(|d| d.get() > 0)
 }
 
-/// Whether `op` is the identity that marks where a differentiated input enters a trace
-/// ([`autodiff::tracers`]).
-pub(crate) fn is_tracer_op(op: &crate::primitive::Op) -> bool {
-    matches!(op, crate::primitive::Op::ExpandDims(axes) if axes.is_empty())
-}
-
 /// Marks a trace as running while alive (nests). When the last trace ends, nodes evaluated
 /// during it forget the graph they kept, so it can be freed.
 pub(crate) struct TraceGuard;

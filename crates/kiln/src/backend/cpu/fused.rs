@@ -220,9 +220,11 @@ impl Program {
             })
             .collect();
         let mut tile_needed = vec![false; k.insts.len()];
-        for (i, inst) in k.insts.iter().enumerate() {
-            for j in operands(&inst.op) {
-                tile_needed[j] |= scalar_operand[i].map(|(s, _)| s) != Some(j) || matches!(inst.op, InstOp::Binary(_, x, y) if x == y);
+        for (inst, scalar) in k.insts.iter().zip(&scalar_operand) {
+            match (inst.op, scalar) {
+                // Only the other operand is read as a tile (itself a splat when both are).
+                (InstOp::Binary(_, x, y), Some((_, first))) => tile_needed[if *first { y } else { x }] = true,
+                _ => operands(&inst.op).into_iter().for_each(|j| tile_needed[j] = true),
             }
         }
         for &o in &k.outputs {
@@ -287,8 +289,9 @@ struct Shared<'a> {
 /// Per-task state: tile slots, gather scratch per load, row values, accumulators.
 struct Task {
     slots: Vec<Vec<u64>>,
-    /// A full tile per element-level constant and broadcast, filled once (broadcasts again only
-    /// when their row value changes), so tiles read it in place.
+    /// A full tile per element-level constant and broadcast that some instruction reads as a tile
+    /// (`Program::tile_needed`; empty otherwise), filled once (broadcasts again only when their
+    /// row value changes), so tiles read it in place.
     consts: Vec<Vec<u64>>,
     /// Per broadcast: the row value bits its tile holds now.
     filled: Vec<Option<u64>>,

@@ -252,7 +252,7 @@ fn depends_on_trace(a: &Array, tracing: bool) -> bool {
         match &*x.lock() {
             crate::array::State::Placeholder(_) => return true,
             crate::array::State::Pending { op, inputs } | crate::array::State::Traced { op, inputs, .. } => {
-                if tracing && crate::transforms::is_tracer_op(op) {
+                if tracing && crate::transforms::autodiff::is_tracer_op(op) {
                     return true;
                 }
                 stack.extend(inputs.iter().cloned())
