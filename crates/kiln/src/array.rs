@@ -152,6 +152,23 @@ impl Array {
         Ok(Array::from_buffer(shape.into(), T::DTYPE, buf))
     }
 
+    /// An array of `dtype` and `shape` holding a copy of `bytes`, the elements in row-major order
+    /// and native byte order (how foreign buffers such as numpy arrays come in); fails if the
+    /// byte count does not match.
+    pub fn from_bytes(bytes: &[u8], shape: &[usize], dtype: Dtype) -> Result<Array> {
+        if numel(shape) * dtype.size() != bytes.len() {
+            return Err(Error::shape(
+                "array",
+                format!("{} bytes cannot fill shape {} of {dtype}", bytes.len(), fmt_shape(shape)),
+            ));
+        }
+        let storage = Storage::new(bytes.len());
+        // Safety: the new block holds at least bytes.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), storage.ptr(), bytes.len()) };
+        let buf = Buffer { storage, offset: 0, strides: row_major_strides(shape) };
+        Ok(Array::from_buffer(shape.into(), dtype, buf))
+    }
+
     /// A 1-d array holding `data`.
     pub fn from_vec<T: Element>(data: Vec<T>) -> Array {
         let n = data.len();
@@ -325,6 +342,16 @@ impl Array {
             out.push(unsafe { *buf.ptr::<T>().offset(off) });
         });
         Ok(out)
+    }
+
+    /// Evaluates and returns the address of element 0 and the stride of each axis in elements,
+    /// for lending the memory to another library without a copy. The memory stays valid while
+    /// this array (or a clone) lives; it must not be written through.
+    pub fn raw_parts(&self) -> Result<(*const u8, Vec<isize>)> {
+        self.eval()?;
+        let buf = self.buffer().ok_or_else(|| Error::new("raw_parts", ErrorKind::NoData, "no data"))?;
+        let start = buf.start_address(self.dtype().size()) as *const u8;
+        Ok((start, buf.strides.to_vec()))
     }
 
     /// Evaluates and copies the elements out as f64 whatever the dtype (handy for tests/printing).

@@ -1,0 +1,362 @@
+//! `kiln.core.array`: a lazy array, as mlx.core's. Properties, conversion to Python and numpy,
+//! printing, operators (with reflected forms and weak Python scalars) and the op methods
+//! (`a.sum(...)` is `kiln.core.sum(a, ...)`). Indexing lives in `index.rs`.
+
+use crate::convert::{operand, to_array, to_list, typestr, Operand, Values};
+use crate::device::StreamOrDevice;
+use crate::dtype::PyDtype;
+use crate::errors::OrRaise;
+use kiln::{Array, Dtype};
+use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+/// A lazy n-dimensional array.
+#[pyclass(name = "array", module = "kiln.core", from_py_object)]
+#[derive(Clone)]
+pub struct PyArray {
+    /// The kiln array this object currently stands for (in-place operators and `a[i] = v`
+    /// replace it, as mlx does).
+    pub array: Array,
+}
+
+impl From<Array> for PyArray {
+    fn from(array: Array) -> PyArray {
+        PyArray { array }
+    }
+}
+
+/// Applies a binary op with `other` on the right, or returns `NotImplemented` when `other` is not
+/// something an op accepts (so Python can try the reflected operator).
+fn binary_op(
+    py: Python<'_>,
+    lhs: &Array,
+    other: &Bound<'_, PyAny>,
+    reflected: bool,
+    f: fn(Array, Array) -> kiln::Result<Array>,
+) -> PyResult<Py<PyAny>> {
+    let Ok(rhs) = operand(other) else {
+        return Ok(py.NotImplemented());
+    };
+    let (a, b) = if reflected { (rhs, lhs.clone()) } else { (lhs.clone(), rhs) };
+    let out = f(a, b).or_raise()?;
+    Ok(PyArray::from(out).into_pyobject(py)?.into_any().unbind())
+}
+
+macro_rules! binary_dunders {
+    ($($dunder:ident, $rdunder:ident, $idunder:ident => $op:path;)*) => {
+        #[pymethods]
+        impl PyArray {
+            $(
+                fn $dunder(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+                    binary_op(py, &self.array, other, false, |a, b| $op(a, b))
+                }
+                fn $rdunder(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+                    binary_op(py, &self.array, other, true, |a, b| $op(a, b))
+                }
+                /// In place, as mlx: the array object itself now holds the result.
+                fn $idunder(&mut self, other: Operand) -> PyResult<()> {
+                    let rhs = other.0;
+                    self.array = $op(self.array.clone(), rhs).or_raise()?;
+                    Ok(())
+                }
+            )*
+        }
+    };
+}
+
+binary_dunders! {
+    __add__, __radd__, __iadd__ => kiln::ops::add;
+    __sub__, __rsub__, __isub__ => kiln::ops::subtract;
+    __mul__, __rmul__, __imul__ => kiln::ops::multiply;
+    __truediv__, __rtruediv__, __itruediv__ => kiln::ops::divide;
+    __floordiv__, __rfloordiv__, __ifloordiv__ => kiln::ops::floor_divide;
+    __mod__, __rmod__, __imod__ => kiln::ops::remainder;
+    __matmul__, __rmatmul__, __imatmul__ => kiln::ops::matmul;
+    __and__, __rand__, __iand__ => bitwise_or_logical_and;
+    __or__, __ror__, __ior__ => bitwise_or_logical_or;
+    __xor__, __rxor__, __ixor__ => kiln::ops::bitwise_xor;
+    __lshift__, __rlshift__, __ilshift__ => kiln::ops::left_shift;
+    __rshift__, __rrshift__, __irshift__ => kiln::ops::right_shift;
+}
+
+/// `&` as mlx: logical and for bools, bitwise and for integers.
+fn bitwise_or_logical_and(a: Array, b: Array) -> kiln::Result<Array> {
+    kiln::ops::bitwise_and(a, b)
+}
+
+/// `|` as mlx: logical or for bools, bitwise or for integers.
+fn bitwise_or_logical_or(a: Array, b: Array) -> kiln::Result<Array> {
+    kiln::ops::bitwise_or(a, b)
+}
+
+#[pymethods]
+impl PyArray {
+    /// `array(val, dtype=None)`: from a number, a (nested) list or tuple, a numpy array or an array.
+    #[new]
+    #[pyo3(signature = (val, dtype = None))]
+    fn new(val: &Bound<'_, PyAny>, dtype: Option<PyDtype>) -> PyResult<PyArray> {
+        to_array(val, dtype.map(|d| d.0)).map(PyArray::from)
+    }
+
+    /// The shape, as a tuple.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.array.shape())
+    }
+
+    /// The number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.array.ndim()
+    }
+
+    /// The number of elements.
+    #[getter]
+    fn size(&self) -> usize {
+        self.array.size()
+    }
+
+    /// The element type.
+    #[getter]
+    fn dtype(&self) -> PyDtype {
+        PyDtype(self.array.dtype())
+    }
+
+    /// Bytes per element.
+    #[getter]
+    fn itemsize(&self) -> usize {
+        self.array.dtype().size()
+    }
+
+    /// Bytes of all elements.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.array.nbytes()
+    }
+
+    /// The transpose (all axes reversed).
+    #[getter(T)]
+    fn transposed(&self) -> PyResult<PyArray> {
+        kiln::ops::transpose(&self.array, None).or_raise().map(PyArray::from)
+    }
+
+    /// A copy cast to `dtype`.
+    #[pyo3(signature = (dtype, stream = None))]
+    fn astype(&self, dtype: PyDtype, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+        crate::device::on(stream.as_ref(), || kiln::ops::astype(&self.array, dtype.0)).map(PyArray::from)
+    }
+
+    /// The single element as a Python scalar (evaluates).
+    fn item<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        if self.array.size() != 1 {
+            return Err(PyValueError::new_err(format!(
+                "item: needs an array of one element, got shape {:?}; index it first or use tolist()",
+                self.array.shape()
+            )));
+        }
+        Values::of(&self.array)?.get(py, 0)
+    }
+
+    /// The elements as nested Python lists (evaluates).
+    fn tolist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_list(py, &self.array)
+    }
+
+    /// Computes the array now.
+    fn eval(&self) -> PyResult<()> {
+        self.array.eval().or_raise()
+    }
+
+    fn __repr__(&self) -> PyResult<String> {
+        self.array.eval().or_raise()?;
+        Ok(self.array.to_string())
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        self.array.shape().first().copied().ok_or_else(|| PyTypeError::new_err("len() of a 0-d array"))
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, PyAny>> {
+        let py = slf.py();
+        if slf.borrow().array.ndim() == 0 {
+            return Err(PyTypeError::new_err("iteration over a 0-d array"));
+        }
+        let n = slf.borrow().array.shape()[0];
+        let items = (0..n)
+            .map(|i| kiln::ops::slice_axis(&slf.borrow().array, 0, i as i64, i as i64 + 1).and_then(|r| kiln::ops::squeeze(r, Some(&[0]))))
+            .map(|r| r.or_raise().map(PyArray::from))
+            .collect::<PyResult<Vec<_>>>()?;
+        pyo3::types::PyList::new(py, items)?.try_iter().map(|it| it.into_any())
+    }
+
+    fn __bool__(&self) -> PyResult<bool> {
+        Ok(match self.single("bool")? {
+            Values::Bool(v) => v[0],
+            Values::Int(v) => v[0] != 0,
+            Values::UInt(v) => v[0] != 0,
+            Values::Float(v) => v[0] != 0.0,
+        })
+    }
+
+    fn __int__(&self) -> PyResult<i64> {
+        let a = PyArray::from(kiln::ops::astype(&self.array, Dtype::I64).or_raise()?);
+        match a.single("int")? {
+            Values::Int(v) => Ok(v[0]),
+            _ => unreachable!("an int64 array reads as ints"),
+        }
+    }
+
+    fn __float__(&self) -> PyResult<f64> {
+        let a = PyArray::from(kiln::ops::astype(&self.array, Dtype::F64).or_raise()?);
+        match a.single("float")? {
+            Values::Float(v) => Ok(v[0]),
+            _ => unreachable!("a float64 array reads as floats"),
+        }
+    }
+
+    fn __index__(&self) -> PyResult<i64> {
+        if !self.array.dtype().is_integer() {
+            return Err(PyTypeError::new_err(format!("only integer arrays can be used as an index, got {}", self.array.dtype())));
+        }
+        self.__int__()
+    }
+
+    fn __hash__(slf: &Bound<'_, Self>) -> isize {
+        slf.as_ptr() as isize
+    }
+
+    fn __neg__(&self) -> PyResult<PyArray> {
+        kiln::ops::negative(&self.array).or_raise().map(PyArray::from)
+    }
+
+    fn __pos__(&self) -> PyArray {
+        self.clone()
+    }
+
+    fn __abs__(&self) -> PyResult<PyArray> {
+        kiln::ops::abs(&self.array).or_raise().map(PyArray::from)
+    }
+
+    fn __invert__(&self) -> PyResult<PyArray> {
+        let r = if self.array.dtype() == Dtype::Bool {
+            kiln::ops::logical_not(&self.array)
+        } else {
+            kiln::ops::bitwise_invert(&self.array)
+        };
+        r.or_raise().map(PyArray::from)
+    }
+
+    fn __pow__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, modulo: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if !modulo.is_none() {
+            return Err(PyTypeError::new_err("pow() with a modulus is not supported for arrays"));
+        }
+        binary_op(py, &self.array, other, false, |a, b| kiln::ops::power(a, b))
+    }
+
+    fn __rpow__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, modulo: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if !modulo.is_none() {
+            return Err(PyTypeError::new_err("pow() with a modulus is not supported for arrays"));
+        }
+        binary_op(py, &self.array, other, true, |a, b| kiln::ops::power(a, b))
+    }
+
+    fn __ipow__(&mut self, other: Operand, _modulo: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.array = kiln::ops::power(self.array.clone(), other.0).or_raise()?;
+        Ok(())
+    }
+
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        binary_op(py, &self.array, other, false, |a, b| kiln::ops::equal(a, b))
+    }
+
+    fn __ne__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        binary_op(py, &self.array, other, false, |a, b| kiln::ops::not_equal(a, b))
+    }
+
+    fn __lt__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        binary_op(py, &self.array, other, false, |a, b| kiln::ops::less(a, b))
+    }
+
+    fn __le__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        binary_op(py, &self.array, other, false, |a, b| kiln::ops::less_equal(a, b))
+    }
+
+    fn __gt__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        binary_op(py, &self.array, other, false, |a, b| kiln::ops::greater(a, b))
+    }
+
+    fn __ge__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        binary_op(py, &self.array, other, false, |a, b| kiln::ops::greater_equal(a, b))
+    }
+
+    fn __copy__(&self) -> PyArray {
+        self.clone()
+    }
+
+    #[pyo3(signature = (memo = None))]
+    fn __deepcopy__(&self, memo: Option<&Bound<'_, PyAny>>) -> PyResult<PyArray> {
+        let _ = memo;
+        kiln::ops::copy(&self.array).or_raise().map(PyArray::from)
+    }
+
+    /// The numpy array interface: numpy reads the evaluated memory in place (read-only), so
+    /// `np.asarray(a)` does not copy. bfloat16 has no numpy dtype and goes through `__array__`.
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let Some(type_str) = typestr(self.array.dtype()) else {
+            return Err(PyAttributeError::new_err("bfloat16 arrays have no numpy dtype"));
+        };
+        let (ptr, strides) = self.array.raw_parts().or_raise()?;
+        let size = self.array.dtype().size() as isize;
+        let byte_strides: Vec<isize> = strides.iter().map(|s| s * size).collect();
+        let d = PyDict::new(py);
+        d.set_item("shape", PyTuple::new(py, self.array.shape())?)?;
+        d.set_item("typestr", type_str)?;
+        d.set_item("data", (ptr as usize, true))?;
+        d.set_item("strides", PyTuple::new(py, byte_strides)?)?;
+        d.set_item("version", 3)?;
+        Ok(d)
+    }
+
+    /// Conversion for numpy when the array interface does not apply (bfloat16 becomes float32).
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let np = py.import("numpy")?;
+        let a = match self.array.dtype() {
+            Dtype::BF16 => kiln::ops::astype(&self.array, Dtype::F32).or_raise()?,
+            _ => self.array.clone(),
+        };
+        let view = np.call_method1("asarray", (PyArray::from(a),))?;
+        let out = match dtype {
+            Some(d) if !d.is_none() => view.call_method1("astype", (d,))?,
+            _ => view,
+        };
+        if copy == Some(true) { out.call_method0("copy") } else { Ok(out) }
+    }
+}
+
+impl PyArray {
+    /// The values of a one-element array, for `bool()`, `int()` and `float()`.
+    fn single(&self, what: &str) -> PyResult<Values> {
+        if self.array.size() != 1 {
+            return Err(PyValueError::new_err(format!(
+                "{what}() of an array with {} elements is ambiguous; use .any() or .all()",
+                self.array.size()
+            )));
+        }
+        Values::of(&self.array)
+    }
+}
+
+impl PyArray {
+    /// This array as an op operand.
+    pub fn operand(&self) -> Operand {
+        Operand(self.array.clone())
+    }
+}

@@ -1,0 +1,301 @@
+//! Python values to arrays and back.
+//!
+//! - Constructors (`array(...)`) build *strong* arrays: Python bools are bool, ints int32 (int64
+//!   when a value does not fit), floats float32, nested lists take the widest kind they hold, and
+//!   numpy arrays keep their dtype except float64, which becomes float32 as in mlx.
+//! - Op operands turn Python numbers into *weak* scalars that adopt the other operand's dtype.
+//! - Numpy arrays are read through `__array_interface__` (a copy of the contiguous data), so the
+//!   extension needs no numpy headers and one abi3 build serves every Python version.
+
+use crate::array::PyArray;
+use crate::errors::OrRaise;
+use kiln::{ops, Array, Dtype};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
+
+/// An array argument of an op: an array, a Python number (weak), a numpy array or a nested list.
+pub struct Operand(pub Array);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Operand {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        operand(&obj).map(Operand)
+    }
+}
+
+/// `obj` as an op operand: Python ints and floats become weak scalars.
+pub fn operand(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
+    if let Ok(a) = obj.cast::<PyArray>() {
+        return Ok(a.borrow().array.clone());
+    }
+    if obj.is_instance_of::<PyBool>() {
+        return Ok(Array::scalar(obj.extract::<bool>()?));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        let v: i64 = obj
+            .extract()
+            .map_err(|_| PyOverflowError::new_err(format!("the Python int {obj} does not fit in int64")))?;
+        return Ok(Array::weak_int(v));
+    }
+    if obj.is_instance_of::<PyFloat>() {
+        return Ok(Array::weak_float(obj.extract::<f64>()?));
+    }
+    to_array(obj, None)
+}
+
+/// `obj` as a new strong array (the `array` constructor), cast to `dtype` when given.
+pub fn to_array(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> {
+    let a = if let Ok(a) = obj.cast::<PyArray>() {
+        a.borrow().array.clone()
+    } else if obj.is_instance_of::<PyBool>() || obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>() {
+        let mut leaves = Leaves::default();
+        leaves.push(obj)?;
+        leaves.into_array(&[])?
+    } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        from_nested(obj)?
+    } else if obj.hasattr("__array_interface__")? {
+        from_numpy(obj, dtype)?
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "array: cannot make an array from a {}; pass a number, a (nested) list or tuple, a numpy array or an array",
+            obj.get_type().name()?
+        )));
+    };
+    match dtype {
+        Some(d) if d != a.dtype() => ops::astype(&a, d).or_raise(),
+        _ => Ok(a),
+    }
+}
+
+/// The scalars of a nested list, gathered in row-major order with the widest kind seen.
+#[derive(Default)]
+struct Leaves {
+    values: Vec<f64>,
+    ints: Vec<i64>,
+    any_float: bool,
+    any_int: bool,
+}
+
+impl Leaves {
+    fn push(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        if obj.is_instance_of::<PyBool>() {
+            let b: bool = obj.extract()?;
+            self.values.push(b as u8 as f64);
+            self.ints.push(b as i64);
+        } else if obj.is_instance_of::<PyInt>() {
+            let v: i64 = obj
+                .extract()
+                .map_err(|_| PyOverflowError::new_err(format!("the Python int {obj} does not fit in int64")))?;
+            self.any_int = true;
+            self.values.push(v as f64);
+            self.ints.push(v);
+        } else if obj.is_instance_of::<PyFloat>() {
+            self.any_float = true;
+            self.values.push(obj.extract()?);
+            self.ints.push(0);
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "array: a nested list may hold only bools, ints, floats or arrays, got a {}",
+                obj.get_type().name()?
+            )));
+        }
+        Ok(())
+    }
+
+    fn into_array(self, shape: &[usize]) -> PyResult<Array> {
+        if self.any_float {
+            let v: Vec<f32> = self.values.iter().map(|&x| x as f32).collect();
+            Array::from_slice(&v, shape).or_raise()
+        } else if self.any_int {
+            if self.ints.iter().all(|&v| i32::try_from(v).is_ok()) {
+                let v: Vec<i32> = self.ints.iter().map(|&x| x as i32).collect();
+                Array::from_slice(&v, shape).or_raise()
+            } else {
+                Array::from_slice(&self.ints, shape).or_raise()
+            }
+        } else if self.values.is_empty() {
+            Array::from_slice::<f32>(&[], shape).or_raise()
+        } else {
+            let v: Vec<bool> = self.ints.iter().map(|&x| x != 0).collect();
+            Array::from_slice(&v, shape).or_raise()
+        }
+    }
+}
+
+fn is_sequence(obj: &Bound<'_, PyAny>) -> bool {
+    obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>()
+}
+
+/// A nested list or tuple of scalars (or of arrays, which are stacked) as an array.
+fn from_nested(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
+    let items: Vec<Bound<'_, PyAny>> = obj.try_iter()?.collect::<PyResult<_>>()?;
+    if !items.is_empty() && items.iter().all(|i| i.cast::<PyArray>().is_ok() || is_sequence(i) && contains_array(i)) {
+        let parts = items.iter().map(|i| to_array(i, None)).collect::<PyResult<Vec<_>>>()?;
+        return ops::stack(&parts, 0).or_raise();
+    }
+    let mut shape = Vec::new();
+    let mut probe = obj.clone();
+    while is_sequence(&probe) {
+        let n = probe.len()?;
+        shape.push(n);
+        if n == 0 {
+            break;
+        }
+        probe = probe.get_item(0)?;
+    }
+    let mut leaves = Leaves::default();
+    gather(obj, &shape, &mut leaves)?;
+    leaves.into_array(&shape)
+}
+
+fn contains_array(obj: &Bound<'_, PyAny>) -> bool {
+    obj.try_iter()
+        .map(|mut it| it.next().is_some_and(|i| i.is_ok_and(|i| i.cast::<PyArray>().is_ok() || is_sequence(&i) && contains_array(&i))))
+        .unwrap_or(false)
+}
+
+fn gather(obj: &Bound<'_, PyAny>, shape: &[usize], leaves: &mut Leaves) -> PyResult<()> {
+    let Some((&n, rest)) = shape.split_first() else {
+        if is_sequence(obj) {
+            return Err(ragged());
+        }
+        return leaves.push(obj);
+    };
+    if !is_sequence(obj) || obj.len()? != n {
+        return Err(ragged());
+    }
+    for item in obj.try_iter()? {
+        gather(&item?, rest, leaves)?;
+    }
+    Ok(())
+}
+
+fn ragged() -> PyErr {
+    PyValueError::new_err("array: the nested list is ragged (its sublists differ in length); every level must have one length")
+}
+
+/// The dtype a numpy `typestr` (`<f4`, `|b1`, ...) names, if kiln has it.
+fn dtype_of_typestr(t: &str) -> Option<Dtype> {
+    let (order, kind) = (t.get(..1)?, t.get(1..)?);
+    let native = if cfg!(target_endian = "little") { "<" } else { ">" };
+    if order != native && order != "|" && order != "=" {
+        return None;
+    }
+    Some(match kind {
+        "b1" => Dtype::Bool,
+        "u1" => Dtype::U8,
+        "u2" => Dtype::U16,
+        "u4" => Dtype::U32,
+        "u8" => Dtype::U64,
+        "i1" => Dtype::I8,
+        "i2" => Dtype::I16,
+        "i4" => Dtype::I32,
+        "i8" => Dtype::I64,
+        "f2" => Dtype::F16,
+        "f4" => Dtype::F32,
+        "f8" => Dtype::F64,
+        _ => return None,
+    })
+}
+
+/// The numpy `typestr` of a kiln dtype (none for bfloat16, which numpy lacks).
+pub fn typestr(d: Dtype) -> Option<String> {
+    let order = if cfg!(target_endian = "little") { '<' } else { '>' };
+    let (kind, order) = match d {
+        Dtype::Bool => ("b1", '|'),
+        Dtype::U8 => ("u1", '|'),
+        Dtype::I8 => ("i1", '|'),
+        Dtype::U16 => ("u2", order),
+        Dtype::U32 => ("u4", order),
+        Dtype::U64 => ("u8", order),
+        Dtype::I16 => ("i2", order),
+        Dtype::I32 => ("i4", order),
+        Dtype::I64 => ("i8", order),
+        Dtype::F16 => ("f2", order),
+        Dtype::F32 => ("f4", order),
+        Dtype::F64 => ("f8", order),
+        Dtype::BF16 => return None,
+    };
+    Some(format!("{order}{kind}"))
+}
+
+/// A copy of a numpy array (or anything with `__array_interface__`). float64 becomes float32
+/// unless `dtype` asks otherwise, as mlx does.
+fn from_numpy(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> {
+    let np = obj.py().import("numpy")?;
+    let c = np.call_method1("ascontiguousarray", (obj,))?;
+    let iface = c.getattr("__array_interface__")?.cast_into::<PyDict>()?;
+    let item = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+        iface.get_item(k)?.ok_or_else(|| PyTypeError::new_err(format!("__array_interface__ has no '{k}'")))
+    };
+    let type_str: String = item("typestr")?.extract()?;
+    let dt = dtype_of_typestr(&type_str).ok_or_else(|| {
+        PyTypeError::new_err(format!(
+            "array: numpy dtype '{type_str}' has no kiln dtype; kiln has bool, (u)int8-64, float16, bfloat16, float32 and float64 (convert with .astype first)"
+        ))
+    })?;
+    let shape: Vec<usize> = item("shape")?.extract()?;
+    let (address, _readonly): (usize, bool) = item("data")?.extract()?;
+    let nbytes = shape.iter().product::<usize>() * dt.size();
+    let bytes: &[u8] = if nbytes == 0 {
+        &[]
+    } else {
+        // Safety: `c` is a live C-contiguous numpy array of `nbytes` bytes at `address`; it is
+        // held until the copy below is done.
+        unsafe { std::slice::from_raw_parts(address as *const u8, nbytes) }
+    };
+    let a = Array::from_bytes(bytes, &shape, dt).or_raise()?;
+    drop(c);
+    match (dt, dtype) {
+        (Dtype::F64, None) => ops::astype(&a, Dtype::F32).or_raise(),
+        _ => Ok(a),
+    }
+}
+
+/// The values of an array as Python objects: bool, int or float per element.
+pub enum Values {
+    Bool(Vec<bool>),
+    Int(Vec<i64>),
+    UInt(Vec<u64>),
+    Float(Vec<f64>),
+}
+
+impl Values {
+    /// Evaluates `a` and reads its elements in row-major order.
+    pub fn of(a: &Array) -> PyResult<Values> {
+        Ok(match a.dtype() {
+            Dtype::Bool => Values::Bool(a.to_vec().or_raise()?),
+            Dtype::U64 => Values::UInt(a.to_vec().or_raise()?),
+            d if d.is_float() => Values::Float(ops::astype(a, Dtype::F64).or_raise()?.to_vec().or_raise()?),
+            _ => Values::Int(ops::astype(a, Dtype::I64).or_raise()?.to_vec().or_raise()?),
+        })
+    }
+
+    /// Element `i` as a Python object.
+    pub fn get<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self {
+            Values::Bool(v) => PyBool::new(py, v[i]).to_owned().into_any(),
+            Values::Int(v) => v[i].into_pyobject(py)?.into_any(),
+            Values::UInt(v) => v[i].into_pyobject(py)?.into_any(),
+            Values::Float(v) => v[i].into_pyobject(py)?.into_any(),
+        })
+    }
+}
+
+/// `a` as nested Python lists (a plain Python scalar for a 0-d array).
+pub fn to_list<'py>(py: Python<'py>, a: &Array) -> PyResult<Bound<'py, PyAny>> {
+    let values = Values::of(a)?;
+    let mut next = 0;
+    nested(py, &values, a.shape(), &mut next)
+}
+
+fn nested<'py>(py: Python<'py>, values: &Values, shape: &[usize], next: &mut usize) -> PyResult<Bound<'py, PyAny>> {
+    let Some((&n, rest)) = shape.split_first() else {
+        *next += 1;
+        return values.get(py, *next - 1);
+    };
+    let items = (0..n).map(|_| nested(py, values, rest, next)).collect::<PyResult<Vec<_>>>()?;
+    Ok(PyList::new(py, items)?.into_any())
+}

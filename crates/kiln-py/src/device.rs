@@ -1,0 +1,143 @@
+//! Devices and streams as in mlx.core: `Device`, `Stream`, `cpu`, `gpu`, `default_device`,
+//! `set_default_device`, `default_stream`, `new_stream`, `synchronize`, and the `stream=` argument
+//! every op takes. Only the CPU has a backend in this build; asking for the GPU is a clear error.
+
+use crate::errors::OrRaise;
+use kiln::{Device, DeviceKind, Stream};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+
+/// The kind of a device (`DeviceType.cpu`, `DeviceType.gpu`).
+#[pyclass(name = "DeviceType", module = "kiln.core", frozen, eq, hash, from_py_object)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PyDeviceType {
+    #[pyo3(name = "cpu")]
+    Cpu,
+    #[pyo3(name = "gpu")]
+    Gpu,
+}
+
+/// A device: a kind and an index.
+#[pyclass(name = "Device", module = "kiln.core", frozen, eq, hash, from_py_object)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PyDevice(pub Device);
+
+#[pymethods]
+impl PyDevice {
+    #[new]
+    #[pyo3(signature = (r#type, index = 0))]
+    fn new(r#type: PyDeviceType, index: usize) -> PyDevice {
+        PyDevice(match r#type {
+            PyDeviceType::Cpu => Device { kind: DeviceKind::Cpu, index },
+            PyDeviceType::Gpu => Device::gpu(index),
+        })
+    }
+
+    /// The device's kind.
+    #[getter]
+    fn r#type(&self) -> PyDeviceType {
+        match self.0.kind {
+            DeviceKind::Cpu => PyDeviceType::Cpu,
+            DeviceKind::Gpu => PyDeviceType::Gpu,
+        }
+    }
+
+    /// The device's index among devices of its kind.
+    #[getter]
+    fn index(&self) -> usize {
+        self.0.index
+    }
+
+    fn __repr__(&self) -> String {
+        self.0.to_string()
+    }
+}
+
+/// A stream: an ordered queue of work on one device.
+#[pyclass(name = "Stream", module = "kiln.core", frozen, eq, hash, from_py_object)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PyStream(pub Stream);
+
+#[pymethods]
+impl PyStream {
+    /// The device the stream runs on.
+    #[getter]
+    fn device(&self) -> PyDevice {
+        PyDevice(self.0.device)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Stream({}, {})", self.0.device, self.0.index)
+    }
+}
+
+/// Where an op should run: the `stream=` argument (a stream, a device, or None for the default).
+#[derive(FromPyObject)]
+pub enum StreamOrDevice {
+    Stream(PyStream),
+    Device(PyDevice),
+    Kind(PyDeviceType),
+}
+
+impl StreamOrDevice {
+    fn stream(&self) -> Stream {
+        match self {
+            StreamOrDevice::Stream(s) => s.0,
+            StreamOrDevice::Device(d) => Stream::default_for(d.0),
+            StreamOrDevice::Kind(t) => Stream::default_for(PyDevice::new(*t, 0).0),
+        }
+    }
+}
+
+/// Runs `f` with the ops it builds placed on `stream` (the default stream when None).
+pub fn on<R>(stream: Option<&StreamOrDevice>, f: impl FnOnce() -> kiln::Result<R>) -> PyResult<R> {
+    match stream {
+        None => f().or_raise(),
+        Some(s) => kiln::with_stream(s.stream(), f).or_raise()?.or_raise(),
+    }
+}
+
+/// The default device.
+#[pyfunction]
+fn default_device() -> PyDevice {
+    PyDevice(kiln::default_device())
+}
+
+/// Sets the default device (the GPU is not available in this build: a clear error).
+#[pyfunction]
+fn set_default_device(device: StreamOrDevice) -> PyResult<()> {
+    match device {
+        StreamOrDevice::Stream(_) => Err(PyTypeError::new_err("set_default_device: expected a Device or DeviceType, got a Stream")),
+        d => kiln::set_default_device(d.stream().device).or_raise(),
+    }
+}
+
+/// The default stream of `device`.
+#[pyfunction]
+fn default_stream(device: StreamOrDevice) -> PyResult<PyStream> {
+    let s = device.stream();
+    kiln::device::check_available("default_stream", s.device).or_raise()?;
+    Ok(PyStream(s))
+}
+
+/// Waits for the work queued on `stream` (the default stream when None). The CPU runs work
+/// inside `eval`, so this only checks the device.
+#[pyfunction]
+#[pyo3(signature = (stream = None))]
+fn synchronize(stream: Option<StreamOrDevice>) -> PyResult<()> {
+    let s = stream.map_or_else(|| Stream::default_for(kiln::default_device()), |s| s.stream());
+    kiln::synchronize(s).or_raise()
+}
+
+/// Adds the device classes, the `cpu`/`gpu` device types and the functions to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDeviceType>()?;
+    m.add_class::<PyDevice>()?;
+    m.add_class::<PyStream>()?;
+    m.add("cpu", PyDeviceType::Cpu)?;
+    m.add("gpu", PyDeviceType::Gpu)?;
+    m.add_function(wrap_pyfunction!(default_device, m)?)?;
+    m.add_function(wrap_pyfunction!(set_default_device, m)?)?;
+    m.add_function(wrap_pyfunction!(default_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(synchronize, m)?)
+}

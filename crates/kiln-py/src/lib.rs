@@ -1,0 +1,59 @@
+//! `kiln._core`: the native half of the Python package `kiln`. It holds the array type, the
+//! dtypes, devices and every op; `python/kiln/core` re-exports it as `kiln.core` and adds what is
+//! simplest in Python (pytrees for the transforms and `compile`). Nothing here aborts the
+//! process: kiln errors become `ValueError`s (see `errors.rs`).
+
+mod array;
+mod convert;
+mod device;
+mod dtype;
+mod errors;
+mod index;
+mod methods;
+mod ops;
+
+use array::PyArray;
+use errors::OrRaise;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+/// Collects the arrays of a (nested) structure of lists, tuples and dicts, in order.
+fn collect_arrays(obj: &Bound<'_, PyAny>, out: &mut Vec<kiln::Array>) -> PyResult<()> {
+    if let Ok(a) = obj.cast::<PyArray>() {
+        out.push(a.borrow().array.clone());
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        for item in l.iter() {
+            collect_arrays(&item, out)?;
+        }
+    } else if let Ok(t) = obj.cast::<PyTuple>() {
+        for item in t.iter() {
+            collect_arrays(&item, out)?;
+        }
+    } else if let Ok(d) = obj.cast::<PyDict>() {
+        for (_, v) in d.iter() {
+            collect_arrays(&v, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Evaluates every array found in the arguments (lists, tuples and dicts are searched), sharing
+/// the work they have in common.
+#[pyfunction]
+#[pyo3(signature = (*args))]
+fn eval(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
+    let mut arrays = Vec::new();
+    collect_arrays(args.as_any(), &mut arrays)?;
+    py.detach(|| kiln::eval(&arrays.iter().collect::<Vec<_>>())).or_raise()
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyArray>()?;
+    dtype::register(m)?;
+    device::register(m)?;
+    ops::register(m)?;
+    m.add_function(wrap_pyfunction!(eval, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! Array creation: `zeros`, `ones`, `full`, the `_like` forms, `arange`, `linspace`, `eye`,
+//! `identity`. Default dtypes follow mlx: float32, except `arange` of ints, which is int32.
+
+use super::Sizes;
+use crate::array::PyArray;
+use crate::convert::Operand;
+use crate::device::{on, StreamOrDevice};
+use crate::dtype::PyDtype;
+use kiln::{ops, Dtype};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyInt;
+
+fn dtype_or_f32(dtype: Option<PyDtype>) -> Dtype {
+    dtype.map_or(Dtype::F32, |d| d.0)
+}
+
+/// An array of `shape` filled with zeros.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype = None, *, stream = None))]
+pub fn zeros(shape: Sizes, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let dims = shape.dims("zeros")?;
+    on(stream.as_ref(), || ops::zeros(&dims, dtype_or_f32(dtype))).map(PyArray::from)
+}
+
+/// An array of `shape` filled with ones.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype = None, *, stream = None))]
+pub fn ones(shape: Sizes, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let dims = shape.dims("ones")?;
+    on(stream.as_ref(), || ops::ones(&dims, dtype_or_f32(dtype))).map(PyArray::from)
+}
+
+/// An array of `shape` filled with `vals` (broadcast), of `dtype` or the values' dtype.
+#[pyfunction]
+#[pyo3(signature = (shape, vals, dtype = None, *, stream = None))]
+pub fn full(shape: Sizes, vals: Operand, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let dims = shape.dims("full")?;
+    on(stream.as_ref(), || ops::full(&dims, vals.0, dtype.map(|d| d.0))).map(PyArray::from)
+}
+
+/// Zeros with the shape and dtype of `a`.
+#[pyfunction]
+#[pyo3(signature = (a, /, *, stream = None))]
+pub fn zeros_like(a: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::zeros_like(a.0)).map(PyArray::from)
+}
+
+/// Ones with the shape and dtype of `a`.
+#[pyfunction]
+#[pyo3(signature = (a, /, *, stream = None))]
+pub fn ones_like(a: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::ones_like(a.0)).map(PyArray::from)
+}
+
+/// Evenly spaced values in `[start, stop)`: `arange(stop)`, `arange(start, stop)` or
+/// `arange(start, stop, step)`. Ints give int32 and any float gives float32 unless `dtype` is set.
+#[pyfunction]
+#[pyo3(signature = (start_or_stop, stop = None, step = None, dtype = None, *, stream = None))]
+pub fn arange(
+    start_or_stop: &Bound<'_, PyAny>,
+    stop: Option<&Bound<'_, PyAny>>,
+    step: Option<&Bound<'_, PyAny>>,
+    dtype: Option<PyDtype>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    let number = |o: &Bound<'_, PyAny>| -> PyResult<f64> {
+        o.extract::<f64>().map_err(|_| PyTypeError::new_err(format!("arange: expected a number, got {}", o.get_type())))
+    };
+    let all_int = [Some(start_or_stop), stop, step].into_iter().flatten().all(|o| o.is_instance_of::<PyInt>());
+    let (start, stop) = match stop {
+        Some(s) => (number(start_or_stop)?, number(s)?),
+        None => (0.0, number(start_or_stop)?),
+    };
+    let step = step.map(number).transpose()?.unwrap_or(1.0);
+    let dt = dtype.map_or(if all_int { Dtype::I32 } else { Dtype::F32 }, |d| d.0);
+    on(stream.as_ref(), || ops::arange(start, stop, step, dt)).map(PyArray::from)
+}
+
+/// `num` evenly spaced values from `start` to `stop` inclusive.
+#[pyfunction]
+#[pyo3(signature = (start, stop, num = 50, dtype = None, stream = None))]
+pub fn linspace(start: f64, stop: f64, num: usize, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::linspace(start, stop, num, dtype_or_f32(dtype))).map(PyArray::from)
+}
+
+/// An `n` by `m` matrix with ones on diagonal `k`.
+#[pyfunction]
+#[pyo3(signature = (n, m = None, k = 0, dtype = None, *, stream = None))]
+pub fn eye(n: usize, m: Option<usize>, k: i64, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::eye(n, m, k, dtype_or_f32(dtype))).map(PyArray::from)
+}
+
+/// The `n` by `n` identity matrix.
+#[pyfunction]
+#[pyo3(signature = (n, dtype = None, *, stream = None))]
+pub fn identity(n: usize, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::identity(n, dtype_or_f32(dtype))).map(PyArray::from)
+}
+
+/// Adds the creation ops to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    for f in [
+        wrap_pyfunction!(zeros, m)?,
+        wrap_pyfunction!(ones, m)?,
+        wrap_pyfunction!(full, m)?,
+        wrap_pyfunction!(zeros_like, m)?,
+        wrap_pyfunction!(ones_like, m)?,
+        wrap_pyfunction!(arange, m)?,
+        wrap_pyfunction!(linspace, m)?,
+        wrap_pyfunction!(eye, m)?,
+        wrap_pyfunction!(identity, m)?,
+    ] {
+        m.add_function(f)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! Products: `matmul`, `addmm`, `outer`, `inner`, `tensordot`, `einsum`.
+
+use crate::array::PyArray;
+use crate::convert::Operand;
+use crate::device::{on, StreamOrDevice};
+use kiln::ops::{self, TensordotAxes};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+
+/// Matrix product with numpy's broadcasting and 1-d rules.
+#[pyfunction]
+#[pyo3(signature = (a, b, /, *, stream = None))]
+pub fn matmul(a: Operand, b: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::matmul(a.0, b.0)).map(PyArray::from)
+}
+
+/// `alpha * (a @ b) + beta * c`.
+#[pyfunction]
+#[pyo3(signature = (c, a, b, /, alpha = 1.0, beta = 1.0, *, stream = None))]
+pub fn addmm(c: Operand, a: Operand, b: Operand, alpha: f64, beta: f64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::addmm(c.0, a.0, b.0, alpha, beta)).map(PyArray::from)
+}
+
+/// Outer product of the flattened inputs.
+#[pyfunction]
+#[pyo3(signature = (a, b, /, *, stream = None))]
+pub fn outer(a: Operand, b: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::outer(a.0, b.0)).map(PyArray::from)
+}
+
+/// Sum of products over the last axes.
+#[pyfunction]
+#[pyo3(signature = (a, b, /, *, stream = None))]
+pub fn inner(a: Operand, b: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::inner(a.0, b.0)).map(PyArray::from)
+}
+
+/// Sum of products over `axes`: a count of trailing/leading axes or a pair of axis lists.
+#[pyfunction]
+#[pyo3(signature = (a, b, /, axes = None, *, stream = None))]
+pub fn tensordot(a: Operand, b: Operand, axes: Option<&Bound<'_, PyAny>>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let spec = match axes {
+        None => TensordotAxes::Count(2),
+        Some(x) => {
+            if let Ok(n) = x.extract::<usize>() {
+                TensordotAxes::Count(n)
+            } else if let Ok((l, r)) = x.extract::<(Vec<i64>, Vec<i64>)>() {
+                TensordotAxes::Pairs(l, r)
+            } else if let Ok((l, r)) = x.extract::<(i64, i64)>() {
+                TensordotAxes::Pairs(vec![l], vec![r])
+            } else {
+                return Err(PyTypeError::new_err("tensordot: axes must be an int or a pair of axis lists"));
+            }
+        }
+    };
+    on(stream.as_ref(), || ops::tensordot(a.0, b.0, spec)).map(PyArray::from)
+}
+
+/// Einstein summation over `operands` as described by `subscripts`.
+#[pyfunction]
+#[pyo3(signature = (subscripts, *operands, stream = None))]
+pub fn einsum(subscripts: &str, operands: Vec<Operand>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let ops_: Vec<_> = operands.into_iter().map(|o| o.0).collect();
+    on(stream.as_ref(), || ops::einsum(subscripts, &ops_)).map(PyArray::from)
+}
+
+/// Adds the products to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    for f in [
+        wrap_pyfunction!(matmul, m)?,
+        wrap_pyfunction!(addmm, m)?,
+        wrap_pyfunction!(outer, m)?,
+        wrap_pyfunction!(inner, m)?,
+        wrap_pyfunction!(tensordot, m)?,
+        wrap_pyfunction!(einsum, m)?,
+    ] {
+        m.add_function(f)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,339 @@
+//! Shape and layout ops: reshape, flatten, squeeze, transpose, broadcasting, joining, splitting,
+//! padding, tiling, triangles, rolls, diagonals and the gather-style `take` family.
+
+use super::{Axes, Sizes};
+use crate::array::PyArray;
+use crate::convert::Operand;
+use crate::device::{on, StreamOrDevice};
+use kiln::ops::{self, SplitSpec};
+use kiln::Array;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyInt;
+
+fn arrays(items: Vec<Operand>) -> Vec<Array> {
+    items.into_iter().map(|o| o.0).collect()
+}
+
+fn wrap_all(v: Vec<Array>) -> Vec<PyArray> {
+    v.into_iter().map(PyArray::from).collect()
+}
+
+/// The same data in a new shape (one dimension may be -1).
+#[pyfunction]
+#[pyo3(signature = (a, /, shape, *, stream = None))]
+pub fn reshape(a: Operand, shape: Sizes, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::reshape(a.0, &shape.0)).map(PyArray::from)
+}
+
+/// Axes `start_axis..=end_axis` merged into one.
+#[pyfunction]
+#[pyo3(signature = (a, /, start_axis = 0, end_axis = -1, *, stream = None))]
+pub fn flatten(a: Operand, start_axis: i64, end_axis: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::flatten(a.0, start_axis, end_axis)).map(PyArray::from)
+}
+
+/// Axis `axis` split into `shape` (one dimension may be -1).
+#[pyfunction]
+#[pyo3(signature = (a, /, axis, shape, *, stream = None))]
+pub fn unflatten(a: Operand, axis: i64, shape: Sizes, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::unflatten(a.0, axis, &shape.0)).map(PyArray::from)
+}
+
+/// Size-1 axes removed (all of them when `axis` is None).
+#[pyfunction]
+#[pyo3(signature = (a, /, axis = None, *, stream = None))]
+pub fn squeeze(a: Operand, axis: Option<Axes>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::squeeze(a.0, Axes::of(&axis))).map(PyArray::from)
+}
+
+/// Size-1 axes inserted at `axis`.
+#[pyfunction]
+#[pyo3(signature = (a, /, axis, *, stream = None))]
+pub fn expand_dims(a: Operand, axis: Axes, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::expand_dims(a.0, &axis.0)).map(PyArray::from)
+}
+
+/// Axes permuted (reversed when `axes` is None).
+#[pyfunction]
+#[pyo3(signature = (a, /, axes = None, *, stream = None))]
+pub fn transpose(a: Operand, axes: Option<Vec<i64>>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::transpose(a.0, axes.as_deref())).map(PyArray::from)
+}
+
+/// Two axes exchanged.
+#[pyfunction]
+#[pyo3(signature = (a, /, axis1, axis2, *, stream = None))]
+pub fn swapaxes(a: Operand, axis1: i64, axis2: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::swapaxes(a.0, axis1, axis2)).map(PyArray::from)
+}
+
+/// Axis `source` moved to position `destination`.
+#[pyfunction]
+#[pyo3(signature = (a, /, source, destination, *, stream = None))]
+pub fn moveaxis(a: Operand, source: i64, destination: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::moveaxis(a.0, source, destination)).map(PyArray::from)
+}
+
+/// A broadcast view with `shape`.
+#[pyfunction]
+#[pyo3(signature = (a, /, shape, *, stream = None))]
+pub fn broadcast_to(a: Operand, shape: Sizes, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let dims = shape.dims("broadcast_to")?;
+    on(stream.as_ref(), || ops::broadcast_to(a.0, &dims)).map(PyArray::from)
+}
+
+/// The arrays broadcast against each other.
+#[pyfunction]
+#[pyo3(signature = (*arrays, stream = None))]
+pub fn broadcast_arrays(arrays: Vec<Operand>, stream: Option<StreamOrDevice>) -> PyResult<Vec<PyArray>> {
+    let a = self::arrays(arrays);
+    on(stream.as_ref(), || ops::broadcast_arrays(&a)).map(wrap_all)
+}
+
+/// The arrays joined along an existing `axis` (flattened first when `axis` is None).
+#[pyfunction]
+#[pyo3(signature = (arrays, /, axis = 0, *, stream = None))]
+pub fn concatenate(arrays: Vec<Operand>, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let a = self::arrays(arrays);
+    on(stream.as_ref(), || match axis {
+        Some(ax) => ops::concatenate(&a, ax),
+        None => ops::concatenate(&a.iter().map(|x| ops::reshape(x, &[-1])).collect::<kiln::Result<Vec<_>>>()?, 0),
+    })
+    .map(PyArray::from)
+}
+
+/// `concatenate`'s other name.
+#[pyfunction]
+#[pyo3(signature = (arrays, /, axis = 0, *, stream = None))]
+pub fn concat(arrays: Vec<Operand>, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    concatenate(arrays, axis, stream)
+}
+
+/// The arrays joined along a new `axis`.
+#[pyfunction]
+#[pyo3(signature = (arrays, /, axis = 0, *, stream = None))]
+pub fn stack(arrays: Vec<Operand>, axis: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let a = self::arrays(arrays);
+    on(stream.as_ref(), || ops::stack(&a, axis)).map(PyArray::from)
+}
+
+/// Views splitting `axis` into equal sections (an int) or at the given indices (a sequence).
+#[pyfunction]
+#[pyo3(signature = (a, /, indices_or_sections, axis = 0, *, stream = None))]
+pub fn split(a: Operand, indices_or_sections: &Bound<'_, PyAny>, axis: i64, stream: Option<StreamOrDevice>) -> PyResult<Vec<PyArray>> {
+    let spec = if indices_or_sections.is_instance_of::<PyInt>() {
+        SplitSpec::Sections(indices_or_sections.extract()?)
+    } else {
+        SplitSpec::Indices(indices_or_sections.extract().map_err(|_| {
+            PyTypeError::new_err("split: indices_or_sections must be an int or a sequence of ints")
+        })?)
+    };
+    on(stream.as_ref(), || ops::split(a.0, spec, axis)).map(wrap_all)
+}
+
+/// Padding widths: an int, a `(before, after)` pair, or one pair per axis.
+fn pad_widths(pad_width: &Bound<'_, PyAny>, ndim: usize) -> PyResult<Vec<(usize, usize)>> {
+    if let Ok(w) = pad_width.extract::<usize>() {
+        return Ok(vec![(w, w); ndim]);
+    }
+    if let Ok((b, e)) = pad_width.extract::<(usize, usize)>() {
+        return Ok(vec![(b, e); ndim]);
+    }
+    if let Ok(v) = pad_width.extract::<Vec<(usize, usize)>>() {
+        if v.len() == 1 {
+            return Ok(vec![v[0]; ndim]);
+        }
+        return Ok(v);
+    }
+    if let Ok(v) = pad_width.extract::<Vec<Vec<usize>>>() {
+        if v.len() == 1 && v[0].len() == 1 {
+            return Ok(vec![(v[0][0], v[0][0]); ndim]);
+        }
+    }
+    Err(PyTypeError::new_err("pad: pad_width must be an int, a (before, after) pair, or one pair per axis"))
+}
+
+/// Pads with `constant_values` (mode "constant") or the edge values (mode "edge").
+#[pyfunction]
+#[pyo3(signature = (a, pad_width, mode = "constant", constant_values = None, *, stream = None))]
+pub fn pad(
+    a: Operand,
+    pad_width: &Bound<'_, PyAny>,
+    mode: &str,
+    constant_values: Option<Operand>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    let widths = pad_widths(pad_width, a.0.ndim())?;
+    let value = constant_values.map_or_else(|| Array::weak_int(0), |v| v.0);
+    match mode {
+        "constant" => on(stream.as_ref(), || ops::pad(&a.0, &widths, &value)).map(PyArray::from),
+        "edge" => on(stream.as_ref(), || edge_pad(&a.0, &widths)).map(PyArray::from),
+        _ => Err(PyValueError::new_err(format!("pad: mode '{mode}' is not supported; use 'constant' or 'edge'"))),
+    }
+}
+
+/// Pads by repeating the first and last slice of each axis.
+fn edge_pad(a: &Array, widths: &[(usize, usize)]) -> kiln::Result<Array> {
+    let mut x = a.clone();
+    for (axis, &(before, after)) in widths.iter().enumerate() {
+        let n = x.shape().get(axis).copied().unwrap_or(0) as i64;
+        if n == 0 && before + after > 0 {
+            return Err(kiln::Error::value("pad", "edge padding of an empty axis"));
+        }
+        let ax = axis as i64;
+        let mut parts = Vec::new();
+        if before > 0 {
+            parts.push(ops::repeat(ops::slice_axis(&x, ax, 0, 1)?, before, Some(ax))?);
+        }
+        parts.push(x.clone());
+        if after > 0 {
+            parts.push(ops::repeat(ops::slice_axis(&x, ax, n - 1, n)?, after, Some(ax))?);
+        }
+        if parts.len() > 1 {
+            x = ops::concatenate(&parts, ax)?;
+        }
+    }
+    Ok(x)
+}
+
+/// The array repeated `reps` times along each axis.
+#[pyfunction]
+#[pyo3(signature = (a, reps, /, *, stream = None))]
+pub fn tile(a: Operand, reps: Sizes, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let reps = reps.dims("tile")?;
+    on(stream.as_ref(), || ops::tile(a.0, &reps)).map(PyArray::from)
+}
+
+/// Each element repeated `repeats` times along `axis` (of the flattened array when None).
+#[pyfunction]
+#[pyo3(signature = (array, repeats, axis = None, *, stream = None))]
+pub fn repeat(array: Operand, repeats: usize, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::repeat(array.0, repeats, axis)).map(PyArray::from)
+}
+
+/// The lower triangle (diagonal `k` and below) of the last two axes.
+#[pyfunction]
+#[pyo3(signature = (x, k = 0, *, stream = None))]
+pub fn tril(x: Operand, k: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::tril(x.0, k)).map(PyArray::from)
+}
+
+/// The upper triangle (diagonal `k` and above) of the last two axes.
+#[pyfunction]
+#[pyo3(signature = (x, k = 0, *, stream = None))]
+pub fn triu(x: Operand, k: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::triu(x.0, k)).map(PyArray::from)
+}
+
+/// Elements shifted by `shift` along `axis` with wrap-around (of the flattened array when None).
+#[pyfunction]
+#[pyo3(signature = (a, shift, axis = None, *, stream = None))]
+pub fn roll(a: Operand, shift: Axes, axis: Option<Axes>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || match (shift.0.as_slice(), axis) {
+        (&[s], None) => ops::roll(a.0, s, None),
+        (&[s], Some(Axes(ax))) if ax.len() == 1 => ops::roll(a.0, s, Some(ax[0])),
+        (&[s], Some(Axes(ax))) => ops::roll_axes(a.0, &vec![s; ax.len()], &ax),
+        (shifts, Some(Axes(ax))) => ops::roll_axes(a.0, shifts, &ax),
+        (_, None) => Err(kiln::Error::value("roll", "several shifts need as many axes")),
+    })
+    .map(PyArray::from)
+}
+
+/// The diagonal `offset` of the plane `(axis1, axis2)`, as a new last axis.
+#[pyfunction]
+#[pyo3(signature = (a, offset = 0, axis1 = 0, axis2 = 1, *, stream = None))]
+pub fn diagonal(a: Operand, offset: i64, axis1: i64, axis2: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::diagonal(a.0, offset, axis1, axis2)).map(PyArray::from)
+}
+
+/// The `k`-th diagonal of a matrix, or a matrix with a vector on its `k`-th diagonal.
+#[pyfunction]
+#[pyo3(signature = (a, /, k = 0, *, stream = None))]
+pub fn diag(a: Operand, k: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::diag(a.0, k)).map(PyArray::from)
+}
+
+/// Elements at `indices` along `axis` (of the flattened array when None).
+#[pyfunction]
+#[pyo3(signature = (a, /, indices, axis = None, *, stream = None))]
+pub fn take(a: Operand, indices: Operand, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::take(a.0, indices.0, axis)).map(PyArray::from)
+}
+
+/// Elements picked along `axis` by `indices` of the same rank.
+#[pyfunction]
+#[pyo3(signature = (a, /, indices, axis, *, stream = None))]
+pub fn take_along_axis(a: Operand, indices: Operand, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::take_along_axis(a.0, indices.0, axis)).map(PyArray::from)
+}
+
+/// A copy with `values` written along `axis` at `indices`.
+#[pyfunction]
+#[pyo3(signature = (a, /, indices, values, axis, *, stream = None))]
+pub fn put_along_axis(a: Operand, indices: Operand, values: Operand, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::put_along_axis(a.0, indices.0, values.0, axis)).map(PyArray::from)
+}
+
+/// Coordinate grids from 1-d arrays (`indexing` "xy" or "ij"; `sparse` keeps them broadcastable).
+#[pyfunction]
+#[pyo3(signature = (*arrays, sparse = false, indexing = "xy", stream = None))]
+pub fn meshgrid(arrays: Vec<Operand>, sparse: bool, indexing: &str, stream: Option<StreamOrDevice>) -> PyResult<Vec<PyArray>> {
+    let xy = match indexing {
+        "xy" => true,
+        "ij" => false,
+        _ => return Err(PyValueError::new_err(format!("meshgrid: indexing must be 'xy' or 'ij', got '{indexing}'"))),
+    };
+    let a = self::arrays(arrays);
+    if !sparse {
+        return on(stream.as_ref(), || ops::meshgrid(&a, xy)).map(wrap_all);
+    }
+    let n = a.len();
+    on(stream.as_ref(), || {
+        a.iter()
+            .enumerate()
+            .map(|(i, x)| {
+                let pos = if xy && n >= 2 && i < 2 { 1 - i } else { i };
+                let mut shape = vec![1i64; n];
+                shape[pos] = -1;
+                ops::reshape(x, &shape)
+            })
+            .collect::<kiln::Result<Vec<_>>>()
+    })
+    .map(wrap_all)
+}
+
+/// Adds the shape ops to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    for f in [
+        wrap_pyfunction!(reshape, m)?,
+        wrap_pyfunction!(flatten, m)?,
+        wrap_pyfunction!(unflatten, m)?,
+        wrap_pyfunction!(squeeze, m)?,
+        wrap_pyfunction!(expand_dims, m)?,
+        wrap_pyfunction!(transpose, m)?,
+        wrap_pyfunction!(swapaxes, m)?,
+        wrap_pyfunction!(moveaxis, m)?,
+        wrap_pyfunction!(broadcast_to, m)?,
+        wrap_pyfunction!(broadcast_arrays, m)?,
+        wrap_pyfunction!(concatenate, m)?,
+        wrap_pyfunction!(concat, m)?,
+        wrap_pyfunction!(stack, m)?,
+        wrap_pyfunction!(split, m)?,
+        wrap_pyfunction!(pad, m)?,
+        wrap_pyfunction!(tile, m)?,
+        wrap_pyfunction!(repeat, m)?,
+        wrap_pyfunction!(tril, m)?,
+        wrap_pyfunction!(triu, m)?,
+        wrap_pyfunction!(roll, m)?,
+        wrap_pyfunction!(diagonal, m)?,
+        wrap_pyfunction!(diag, m)?,
+        wrap_pyfunction!(take, m)?,
+        wrap_pyfunction!(take_along_axis, m)?,
+        wrap_pyfunction!(put_along_axis, m)?,
+        wrap_pyfunction!(meshgrid, m)?,
+    ] {
+        m.add_function(f)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,9 @@
+"""kiln: a lazy array framework whose heart is ``compile``.
+
+``kiln.core`` mirrors ``mlx.core``: code written for mlx runs after changing
+``import mlx.core as mx`` to ``import kiln.core as mx``.
+"""
+
+from kiln import core
+
+__version__ = core.__version__

@@ -1,0 +1,106 @@
+"""Indexing against numpy: basic and advanced reads, `a[...] = v`, and `a.at[...]` updates."""
+
+import numpy as np
+import pytest
+
+import kiln.core as mx
+
+X = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+
+KEYS = [
+    1,
+    -1,
+    (1, 2),
+    (0, -1, 3, 4),
+    slice(None),
+    slice(1, None),
+    (slice(None), slice(None, None, -1)),
+    (Ellipsis, 2),
+    (1, Ellipsis, slice(1, 4, 2)),
+    (None, 0),
+    (slice(None), None, 1, None),
+    (0, slice(-3, None), Ellipsis, None),
+    np.array([1, 0, 1]),
+    (slice(None), [2, 0]),
+    (slice(None), np.array([2, 0]), np.array([1, 3])),
+    (slice(None), np.array([[2], [0]]), slice(None), np.array([1, 3])),
+    (0, slice(None), np.array([3, -1])),
+    (np.array([1, 0]), 2),
+    (Ellipsis, np.array([4, 0, 1])),
+    (np.array([0, 1]), slice(None), np.array([[1], [2]])),
+]
+
+
+@pytest.mark.parametrize("key", KEYS, ids=[repr(k) for k in KEYS])
+def test_getitem_matches_numpy(key):
+    got = mx.array(X)[key]
+    want = X[key]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(np.array(got), want)
+
+
+SET_KEYS = [
+    1,
+    (0, slice(1, 3)),
+    (Ellipsis, 0),
+    (slice(None), None, 2),
+    np.array([1, 0]),
+    (slice(None), np.array([2, 0]), 1),
+    (0, slice(None), np.array([3, 1]), np.array([0, 4])),
+    (slice(1, None), np.array([0, 2])),
+]
+
+
+@pytest.mark.parametrize("key", SET_KEYS, ids=[repr(k) for k in SET_KEYS])
+def test_setitem_matches_numpy(key):
+    want = X.copy()
+    target_shape = want[key].shape
+    value = np.arange(np.prod(target_shape), dtype=np.float32).reshape(target_shape) - 100
+    want[key] = value
+    a = mx.array(X)
+    alias = a
+    a[key] = mx.array(value)
+    np.testing.assert_array_equal(np.array(a), want)
+    assert alias is a
+    b = mx.array(X)
+    b[key] = 7
+    want2 = X.copy()
+    want2[key] = 7
+    np.testing.assert_array_equal(np.array(b), want2)
+
+
+def test_at_updates_accumulate_repeated_indices():
+    a = mx.array([0.0, 1.0, 2.0, 3.0])
+    idx = mx.array([0, 2, 0])
+    np.testing.assert_array_equal(np.array(a.at[idx].add(1.0)), [2.0, 1.0, 3.0, 3.0])
+    np.testing.assert_array_equal(np.array(a.at[idx].subtract(1.0)), [-2.0, 1.0, 1.0, 3.0])
+    np.testing.assert_array_equal(np.array((a + 1).at[idx].multiply(3.0)), [9.0, 2.0, 9.0, 4.0])
+    np.testing.assert_array_equal(np.array((a + 1).at[idx].divide(2.0)), [0.25, 2.0, 1.5, 4.0])
+    np.testing.assert_array_equal(np.array(a.at[1:3].maximum(1.5)), [0.0, 1.5, 2.0, 3.0])
+    np.testing.assert_array_equal(np.array(a.at[1:3].minimum(1.5)), [0.0, 1.0, 1.5, 3.0])
+    # The original is unchanged.
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_at_add_on_2d_rows():
+    a = mx.zeros((3, 2))
+    out = a.at[mx.array([2, 2, 0])].add(mx.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]))
+    np.testing.assert_array_equal(np.array(out), [[5.0, 6.0], [0.0, 0.0], [4.0, 6.0]])
+
+
+def test_index_errors():
+    a = mx.array(X)
+    with pytest.raises(IndexError, match="out of bounds"):
+        a[2]
+    with pytest.raises(IndexError, match="too many indices"):
+        a[0, 0, 0, 0, 0]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        a[..., 0, ...]
+    with pytest.raises(TypeError, match="boolean"):
+        a[mx.array([True, False])]
+    with pytest.raises(TypeError, match="integers"):
+        a[mx.array([0.5])]
+    with pytest.raises(TypeError, match="cannot index"):
+        a["x"]
+    with pytest.raises(ValueError, match="zero"):
+        a[::0]

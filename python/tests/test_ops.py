@@ -1,0 +1,359 @@
+"""Every op against numpy (computed in float64) on random inputs, with mlx's promotion rules."""
+
+import numpy as np
+import pytest
+
+import kiln.core as mx
+
+# name -> (numpy function, input low, input high)
+UNARY = {
+    "abs": (np.abs, -3, 3),
+    "negative": (np.negative, -3, 3),
+    "sign": (np.sign, -3, 3),
+    "exp": (np.exp, -3, 3),
+    "expm1": (np.expm1, -3, 3),
+    "log": (np.log, 0.1, 5),
+    "log1p": (np.log1p, -0.5, 5),
+    "log2": (np.log2, 0.1, 5),
+    "log10": (np.log10, 0.1, 5),
+    "sqrt": (np.sqrt, 0, 5),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), 0.1, 5),
+    "square": (np.square, -3, 3),
+    "reciprocal": (np.reciprocal, 0.5, 3),
+    "sin": (np.sin, -3, 3),
+    "cos": (np.cos, -3, 3),
+    "tan": (np.tan, -1.2, 1.2),
+    "arcsin": (np.arcsin, -0.99, 0.99),
+    "arccos": (np.arccos, -0.99, 0.99),
+    "arctan": (np.arctan, -3, 3),
+    "sinh": (np.sinh, -3, 3),
+    "cosh": (np.cosh, -3, 3),
+    "tanh": (np.tanh, -3, 3),
+    "arcsinh": (np.arcsinh, -3, 3),
+    "arccosh": (np.arccosh, 1.01, 5),
+    "arctanh": (np.arctanh, -0.99, 0.99),
+    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), -5, 5),
+    "floor": (np.floor, -3, 3),
+    "ceil": (np.ceil, -3, 3),
+    "round": (np.round, -3, 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_matches_numpy(rng, name):
+    ref, lo, hi = UNARY[name]
+    x = rng.uniform(lo, hi, (7, 5)).astype(np.float32)
+    out = getattr(mx, name)(mx.array(x))
+    assert out.dtype == mx.float32
+    np.testing.assert_allclose(np.array(out), ref(x.astype(np.float64)), rtol=2e-6, atol=2e-6)
+
+
+def test_erf_and_erfinv_match_float64_references(rng):
+    import math
+
+    x = rng.uniform(-3, 3, 200).astype(np.float32)
+    expected = np.array([math.erf(v) for v in x.astype(np.float64)])
+    np.testing.assert_allclose(np.array(mx.erf(mx.array(x))), expected, atol=2e-6)
+    y = rng.uniform(-0.95, 0.95, 200).astype(np.float32)
+    back = np.array([math.erf(v) for v in np.array(mx.erfinv(mx.array(y))).astype(np.float64)])
+    np.testing.assert_allclose(back, y, atol=1e-5)
+
+
+BINARY = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "power": lambda a, b: np.power(np.abs(a), b),
+    "arctan2": np.arctan2,
+    "logaddexp": np.logaddexp,
+    "floor_divide": np.floor_divide,
+    "remainder": np.remainder,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_broadcasts_and_matches_numpy(rng, name):
+    a = rng.uniform(0.5, 3, (4, 1, 3)).astype(np.float32)
+    b = rng.uniform(0.5, 3, (5, 1)).astype(np.float32)
+    if name == "power":
+        a = np.abs(a)
+    out = getattr(mx, name)(mx.array(a), mx.array(b))
+    assert out.shape == (4, 5, 3)
+    np.testing.assert_allclose(np.array(out), BINARY[name](a.astype(np.float64), b.astype(np.float64)), rtol=3e-6, atol=3e-6)
+
+
+@pytest.mark.parametrize(
+    "name,ref",
+    [
+        ("equal", np.equal),
+        ("not_equal", np.not_equal),
+        ("less", np.less),
+        ("less_equal", np.less_equal),
+        ("greater", np.greater),
+        ("greater_equal", np.greater_equal),
+    ],
+)
+def test_comparisons_give_bool(rng, name, ref):
+    a = rng.integers(0, 3, (6, 4)).astype(np.int32)
+    b = rng.integers(0, 3, (4,)).astype(np.int32)
+    out = getattr(mx, name)(mx.array(a), mx.array(b))
+    assert out.dtype == mx.bool_
+    np.testing.assert_array_equal(np.array(out), ref(a, b))
+
+
+def test_bitwise_and_logical_ops(rng):
+    a = rng.integers(0, 64, 10).astype(np.int32)
+    b = rng.integers(0, 64, 10).astype(np.int32)
+    ka, kb = mx.array(a), mx.array(b)
+    np.testing.assert_array_equal(np.array(ka & kb), a & b)
+    np.testing.assert_array_equal(np.array(ka | kb), a | b)
+    np.testing.assert_array_equal(np.array(ka ^ kb), a ^ b)
+    np.testing.assert_array_equal(np.array(ka << 2), a << 2)
+    np.testing.assert_array_equal(np.array(ka >> 1), a >> 1)
+    np.testing.assert_array_equal(np.array(~ka), ~a)
+    p, q = a > 30, b > 30
+    np.testing.assert_array_equal(np.array(mx.logical_and(mx.array(p), mx.array(q))), p & q)
+    np.testing.assert_array_equal(np.array(mx.logical_or(mx.array(p), mx.array(q))), p | q)
+    np.testing.assert_array_equal(np.array(~mx.array(p)), ~p)
+    with pytest.raises(ValueError, match="bitwise_and"):
+        mx.array([1.0]) & mx.array([2.0])
+
+
+def test_operators_with_python_scalars_and_reflection(rng):
+    x = rng.uniform(1, 2, (3, 3)).astype(np.float32)
+    a = mx.array(x)
+    for got, want in [
+        (a + 1, x + 1),
+        (1 + a, 1 + x),
+        (a - 0.5, x - 0.5),
+        (2 - a, 2 - x),
+        (a * 3, x * 3),
+        (3 * a, 3 * x),
+        (a / 2, x / 2),
+        (2 / a, 2 / x),
+        (a // 0.3, x // 0.3),
+        (a % 0.3, x % 0.3),
+        (a**2, x**2),
+        (2**a, 2**x),
+        (-a, -x),
+        (abs(-a), x),
+        (a @ a, x.astype(np.float64) @ x),
+    ]:
+        assert got.dtype == mx.float32
+        np.testing.assert_allclose(np.array(got), want, rtol=2e-6, atol=2e-6)
+    b = a + np.ones((3, 3), dtype=np.float32)
+    np.testing.assert_allclose(np.array(b), x + 1, rtol=1e-6)
+
+
+def test_weak_python_scalars_keep_the_array_dtype():
+    assert (mx.array([1, 2], dtype=mx.int8) + 1).dtype == mx.int8
+    assert (mx.array([1, 2], dtype=mx.int8) * 2.5).dtype == mx.float32
+    assert (mx.array([1.0], dtype=mx.float16) * 2.0).dtype == mx.float16
+    assert (mx.array([1.0], dtype=mx.bfloat16) + 1).dtype == mx.bfloat16
+    assert (mx.array([1], dtype=mx.uint8) + mx.array([1], dtype=mx.int8)).dtype == mx.int16
+    assert (mx.array([1.0], dtype=mx.float16) + mx.array([1.0], dtype=mx.float32)).dtype == mx.float32
+    assert (mx.array([True]) + 1).dtype == mx.int32
+
+
+def test_in_place_operators_update_the_array_object():
+    a = mx.array([1.0, 2.0])
+    alias = a
+    a += 1
+    a *= 2
+    assert alias.tolist() == [4.0, 6.0]
+
+
+def test_unsupported_operand_raises_type_error():
+    with pytest.raises(TypeError):
+        mx.array([1.0]) + "x"
+    with pytest.raises(TypeError):
+        mx.add(mx.array([1.0]), object())
+
+
+def test_broadcast_error_names_op_and_shapes():
+    with pytest.raises(ValueError) as e:
+        mx.add(mx.zeros((2, 3)), mx.zeros((4,)))
+    assert "add" in str(e.value) and "(2, 3)" in str(e.value) and "(4,)" in str(e.value)
+
+
+REDUCTIONS = {
+    "sum": np.sum,
+    "prod": np.prod,
+    "max": np.max,
+    "min": np.min,
+    "mean": np.mean,
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reductions_match_numpy(rng, name, axis, keepdims):
+    x = rng.uniform(0.5, 1.5, (3, 4, 5)).astype(np.float32)
+    out = getattr(mx, name)(mx.array(x), axis=axis, keepdims=keepdims)
+    want = REDUCTIONS[name](x.astype(np.float64), axis=axis, keepdims=keepdims)
+    assert out.shape == np.shape(want)
+    np.testing.assert_allclose(np.array(out), want, rtol=3e-6)
+    method = getattr(mx.array(x), name)(axis=axis, keepdims=keepdims)
+    np.testing.assert_array_equal(np.array(method), np.array(out))
+
+
+def test_var_std_logsumexp_softmax(rng):
+    x = rng.standard_normal((6, 7)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(np.array(mx.var(mx.array(x), axis=1, ddof=1)), x64.var(axis=1, ddof=1), rtol=1e-5)
+    np.testing.assert_allclose(np.array(mx.array(x).std()), x64.std(), rtol=1e-5)
+    lse = np.log(np.exp(x64).sum(axis=-1))
+    np.testing.assert_allclose(np.array(mx.logsumexp(mx.array(x), axis=-1)), lse, rtol=1e-6)
+    e = np.exp(x64 - x64.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(np.array(mx.softmax(mx.array(x), axis=-1)), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_all_any_argmax_argmin(rng):
+    x = rng.integers(0, 5, (4, 6)).astype(np.int32)
+    a = mx.array(x)
+    np.testing.assert_array_equal(np.array(mx.all(a > 0, axis=1)), (x > 0).all(axis=1))
+    np.testing.assert_array_equal(np.array(mx.any(a > 3, axis=0)), (x > 3).any(axis=0))
+    np.testing.assert_array_equal(np.array(mx.argmax(a, axis=1)), x.argmax(axis=1))
+    np.testing.assert_array_equal(np.array(a.argmin(axis=0)), x.argmin(axis=0))
+    assert mx.argmax(a).item() == x.argmax()
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "cummax", "cummin"])
+def test_scans_match_numpy(rng, name):
+    x = rng.uniform(0.5, 1.5, (3, 5)).astype(np.float32)
+    ref = {
+        "cumsum": np.cumsum,
+        "cumprod": np.cumprod,
+        "cummax": np.maximum.accumulate,
+        "cummin": np.minimum.accumulate,
+    }[name]
+    np.testing.assert_allclose(np.array(getattr(mx, name)(mx.array(x), axis=1)), ref(x.astype(np.float64), axis=1), rtol=2e-6)
+    rev = getattr(mx.array(x), name)(axis=1, reverse=True)
+    np.testing.assert_allclose(np.array(rev), ref(x.astype(np.float64)[:, ::-1], axis=1)[:, ::-1], rtol=2e-6)
+
+
+def test_exclusive_cumsum():
+    out = mx.cumsum(mx.array([1, 2, 3, 4]), inclusive=False)
+    assert out.tolist() == [0, 1, 3, 6]
+
+
+def test_shape_ops_match_numpy(rng):
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    a = mx.array(x)
+    cases = [
+        (mx.reshape(a, (4, -1)), x.reshape(4, -1)),
+        (a.reshape(6, 4), x.reshape(6, 4)),
+        (mx.flatten(a, 1), x.reshape(2, 12)),
+        (mx.unflatten(a, 2, (2, 2)), x.reshape(2, 3, 2, 2)),
+        (mx.squeeze(mx.expand_dims(a, (0, 2))), x),
+        (mx.transpose(a, (2, 0, 1)), x.transpose(2, 0, 1)),
+        (a.transpose(1, 2, 0), x.transpose(1, 2, 0)),
+        (mx.swapaxes(a, 0, 2), x.swapaxes(0, 2)),
+        (mx.moveaxis(a, 0, -1), np.moveaxis(x, 0, -1)),
+        (mx.broadcast_to(mx.array(x[:1]), (5, 3, 4)), np.broadcast_to(x[:1], (5, 3, 4))),
+        (mx.concatenate([a, a], axis=1), np.concatenate([x, x], axis=1)),
+        (mx.concatenate([a, a], axis=None), np.concatenate([x.ravel(), x.ravel()])),
+        (mx.stack([a, a], axis=-1), np.stack([x, x], axis=-1)),
+        (mx.pad(a, ((0, 0), (1, 2), (0, 1))), np.pad(x, ((0, 0), (1, 2), (0, 1)))),
+        (mx.pad(a, 1, mode="edge"), np.pad(x, 1, mode="edge")),
+        (mx.tile(a, (1, 2, 1)), np.tile(x, (1, 2, 1))),
+        (mx.repeat(a, 2, axis=1), np.repeat(x, 2, axis=1)),
+        (mx.tril(a), np.tril(x)),
+        (mx.triu(a, 1), np.triu(x, 1)),
+        (mx.roll(a, 2, axis=2), np.roll(x, 2, axis=2)),
+        (mx.roll(a, 3), np.roll(x, 3)),
+        (mx.diagonal(a, 0, 1, 2), np.diagonal(x, 0, 1, 2)),
+        (mx.diag(mx.array(x[0])), np.diag(x[0])),
+        (mx.take(a, mx.array([2, 0]), axis=1), np.take(x, [2, 0], axis=1)),
+        (mx.sort(a, axis=-1), np.sort(x, axis=-1)),
+        (mx.argsort(a, axis=1), np.argsort(x, axis=1)),
+    ]
+    for got, want in cases:
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.array(got), want, rtol=1e-6)
+    parts = mx.split(a, [1, 3], axis=2)
+    for got, want in zip(parts, np.split(x, [1, 3], axis=2)):
+        np.testing.assert_array_equal(np.array(got), want)
+    assert len(a.split(2, axis=2)) == 2
+
+
+def test_take_along_axis_and_put_along_axis(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    idx = np.argsort(x, axis=1)
+    np.testing.assert_array_equal(np.array(mx.take_along_axis(mx.array(x), mx.array(idx), axis=1)), np.take_along_axis(x, idx, axis=1))
+    y = x.copy()
+    np.put_along_axis(y, idx[:, :1], 9.0, axis=1)
+    got = mx.put_along_axis(mx.array(x), mx.array(idx[:, :1]), mx.array(9.0), axis=1)
+    np.testing.assert_array_equal(np.array(got), y)
+
+
+def test_creation_ops():
+    np.testing.assert_array_equal(np.array(mx.zeros((2, 3))), np.zeros((2, 3)))
+    assert mx.zeros(3).dtype == mx.float32
+    np.testing.assert_array_equal(np.array(mx.ones((2,), dtype=mx.int32)), [1, 1])
+    np.testing.assert_array_equal(np.array(mx.full((2, 2), 7)), np.full((2, 2), 7))
+    assert mx.full((2,), 7).dtype == mx.int32
+    assert mx.arange(5).tolist() == [0, 1, 2, 3, 4]
+    assert mx.arange(5).dtype == mx.int32
+    assert mx.arange(1, 2, 0.25).tolist() == [1.0, 1.25, 1.5, 1.75]
+    assert mx.arange(0.0, 3).dtype == mx.float32
+    np.testing.assert_allclose(np.array(mx.linspace(0, 1, 5)), np.linspace(0, 1, 5))
+    np.testing.assert_array_equal(np.array(mx.eye(3, 4, k=1)), np.eye(3, 4, k=1))
+    np.testing.assert_array_equal(np.array(mx.identity(2)), np.identity(2))
+    a = mx.array([[1, 2]], dtype=mx.int8)
+    assert mx.zeros_like(a).dtype == mx.int8 and mx.ones_like(a).tolist() == [[1, 1]]
+    with pytest.raises(ValueError, match="negative"):
+        mx.zeros((-1, 2))
+
+
+def test_where_clip_and_closeness(rng):
+    x = rng.standard_normal(10).astype(np.float32)
+    a = mx.array(x)
+    np.testing.assert_array_equal(np.array(mx.where(a > 0, a, 0.0)), np.where(x > 0, x, 0))
+    np.testing.assert_array_equal(np.array(mx.clip(a, -0.5, 0.5)), np.clip(x, -0.5, 0.5))
+    np.testing.assert_array_equal(np.array(mx.clip(a, None, 0.5)), np.minimum(x, 0.5))
+    assert mx.allclose(a, a + 1e-7).item()
+    assert not mx.allclose(a, a + 1).item()
+    assert mx.array_equal(a, mx.array(x)).item()
+    assert not mx.array_equal(a, a[:3]).item()
+    nan = mx.array([np.nan, 1.0])
+    assert not mx.array_equal(nan, nan).item()
+    assert mx.array_equal(nan, nan, equal_nan=True).item()
+    np.testing.assert_array_equal(np.array(mx.isclose(nan, nan, equal_nan=True)), [True, True])
+
+
+def test_linalg_matches_numpy(rng):
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    c = rng.standard_normal((3, 5)).astype(np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    np.testing.assert_allclose(np.array(mx.matmul(mx.array(a), mx.array(b))), a64 @ b64, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.array(mx.addmm(mx.array(c), mx.array(a[0]), mx.array(b), alpha=2.0, beta=0.5)),
+        2 * (a64[0] @ b64) + 0.5 * c,
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    v, w = rng.standard_normal(3).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    np.testing.assert_allclose(np.array(mx.outer(mx.array(v), mx.array(w))), np.outer(v, w), rtol=1e-6)
+    np.testing.assert_allclose(np.array(mx.inner(mx.array(a), mx.array(w))), np.inner(a64, w), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.array(mx.tensordot(mx.array(a), mx.array(b), axes=1)), np.tensordot(a64, b64, axes=1), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        np.array(mx.einsum("bij,jk->bik", mx.array(a), mx.array(b))), np.einsum("bij,jk->bik", a64, b64), rtol=1e-5, atol=1e-5
+    )
+    with pytest.raises(ValueError, match="matmul"):
+        mx.matmul(mx.array(a), mx.array(c))
+
+
+def test_topk_and_partition(rng):
+    x = rng.permutation(20).astype(np.float32)
+    top = np.sort(np.array(mx.topk(mx.array(x), 5)))
+    np.testing.assert_array_equal(top, np.sort(x)[-5:])
+    p = np.array(mx.partition(mx.array(x), 7))
+    assert p[7] == np.sort(x)[7] and (p[:7] <= p[7]).all() and (p[8:] >= p[7]).all()
