@@ -5,9 +5,27 @@
 use kiln::ErrorKind;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::PyErr;
+use std::cell::RefCell;
 
-/// The Python exception for a kiln error.
+thread_local! {
+    /// An exception a Python callback (a function being traced or transformed) raised inside
+    /// kiln, kept so that it reaches the caller unchanged rather than as a kiln error.
+    static RAISED_IN_CALLBACK: RefCell<Option<PyErr>> = const { RefCell::new(None) };
+}
+
+/// Keeps `e`, raised by a Python callback, for the boundary to re-raise, and returns the kiln
+/// error that carries it through kiln.
+pub fn stash(e: PyErr) -> kiln::Error {
+    let message = e.to_string();
+    RAISED_IN_CALLBACK.with(|r| *r.borrow_mut() = Some(e));
+    kiln::Error::value("callback", message)
+}
+
+/// The Python exception for a kiln error: the callback's own exception when one caused it.
 pub fn to_py(e: kiln::Error) -> PyErr {
+    if let Some(raised) = RAISED_IN_CALLBACK.with(|r| r.borrow_mut().take()) {
+        return raised;
+    }
     match e.kind {
         ErrorKind::NoData | ErrorKind::Unsupported => PyRuntimeError::new_err(e.to_string()),
         _ => PyValueError::new_err(e.to_string()),

@@ -4,6 +4,7 @@
 //! process: kiln errors become `ValueError`s (see `errors.rs`).
 
 mod array;
+mod compile;
 mod convert;
 mod device;
 mod dtype;
@@ -11,6 +12,8 @@ mod errors;
 mod index;
 mod methods;
 mod ops;
+mod random;
+mod transforms;
 
 use array::PyArray;
 use errors::OrRaise;
@@ -53,6 +56,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dtype::register(m)?;
     device::register(m)?;
     ops::register(m)?;
+    transforms::register(m)?;
+    compile::register(m)?;
+    random::register(m)?;
     m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -1,7 +1,22 @@
-"""kiln.core: arrays, dtypes, devices and ops, with mlx.core's names and arguments.
+"""kiln.core: arrays, dtypes, devices, ops, transforms and ``compile``, with mlx.core's names and
+arguments (``import kiln.core as mx``).
 
-The array type and the ops are native (``kiln._core``); this package re-exports them.
+The array type and the ops are native (``kiln._core``); the transforms and ``compile`` are
+written here over pytrees on top of native versions that take flat lists of arrays.
 """
 
 from kiln._core import *  # noqa: F401,F403
 from kiln._core import __version__  # noqa: F401
+
+del random  # noqa: F821 (the native submodule: the module kiln.core.random wraps it)
+from kiln.core import random  # noqa: E402,F401
+from kiln.core._compile import compile  # noqa: E402,F401
+from kiln.core._transforms import (  # noqa: E402,F401
+    checkpoint,
+    custom_function,
+    grad,
+    jvp,
+    value_and_grad,
+    vjp,
+    vmap,
+)

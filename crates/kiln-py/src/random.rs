@@ -1,0 +1,208 @@
+//! `kiln.core.random` (native part): keys, seeding, the samplers with mlx's signatures, and the
+//! global state's getter and setter, which `kiln.core.random.state` (a list, capturable by
+//! `compile`) reads and writes.
+
+use crate::array::PyArray;
+use crate::convert::Operand;
+use crate::device::{on, StreamOrDevice};
+use crate::dtype::PyDtype;
+use crate::errors::OrRaise;
+use crate::ops::Sizes;
+use kiln::{ops, random, Array, Dtype};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyInt;
+
+/// A key from a seed.
+#[pyfunction]
+fn key(seed: u64) -> PyArray {
+    random::key(seed).into()
+}
+
+/// Reseeds the global random state.
+#[pyfunction]
+fn seed(seed: u64) {
+    random::seed(seed);
+}
+
+/// `num` new keys derived from `key` (shape `(num, 2)`).
+#[pyfunction]
+#[pyo3(signature = (key, num = 2, stream = None))]
+fn split(key: PyArray, num: usize, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || random::split(&key.array, num)).map(PyArray::from)
+}
+
+fn dims(shape: Option<Sizes>, op: &str) -> PyResult<Vec<usize>> {
+    shape.map_or(Ok(Vec::new()), |s| s.dims(op))
+}
+
+fn f32_or(dtype: Option<PyDtype>) -> Dtype {
+    dtype.map_or(Dtype::F32, |d| d.0)
+}
+
+/// A bound given as a Python number (exact) or an array (broadcast).
+fn bound(o: &Operand) -> Option<f64> {
+    o.0.literal().and_then(|l| match l {
+        kiln::Literal::Float(v) => Some(v),
+        kiln::Literal::Int(v) => Some(v as f64),
+    })
+}
+
+/// Uniform samples in `[low, high)`; the bounds may be arrays that broadcast with `shape`.
+#[pyfunction]
+#[pyo3(signature = (low = None, high = None, shape = None, dtype = None, key = None, stream = None))]
+fn uniform(
+    low: Option<Operand>,
+    high: Option<Operand>,
+    shape: Option<Sizes>,
+    dtype: Option<PyDtype>,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    let low = low.unwrap_or(Operand(Array::weak_float(0.0)));
+    let high = high.unwrap_or(Operand(Array::weak_float(1.0)));
+    let dt = f32_or(dtype);
+    let k = key.as_ref().map(|k| &k.array);
+    let mut shape = dims(shape, "uniform")?;
+    on(stream.as_ref(), || match (bound(&low), bound(&high)) {
+        (Some(lo), Some(hi)) => random::uniform(lo, hi, &shape, dt, k),
+        _ => {
+            let b = ops::broadcast_arrays(&[low.0.clone(), high.0.clone()])?;
+            if shape.is_empty() {
+                shape = b[0].shape().to_vec();
+            }
+            let u = random::uniform(0.0, 1.0, &shape, dt, k)?;
+            ops::add(&low.0, ops::multiply(ops::subtract(&high.0, &low.0)?, u)?)
+        }
+    })
+    .map(PyArray::from)
+}
+
+/// Normal samples with mean `loc` and standard deviation `scale`.
+#[pyfunction]
+#[pyo3(signature = (shape = None, dtype = None, loc = 0.0, scale = 1.0, key = None, stream = None))]
+fn normal(shape: Option<Sizes>, dtype: Option<PyDtype>, loc: f64, scale: f64, key: Option<PyArray>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let shape = dims(shape, "normal")?;
+    on(stream.as_ref(), || random::normal(&shape, f32_or(dtype), loc, scale, key.as_ref().map(|k| &k.array))).map(PyArray::from)
+}
+
+/// Normal samples truncated to `[lower, upper]`.
+#[pyfunction]
+#[pyo3(signature = (lower, upper, shape = None, dtype = None, key = None, stream = None))]
+fn truncated_normal(
+    lower: f64,
+    upper: f64,
+    shape: Option<Sizes>,
+    dtype: Option<PyDtype>,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    let shape = dims(shape, "truncated_normal")?;
+    on(stream.as_ref(), || random::truncated_normal(lower, upper, &shape, f32_or(dtype), key.as_ref().map(|k| &k.array))).map(PyArray::from)
+}
+
+/// True with probability `p` (broadcast to `shape`, or `p`'s shape when None).
+#[pyfunction]
+#[pyo3(signature = (p = None, shape = None, key = None, stream = None))]
+fn bernoulli(p: Option<Operand>, shape: Option<Sizes>, key: Option<PyArray>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let p = p.unwrap_or(Operand(Array::weak_float(0.5)));
+    let shape = shape.map(|s| s.dims("bernoulli")).transpose()?;
+    on(stream.as_ref(), || random::bernoulli(p.0, shape.as_deref(), key.as_ref().map(|k| &k.array))).map(PyArray::from)
+}
+
+/// Integers uniform in `[low, high)`.
+#[pyfunction]
+#[pyo3(signature = (low, high, shape = None, dtype = None, key = None, stream = None))]
+fn randint(low: i64, high: i64, shape: Option<Sizes>, dtype: Option<PyDtype>, key: Option<PyArray>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let shape = dims(shape, "randint")?;
+    let dt = dtype.map_or(Dtype::I32, |d| d.0);
+    on(stream.as_ref(), || random::randint(low, high, &shape, dt, key.as_ref().map(|k| &k.array))).map(PyArray::from)
+}
+
+/// Standard Gumbel samples.
+#[pyfunction]
+#[pyo3(signature = (shape = None, dtype = None, key = None, stream = None))]
+fn gumbel(shape: Option<Sizes>, dtype: Option<PyDtype>, key: Option<PyArray>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let shape = dims(shape, "gumbel")?;
+    on(stream.as_ref(), || random::gumbel(&shape, f32_or(dtype), key.as_ref().map(|k| &k.array))).map(PyArray::from)
+}
+
+/// Category indices sampled from unnormalised log-probabilities along `axis`. `shape` (the
+/// output shape) and `num_samples` (appended samples) are alternatives.
+#[pyfunction]
+#[pyo3(signature = (logits, axis = -1, shape = None, num_samples = None, key = None, stream = None))]
+fn categorical(
+    logits: Operand,
+    axis: i64,
+    shape: Option<Sizes>,
+    num_samples: Option<usize>,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    let k = key.as_ref().map(|k| &k.array);
+    match (shape, num_samples) {
+        (Some(_), Some(_)) => Err(PyValueError::new_err("categorical: pass at most one of shape and num_samples")),
+        (Some(s), None) => {
+            let dims = s.dims("categorical")?;
+            on(stream.as_ref(), || {
+                let mut lg = logits.0.clone();
+                let ax = if axis < 0 { axis + lg.ndim() as i64 } else { axis };
+                lg = ops::moveaxis(lg, ax, -1)?;
+                let mut full: Vec<usize> = dims.clone();
+                full.push(*lg.shape().last().unwrap_or(&0));
+                let lg = ops::broadcast_to(lg, &full)?;
+                random::categorical(lg, -1, None, k)
+            })
+            .map(PyArray::from)
+        }
+        (None, n) => on(stream.as_ref(), || random::categorical(&logits.0, axis, n, k)).map(PyArray::from),
+    }
+}
+
+/// A random permutation of `arange(x)` (an int) or of `x` along `axis` (an array).
+#[pyfunction]
+#[pyo3(signature = (x, axis = 0, key = None, stream = None))]
+fn permutation(x: &Bound<'_, PyAny>, axis: i64, key: Option<PyArray>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let k = key.as_ref().map(|k| &k.array);
+    if x.is_instance_of::<PyInt>() {
+        let n: usize = x.extract()?;
+        return on(stream.as_ref(), || random::permutation(n, k)).map(PyArray::from);
+    }
+    let a = crate::convert::operand(x)?;
+    on(stream.as_ref(), || random::permutation_of(&a, axis, k)).map(PyArray::from)
+}
+
+/// The global random state (the key the next draw without a key splits).
+#[pyfunction]
+fn _get_state() -> PyArray {
+    random::state().into()
+}
+
+/// Replaces the global random state.
+#[pyfunction]
+fn _set_state(key: PyArray) -> PyResult<()> {
+    random::set_state(&key.array).or_raise()
+}
+
+/// Builds the native `random` submodule.
+pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
+    let m = PyModule::new(parent.py(), "random")?;
+    for f in [
+        wrap_pyfunction!(key, &m)?,
+        wrap_pyfunction!(seed, &m)?,
+        wrap_pyfunction!(split, &m)?,
+        wrap_pyfunction!(uniform, &m)?,
+        wrap_pyfunction!(normal, &m)?,
+        wrap_pyfunction!(truncated_normal, &m)?,
+        wrap_pyfunction!(bernoulli, &m)?,
+        wrap_pyfunction!(randint, &m)?,
+        wrap_pyfunction!(gumbel, &m)?,
+        wrap_pyfunction!(categorical, &m)?,
+        wrap_pyfunction!(permutation, &m)?,
+        wrap_pyfunction!(_get_state, &m)?,
+        wrap_pyfunction!(_set_state, &m)?,
+    ] {
+        m.add_function(f)?;
+    }
+    parent.add_submodule(&m)
+}

@@ -1,0 +1,122 @@
+"""``compile`` over pytrees, as mlx's: ``compile(fun, inputs=None, outputs=None, shapeless=False)``.
+
+- Arguments and keyword arguments may be pytrees of arrays; their non-array leaves (None, bool,
+  int, float, str) are constants. The structure and the constants form part of the cache key
+  (passed to the native cache as one string constant), so a new constant traces again.
+- ``inputs``/``outputs`` capture state (lists, dicts, ``model.state``, ``optimizer.state``,
+  ``random.state``): its arrays travel as extra arguments and results, are replaced by the
+  trace's placeholders while the function is traced, and the results are written back after
+  every call.
+- The result's structure is remembered per signature, so a replay returns the same pytree.
+- Compiling the same function again (with the same options) while it is alive shares one cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any, Callable, Optional
+
+from kiln import _core
+from kiln.core._pytree import flatten, replace_leaves
+
+
+class _Shared:
+    """The cache of one compiled function and options: the native compiled function and the
+    structures seen per signature key. It holds the function only weakly, so that the registry
+    entry dies with the function."""
+
+    def __init__(self, fun: Callable, inputs: Any, outputs: Any, shapeless: bool):
+        self.fun_ref = _weak(fun)
+        self.inputs = inputs
+        self.outputs = outputs
+        self.signatures: dict = {}  # key -> (argument treedef, number of argument arrays)
+        self.results: dict = {}  # key -> (result treedef, number of result arrays)
+        self.native = _core._Compiled(self._trace, shapeless)
+
+    def _trace(self, arrays: list, constants: list) -> list:
+        key = constants[0]
+        treedef, n_args = self.signatures[key]
+        args, kwargs = treedef.unflatten(arrays[:n_args])
+        fun = self.fun_ref()
+        saved = flatten(self.inputs)[0] if self.inputs is not None else []
+        if self.inputs is not None:
+            replace_leaves(self.inputs, arrays[n_args:])
+        try:
+            out = fun(*args, **kwargs)
+            out_leaves, out_def = flatten(out)
+            state = flatten(self.outputs)[0] if self.outputs is not None else []
+        finally:
+            if self.inputs is not None and len(flatten(self.inputs)[0]) == len(saved):
+                replace_leaves(self.inputs, saved)
+        self.results[key] = (out_def, len(out_leaves))
+        return out_leaves + state
+
+
+def _weak(fun: Callable):
+    try:
+        return weakref.ref(fun)
+    except TypeError:
+        return lambda: fun
+
+
+_registry: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _shared_for(fun: Callable, inputs: Any, outputs: Any, shapeless: bool) -> _Shared:
+    options = (id(inputs), id(outputs), shapeless)
+    try:
+        per_fun = _registry.setdefault(fun, {})
+    except TypeError:
+        return _Shared(fun, inputs, outputs, shapeless)
+    shared = per_fun.get(options)
+    if shared is None:
+        shared = per_fun[options] = _Shared(fun, inputs, outputs, shapeless)
+    return shared
+
+
+class _CompiledFunction:
+    """What ``compile`` returns: called like the function it wraps."""
+
+    def __init__(self, fun: Callable, inputs: Any, outputs: Any, shapeless: bool):
+        functools.update_wrapper(self, fun)
+        self._fun = fun
+        self._shared = _shared_for(fun, inputs, outputs, shapeless)
+
+    def _signature(self, args, kwargs):
+        leaves, treedef = flatten((args, kwargs))
+        sh = self._shared
+        state = flatten(sh.inputs)[0] if sh.inputs is not None else []
+        state_key = flatten(sh.inputs)[1].key() if sh.inputs is not None else ""
+        key = treedef.key() + "|" + state_key
+        sh.signatures[key] = (treedef, len(leaves))
+        return leaves + state, key
+
+    def __call__(self, *args, **kwargs):
+        sh = self._shared
+        arrays, key = self._signature(args, kwargs)
+        outs = sh.native(arrays, [key])
+        out_def, n_out = sh.results[key]
+        if sh.outputs is not None:
+            replace_leaves(sh.outputs, outs[n_out:])
+        return out_def.unflatten(outs[:n_out])
+
+    def explain(self, *args, **kwargs) -> str:
+        """What compile did for these arguments: the graph before and after simplification, the
+        fused kernels with their IR, and the kernel counts of an eager and a compiled run."""
+        arrays, key = self._signature(args, kwargs)
+        return self._shared.native.explain(arrays, [key])
+
+    @property
+    def trace_count(self) -> int:
+        """How many times the function was traced."""
+        return self._shared.native.trace_count
+
+
+def compile(fun: Callable, inputs: Optional[Any] = None, outputs: Optional[Any] = None, shapeless: bool = False):
+    """``fun`` compiled: traced once per signature (argument structure, constants, dtypes, ndims
+    and, unless ``shapeless``, shapes), simplified, fused and replayed on later calls.
+    ``inputs``/``outputs`` name state the function reads and writes (see the module notes)."""
+    if not callable(fun):
+        raise TypeError(f"compile: expected a function, got {type(fun).__name__}")
+    return _CompiledFunction(fun, inputs, outputs, shapeless)

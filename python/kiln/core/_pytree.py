@@ -1,0 +1,115 @@
+"""Flattening of pytrees for the transforms and ``compile``: the arrays of a nested structure of
+lists, tuples and dicts, in order, and a structure description (a ``Treedef``) that holds
+everything else (the containers, dict keys, and non-array leaves, which ``compile`` treats as
+constants) and rebuilds the tree from new arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+from kiln._core import array
+
+_ARRAY = object()  # marks where an array leaf goes in a Treedef
+
+
+class Treedef:
+    """The structure of a pytree with its array leaves taken out."""
+
+    __slots__ = ("node", "count")
+
+    def __init__(self, node: Any, count: int):
+        self.node = node
+        self.count = count
+
+    def key(self) -> str:
+        """A string naming the structure and its constants, for cache keys. Fails with a
+        ``ValueError`` on a constant compile cannot key on."""
+        return _key(self.node)
+
+    def unflatten(self, leaves: List[array]) -> Any:
+        """The tree with ``leaves`` in the array positions."""
+        it = iter(leaves)
+        return _build(self.node, it)
+
+
+def flatten(tree: Any) -> Tuple[List[array], Treedef]:
+    """The array leaves of ``tree`` and its structure."""
+    leaves: List[array] = []
+    node = _walk(tree, leaves)
+    return leaves, Treedef(node, len(leaves))
+
+
+def _walk(tree, leaves):
+    if isinstance(tree, array):
+        leaves.append(tree)
+        return _ARRAY
+    if isinstance(tree, dict):
+        return ("dict", tuple(tree.keys()), tuple(_walk(v, leaves) for v in tree.values()))
+    if isinstance(tree, tuple):
+        return ("tuple", tuple(_walk(v, leaves) for v in tree))
+    if isinstance(tree, list):
+        return ("list", tuple(_walk(v, leaves) for v in tree))
+    return ("const", tree)
+
+
+def _build(node, it):
+    if node is _ARRAY:
+        return next(it)
+    kind = node[0]
+    if kind == "dict":
+        return {k: _build(v, it) for k, v in zip(node[1], node[2])}
+    if kind == "tuple":
+        return tuple(_build(v, it) for v in node[1])
+    if kind == "list":
+        return [_build(v, it) for v in node[1]]
+    return node[1]
+
+
+_CONSTANT_TYPES = (type(None), bool, int, float, str)
+
+
+def _key(node) -> str:
+    if node is _ARRAY:
+        return "A"
+    kind = node[0]
+    if kind == "dict":
+        return "{" + ",".join(f"{k!r}:{_key(v)}" for k, v in zip(node[1], node[2])) + "}"
+    if kind in ("tuple", "list"):
+        open_, close = ("(", ")") if kind == "tuple" else ("[", "]")
+        return open_ + ",".join(_key(v) for v in node[1]) + close
+    value = node[1]
+    if not isinstance(value, _CONSTANT_TYPES):
+        raise ValueError(
+            f"compile: unsupported argument type {type(value).__name__}; compiled functions take arrays, "
+            "pytrees (lists, tuples, dicts) of arrays, and None, bool, int, float or str constants"
+        )
+    return f"{type(value).__name__}:{value!r}"
+
+
+def replace_leaves(tree: Any, new: List[array]) -> None:
+    """Writes ``new`` into the array positions of ``tree`` in place (lists and dicts; the state
+    that ``compile(inputs=..., outputs=...)`` captures). Tuples are walked but cannot be
+    written, so an array directly inside a tuple is an error."""
+    it = iter(new)
+    _replace(tree, it)
+
+
+def _replace(tree, it):
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            if isinstance(v, array):
+                tree[k] = next(it)
+            else:
+                _replace(v, it)
+    elif isinstance(tree, list):
+        for i, v in enumerate(tree):
+            if isinstance(v, array):
+                tree[i] = next(it)
+            else:
+                _replace(v, it)
+    elif isinstance(tree, tuple):
+        for v in tree:
+            if isinstance(v, array):
+                raise ValueError("compile: captured state must keep its arrays in lists or dicts, not tuples")
+            _replace(v, it)

@@ -1,0 +1,239 @@
+"""The function transforms over pytrees: ``grad``, ``value_and_grad`` (argnums, argnames),
+``vjp``, ``jvp``, ``vmap`` (in_axes, out_axes), ``checkpoint`` and ``custom_function``.
+
+Each flattens its arguments into a list of arrays, hands a flat version of the function to the
+native transform, and rebuilds the results' structure. Non-array leaves pass through unchanged
+and are not differentiated.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence, Union
+
+from kiln import _core
+from kiln._core import array
+from kiln.core._pytree import flatten
+
+
+def _as_list(out: Any) -> list:
+    """A function's result as a list of arrays (an array, or a list or tuple of them)."""
+    if isinstance(out, array):
+        return [out]
+    if isinstance(out, (list, tuple)) and all(isinstance(o, array) for o in out):
+        return list(out)
+    raise ValueError(f"the function must return an array or a list or tuple of arrays, got {type(out).__name__}")
+
+
+def vjp(fun: Callable, primals: Sequence[array], cotangents: Sequence[array]):
+    """``(outputs, vjps)``: ``fun``'s outputs at ``primals`` and the vector-Jacobian products
+    with ``cotangents`` (one per output), one per primal."""
+    flat = lambda args: _as_list(fun(*args))
+    outs, grads = _core._vjp(flat, list(primals), list(cotangents))
+    return outs, grads
+
+
+def jvp(fun: Callable, primals: Sequence[array], tangents: Sequence[array]):
+    """``(outputs, jvps)``: ``fun``'s outputs at ``primals`` and the Jacobian-vector products
+    with ``tangents`` (one per primal), one per output."""
+    flat = lambda args: _as_list(fun(*args))
+    return _core._jvp(flat, list(primals), list(tangents))
+
+
+def value_and_grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = None, argnames: Union[str, Sequence[str]] = ()):
+    """A function returning ``(value, grads)``: ``fun``'s result and its gradient with respect to
+    the positional arguments ``argnums`` (default 0 unless ``argnames`` is given) and the keyword
+    arguments ``argnames``. ``fun`` returns a scalar loss, or a tuple whose first element is one.
+    With ``argnames``, grads is ``(positional grads, {name: grad})``."""
+    names = (argnames,) if isinstance(argnames, str) else tuple(argnames)
+    if argnums is None and not names:
+        argnums = 0
+    single = isinstance(argnums, int)
+    nums = () if argnums is None else ((argnums,) if single else tuple(argnums))
+
+    @functools.wraps(fun)
+    def wrapper(*args, **kwargs):
+        for n in nums:
+            if not -len(args) <= n < len(args):
+                raise ValueError(f"value_and_grad: argnums {n} is out of range for {len(args)} positional arguments")
+        for name in names:
+            if name not in kwargs:
+                raise ValueError(f"value_and_grad: argname '{name}' was not passed as a keyword argument")
+        leaves, treedef = flatten((args, kwargs))
+        # The flat positions of each differentiated argument's arrays.
+        spans, start = {}, 0
+        for i, a in enumerate(args):
+            n = len(flatten(a)[0])
+            spans[("pos", i)] = (start, start + n)
+            start += n
+        for k, v in kwargs.items():
+            n = len(flatten(v)[0])
+            spans[("kw", k)] = (start, start + n)
+            start += n
+        wanted = [("pos", n % len(args)) for n in nums] + [("kw", k) for k in names]
+        wrt = [j for w in wanted for j in range(*spans[w])]
+        out_def = []
+
+        def flat(xs):
+            a, kw = treedef.unflatten(xs)
+            out = fun(*a, **kw)
+            out_leaves, d = flatten(out)
+            if not out_leaves:
+                raise ValueError("value_and_grad: the function must return a scalar array (or a tuple starting with one)")
+            out_def.append(d)
+            return out_leaves
+
+        outs, grads = _core._value_and_grad(flat, leaves, wrt)
+        value = out_def[0].unflatten(outs)
+        by_arg, pos = {}, 0
+        for w in wanted:
+            a, b = spans[w]
+            part = args[w[1]] if w[0] == "pos" else kwargs[w[1]]
+            by_arg[w] = flatten(part)[1].unflatten(grads[pos : pos + (b - a)])
+            pos += b - a
+        positional = [by_arg[("pos", n % len(args))] for n in nums]
+        pos_grads = positional[0] if single else tuple(positional)
+        if names:
+            return value, (pos_grads if nums else None, {k: by_arg[("kw", k)] for k in names})
+        return value, pos_grads
+
+    return wrapper
+
+
+def grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = None, argnames: Union[str, Sequence[str]] = ()):
+    """A function returning the gradient of ``fun`` (see ``value_and_grad``)."""
+    vg = value_and_grad(fun, argnums, argnames)
+
+    @functools.wraps(fun)
+    def wrapper(*args, **kwargs):
+        return vg(*args, **kwargs)[1]
+
+    return wrapper
+
+
+def _axes_per_leaf(axes: Any, tree: Any, what: str) -> list:
+    """An ``in_axes`` entry (an int, None, or a pytree prefix of ``tree``) spread over its leaves."""
+    if axes is None or isinstance(axes, int):
+        return [axes] * len(flatten(tree)[0])
+    if isinstance(tree, (list, tuple)) and isinstance(axes, (list, tuple)) and len(axes) == len(tree):
+        return [x for a, t in zip(axes, tree) for x in _axes_per_leaf(a, t, what)]
+    if isinstance(tree, dict) and isinstance(axes, dict) and axes.keys() == tree.keys():
+        return [x for k in tree for x in _axes_per_leaf(axes[k], tree[k], what)]
+    raise ValueError(f"vmap: {what} {axes!r} does not match the structure of the arguments")
+
+
+def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0):
+    """``fun`` mapped over axis ``in_axes`` of its arguments (an int, None for unmapped, or a
+    pytree per argument); the outputs get their mapped axis at ``out_axes``."""
+
+    @functools.wraps(fun)
+    def wrapper(*args):
+        spec = in_axes if not isinstance(in_axes, (int, type(None))) else [in_axes] * len(args)
+        if isinstance(spec, (list, tuple)) and len(spec) != len(args):
+            raise ValueError(f"vmap: in_axes has {len(spec)} entries for {len(args)} arguments")
+        flat_axes = _axes_per_leaf(tuple(spec) if isinstance(spec, list) else spec, tuple(args), "in_axes")
+        leaves, treedef = flatten(tuple(args))
+        out_def = []
+
+        def flat(xs):
+            out_leaves, d = flatten(fun(*treedef.unflatten(xs)))
+            out_def.append(d)
+            return out_leaves
+
+        if out_axes is None or isinstance(out_axes, int):
+            outs = _core._vmap(flat, leaves, flat_axes, [out_axes])
+            return out_def[0].unflatten(outs)
+        outs = _core._vmap(flat, leaves, flat_axes, [0])
+        tree = out_def[0].unflatten(outs)
+        per_leaf = _axes_per_leaf(out_axes, tree, "out_axes")
+        if any(a is None for a in per_leaf):
+            raise ValueError("vmap: None inside a pytree of out_axes is not supported; pass a single None")
+        moved = [o if a == 0 else _core.moveaxis(o, 0, a) for o, a in zip(outs, per_leaf)]
+        return out_def[0].unflatten(moved)
+
+    return wrapper
+
+
+def checkpoint(fun: Callable):
+    """``fun`` whose gradient recomputes its forward pass instead of storing intermediates."""
+
+    @functools.wraps(fun)
+    def wrapper(*args, **kwargs):
+        leaves, treedef = flatten((args, kwargs))
+        out_def = []
+
+        def flat(xs):
+            a, kw = treedef.unflatten(xs)
+            out_leaves, d = flatten(fun(*a, **kw))
+            out_def.append(d)
+            return out_leaves
+
+        outs = _core._checkpoint(flat, leaves)
+        return out_def[0].unflatten(outs)
+
+    return wrapper
+
+
+class custom_function:
+    """A function with its own derivative rules, as mlx's ``custom_function``::
+
+        @custom_function
+        def f(x): ...
+
+        @f.vjp
+        def f_vjp(primals, cotangent, output): ...   # one cotangent per primal
+
+    ``jvp(primals, tangents)`` returns the output tangents and ``vmap(args, axes)`` returns
+    ``(outputs, axes)``. Rules not given fall back to differentiating ``f`` itself.
+    """
+
+    def __init__(self, fun: Callable):
+        functools.update_wrapper(self, fun)
+        self._fun = fun
+        self._vjp = self._jvp = self._vmap = None
+
+    def vjp(self, rule: Callable):
+        self._vjp = rule
+        return self
+
+    def jvp(self, rule: Callable):
+        self._jvp = rule
+        return self
+
+    def vmap(self, rule: Callable):
+        self._vmap = rule
+        return self
+
+    def __call__(self, *args):
+        leaves, treedef = flatten(tuple(args))
+        out_def = []
+
+        def flat(xs):
+            out_leaves, d = flatten(self._fun(*treedef.unflatten(xs)))
+            out_def.append(d)
+            return out_leaves
+
+        vjp_rule = jvp_rule = vmap_rule = None
+        if self._vjp is not None:
+
+            def vjp_rule(primals, cotangents, outputs):
+                d = out_def[0]
+                grads = self._vjp(treedef.unflatten(primals), d.unflatten(cotangents), d.unflatten(outputs))
+                return flatten(grads)[0]
+
+        if self._jvp is not None:
+
+            def jvp_rule(primals, tangents):
+                return flatten(self._jvp(treedef.unflatten(primals), treedef.unflatten(tangents)))[0]
+
+        if self._vmap is not None:
+
+            def vmap_rule(xs, axes):
+                outs, out_axes = self._vmap(treedef.unflatten(xs), tuple(axes))
+                flat_outs = flatten(outs)[0]
+                flat_axes = out_axes if isinstance(out_axes, (list, tuple)) else [out_axes] * len(flat_outs)
+                return flat_outs, list(flat_axes)
+
+        name = getattr(self._fun, "__name__", "custom_function")
+        outs = _core._custom_function(name, flat, leaves, vjp_rule, jvp_rule, vmap_rule)
+        return out_def[0].unflatten(outs)

@@ -1,0 +1,283 @@
+"""compile from Python: every example of seeds 003 and 004 that needs only kiln.core, run as
+written with the import changed, plus caching, constants, pytrees, state capture and errors."""
+
+import math
+import os
+import subprocess
+import sys
+from functools import partial
+
+import numpy as np
+import pytest
+
+import kiln.core as mx
+
+
+def test_basics_match_the_eager_function():
+    def fun(x, y):
+        return mx.exp(-x) + y
+
+    x, y = mx.array(1.0), mx.array(2.0)
+    compiled_fun = mx.compile(fun)
+    assert compiled_fun(x, y).item() == pytest.approx(fun(x, y).item())
+    assert compiled_fun(x, y).item() == pytest.approx(math.exp(-1) + 2, rel=1e-6)
+
+
+def test_recompiles_exactly_on_shape_dtype_rank_and_argument_count():
+    def fun(*args):
+        return sum(mx.abs(a) for a in args)
+
+    c = mx.compile(fun)
+    c(mx.array([1.0, 2.0]))
+    c(mx.array([3.0, 4.0]))
+    assert c.trace_count == 1
+    c(mx.array([1.0, 2.0, 3.0]))  # shape
+    assert c.trace_count == 2
+    c(mx.array([1, 2]))  # dtype
+    assert c.trace_count == 3
+    c(mx.array([[1.0, 2.0]]))  # rank
+    assert c.trace_count == 4
+    c(mx.array([1.0, 2.0]), mx.array([1.0, 2.0]))  # argument count
+    assert c.trace_count == 5
+    c(mx.array([5.0, 6.0]))
+    assert c.trace_count == 5
+
+
+def test_compiling_the_same_function_again_shares_the_cache():
+    def fun(x, y):
+        return mx.exp(-x) + y
+
+    x, y = mx.array(1.0), mx.array(2.0)
+    compiled_fun = mx.compile(fun)
+    compiled_fun(x, y)
+    compiled_fun(x, y)
+    again = mx.compile(fun)
+    again(x, y)
+    assert again.trace_count == 1
+    assert again.__name__ == "fun"
+
+
+def test_gelu_fuses_to_one_kernel_and_matches_eager():
+    def gelu(x):
+        return x * (1 + mx.erf(x / math.sqrt(2))) / 2
+
+    x = mx.random.uniform(shape=(32, 100, 64))
+    c = mx.compile(gelu)
+    np.testing.assert_allclose(np.array(c(x)), np.array(gelu(x)), rtol=1e-6, atol=1e-7)
+    report = c.explain(x)
+    assert "1 compiled" in report and "eager" in report
+
+
+def test_constants_are_part_of_the_key_and_reach_the_function():
+    def fun(x, power, name="sq", scale=None):
+        out = x**power
+        return out * scale if scale is not None else out
+
+    c = mx.compile(fun)
+    x = mx.array([2.0, 3.0])
+    assert c(x, 2).tolist() == [4.0, 9.0]
+    assert c(x, 3).tolist() == [8.0, 27.0]
+    assert c(x, 3, scale=2.0).tolist() == [16.0, 54.0]
+    assert c.trace_count == 3
+    c(x, 3)
+    assert c.trace_count == 3
+    c(x, 3.0)  # a float is a different constant from an int
+    assert c.trace_count == 4
+
+
+def test_unsupported_argument_type_is_a_value_error():
+    c = mx.compile(lambda x, obj: x)
+    with pytest.raises(ValueError, match="unsupported argument type"):
+        c(mx.array(1.0), object())
+
+
+def test_pytree_arguments_and_outputs_keep_their_structure():
+    @mx.compile
+    def fun(p, xs):
+        return {"y": p["w"] * xs[0] + p["b"], "pair": (xs[1], xs[0] * 2)}
+
+    p = {"w": mx.array(2.0), "b": mx.array(1.0)}
+    out = fun(p, [mx.array(3.0), mx.array(5.0)])
+    assert out["y"].item() == 7.0
+    assert isinstance(out["pair"], tuple) and out["pair"][0].item() == 5.0 and out["pair"][1].item() == 6.0
+    out = fun(p, [mx.array(4.0), mx.array(1.0)])
+    assert out["y"].item() == 9.0 and fun.trace_count == 1
+
+
+def test_printing_inside_a_trace_is_a_clear_error_and_disable_compile_allows_it():
+    @mx.compile
+    def fun(x):
+        z = -x
+        print(z)
+        return mx.exp(z)
+
+    with pytest.raises(RuntimeError, match="disable_compile"):
+        fun(mx.array(5.0))
+    mx.disable_compile()
+    try:
+        assert fun(mx.array(5.0)).item() == pytest.approx(math.exp(-5))
+    finally:
+        mx.enable_compile()
+
+
+def test_environment_variable_disables_compile():
+    code = (
+        "import kiln.core as mx\n"
+        "f = mx.compile(lambda x: mx.exp(x))\n"
+        "f(mx.array(1.0)); f(mx.array(2.0))\n"
+        "print(mx.is_compile_enabled(), f.trace_count)\n"
+    )
+    env = dict(os.environ, KILN_DISABLE_COMPILE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "0"]
+
+
+def test_returning_state_explicitly():
+    state = []
+
+    @mx.compile
+    def fun(x, y):
+        z = x + y
+        state.append(z)
+        return mx.exp(z), state
+
+    _, state_out = fun(mx.array(1.0), mx.array(2.0))
+    assert repr(state_out) == "[array(3, dtype=float32)]"
+
+
+def test_outputs_capture_writes_the_state_back():
+    state = []
+
+    @partial(mx.compile, outputs=state)
+    def fun(x, y):
+        z = x + y
+        state.append(z)
+        return mx.exp(z), state
+
+    fun(mx.array(1.0), mx.array(2.0))
+    assert repr(state) == "[array(3, dtype=float32)]"
+    fun(mx.array(2.0), mx.array(2.0))
+    assert state[0].item() == 4.0
+
+
+def test_captured_arrays_are_constants_without_inputs():
+    state = [mx.array(1.0)]
+
+    @mx.compile
+    def fun(x):
+        return x + state[0]
+
+    assert repr(fun(mx.array(1.0))) == "array(2, dtype=float32)"
+    state[0] = mx.array(5.0)
+    assert repr(fun(mx.array(1.0))) == "array(2, dtype=float32)"
+
+
+def test_inputs_capture_reads_the_current_state():
+    state = [mx.array(1.0)]
+
+    @partial(mx.compile, inputs=state)
+    def fun(x):
+        return x + state[0]
+
+    assert repr(fun(mx.array(1.0))) == "array(2, dtype=float32)"
+    state[0] = mx.array(5.0)
+    assert repr(fun(mx.array(1.0))) == "array(6, dtype=float32)"
+    assert fun.trace_count == 1
+
+
+def test_random_state_capture_gives_fresh_numbers_each_call():
+    mx.random.seed(3)
+    state = [mx.random.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def noisy(x):
+        return x + mx.random.uniform(shape=x.shape)
+
+    x = mx.zeros((4,))
+    a, b = noisy(x), noisy(x)
+    assert noisy.trace_count == 1
+    assert not np.array_equal(np.array(a), np.array(b))
+    # The same draws as eager code from the same seed.
+    mx.random.seed(3)
+    e1 = x + mx.random.uniform(shape=(4,))
+    e2 = x + mx.random.uniform(shape=(4,))
+    np.testing.assert_array_equal(np.array(a), np.array(e1))
+    np.testing.assert_array_equal(np.array(b), np.array(e2))
+
+
+def test_compiled_grad_and_grad_of_compiled():
+    grad_fn = mx.grad(mx.exp)
+    compiled_grad_fn = mx.compile(grad_fn)
+    assert grad_fn(mx.array(1.0)).item() == pytest.approx(math.e, rel=1e-6)
+    assert compiled_grad_fn(mx.array(1.0)).item() == pytest.approx(math.e, rel=1e-6)
+    inner = mx.compile(lambda x: mx.sum(mx.sin(x)))
+    g = mx.grad(inner)(mx.array([0.1, 0.2]))
+    np.testing.assert_allclose(np.array(g), np.cos([0.1, 0.2]), rtol=1e-6)
+
+
+def test_compiled_inside_compiled_is_inlined():
+    @mx.compile
+    def inner(x):
+        return mx.exp(-mx.abs(x))
+
+    def outer(x):
+        return inner(inner(x))
+
+    fun = mx.compile(outer)
+    x = mx.array([0.5, -1.0])
+    np.testing.assert_allclose(np.array(fun(x)), np.exp(-np.abs(np.exp(-np.abs([0.5, -1.0])))), rtol=1e-6)
+
+
+def test_shapeless_serves_every_shape_with_one_trace():
+    def fun(x, y):
+        return mx.abs(x + y)
+
+    compiled_fun = mx.compile(fun, shapeless=True)
+    assert compiled_fun(mx.array(1.0), mx.array(-2.0)).item() == 1.0
+    out = compiled_fun(mx.array([1.0, -6.0]), mx.array([-2.0, 3.0]))
+    assert out.tolist() == [1.0, 3.0]
+    # One trace per rank (the key holds each input's ndim); other shapes of a rank replay it.
+    assert compiled_fun.trace_count == 2
+    out = compiled_fun(mx.array([1.0, -6.0, 2.0]), mx.array([-2.0, 3.0, 4.0]))
+    assert out.tolist() == [1.0, 3.0, 6.0]
+    assert compiled_fun.trace_count == 2
+
+
+def test_shapeless_fixed_reshape_fails_clearly_and_flatten_works():
+    def fixed(x):
+        return x.reshape(x.shape[0] * x.shape[1], -1)
+
+    c = mx.compile(fixed, shapeless=True)
+    c(mx.random.uniform(shape=(2, 3, 4)))
+    with pytest.raises(ValueError, match="reshape"):
+        c(mx.random.uniform(shape=(5, 5, 3)))
+
+    def flat(x):
+        return x.flatten(0, 1)
+
+    c = mx.compile(flat, shapeless=True)
+    c(mx.random.uniform(shape=(2, 3, 4)))
+    out = c(mx.random.uniform(shape=(5, 5, 3)))
+    assert out.shape == (25, 3) and c.trace_count == 1
+
+
+def test_compiled_function_keeps_name_and_doc():
+    def documented(x):
+        """Doubles x."""
+        return x * 2
+
+    c = mx.compile(documented)
+    assert c.__name__ == "documented" and c.__doc__ == "Doubles x."
+    assert mx.compile(partial(documented))(mx.array(2.0)).item() == 4.0
+
+
+def test_failed_trace_leaves_nothing_and_state_is_restored():
+    state = [mx.array(1.0)]
+
+    @partial(mx.compile, inputs=state)
+    def bad(x):
+        raise KeyError("nope")
+
+    with pytest.raises(KeyError):
+        bad(mx.array(1.0))
+    assert state[0].item() == 1.0

@@ -1,0 +1,150 @@
+"""Transforms over pytrees, checked against finite differences (float64) and closed forms."""
+
+import numpy as np
+import pytest
+
+import kiln.core as mx
+
+
+def numeric_grad(f, x, eps=1e-6):
+    """Central differences of a scalar numpy function at x (float64)."""
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
+    return g
+
+
+def test_grad_matches_finite_differences(rng):
+    x = rng.uniform(-1, 1, (3, 4))
+    w = rng.uniform(-1, 1, (4,))
+
+    def f(a, b):
+        return mx.sum(mx.tanh(a @ b) ** 2 + mx.exp(a).mean())
+
+    def f_np(a):
+        return np.sum(np.tanh(a @ w) ** 2 + np.exp(a).mean())
+
+    g = mx.grad(f)(mx.array(x, dtype=mx.float64), mx.array(w, dtype=mx.float64))
+    np.testing.assert_allclose(np.array(g), numeric_grad(f_np, x), rtol=1e-6, atol=1e-8)
+
+
+def test_value_and_grad_over_pytrees_and_argnums():
+    params = {"w": mx.array([1.0, 2.0]), "b": [mx.array(0.5)], "name": "linear"}
+    x = mx.array([3.0, -1.0])
+
+    def loss(p, x, scale=1.0):
+        assert p["name"] == "linear"
+        return scale * mx.sum(p["w"] * x + p["b"][0]) ** 2, p["w"].sum()
+
+    (value, aux), grads = mx.value_and_grad(loss)(params, x)
+    s = 1.0 * 3 + 2.0 * -1 + 2 * 0.5  # the sum inside the square
+    assert value.item() == pytest.approx(s**2)
+    assert aux.item() == pytest.approx(3.0)
+    assert set(grads) == {"w", "b", "name"} and grads["name"] == "linear"
+    np.testing.assert_allclose(np.array(grads["w"]), 2 * s * np.array([3.0, -1.0]))
+    assert grads["b"][0].item() == pytest.approx(2 * s * 2)
+
+    gx = mx.grad(lambda p, x: loss(p, x)[0], argnums=1)(params, x)
+    np.testing.assert_allclose(np.array(gx), 2 * s * np.array([1.0, 2.0]))
+    both = mx.grad(lambda p, x: loss(p, x)[0], argnums=(0, 1))(params, x)
+    assert isinstance(both, tuple) and len(both) == 2
+
+
+def test_argnames_give_keyword_gradients():
+    def f(x, *, y):
+        return mx.sum(x * y * y)
+
+    x, y = mx.array([1.0, 2.0]), mx.array([3.0, 4.0])
+    value, (pos, kw) = mx.value_and_grad(f, argnums=0, argnames="y")(x, y=y)
+    assert value.item() == pytest.approx(9 + 32)
+    np.testing.assert_allclose(np.array(pos), [9.0, 16.0])
+    np.testing.assert_allclose(np.array(kw["y"]), [6.0, 16.0])
+
+
+def test_grad_errors_are_clear():
+    with pytest.raises(ValueError, match="scalar"):
+        mx.grad(lambda x: x * 2)(mx.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="argnums"):
+        mx.grad(lambda x: x.sum(), argnums=3)(mx.array([1.0]))
+
+
+def test_exception_in_the_function_reaches_the_caller_unchanged():
+    class Boom(Exception):
+        pass
+
+    def f(x):
+        raise Boom("inside")
+
+    with pytest.raises(Boom, match="inside"):
+        mx.grad(f)(mx.array(1.0))
+
+
+def test_vjp_and_jvp_agree_with_the_jacobian(rng):
+    x = rng.standard_normal(3)
+    a = mx.array(x, dtype=mx.float64)
+    f = lambda v: mx.sin(v) * v  # noqa: E731
+    jac = np.diag(np.cos(x) * x + np.sin(x))
+    ct = rng.standard_normal(3)
+    outs, vjps = mx.vjp(f, [a], [mx.array(ct, dtype=mx.float64)])
+    np.testing.assert_allclose(np.array(outs[0]), np.sin(x) * x)
+    np.testing.assert_allclose(np.array(vjps[0]), ct @ jac)
+    t = rng.standard_normal(3)
+    outs, jvps = mx.jvp(f, [a], [mx.array(t, dtype=mx.float64)])
+    np.testing.assert_allclose(np.array(jvps[0]), jac @ t)
+
+
+def test_grad_of_grad():
+    d2 = mx.grad(mx.grad(lambda x: mx.sin(x)))
+    assert d2(mx.array(0.3)).item() == pytest.approx(-np.sin(0.3), rel=1e-6)
+
+
+def test_vmap_with_in_axes_and_out_axes(rng):
+    xs = rng.standard_normal((5, 3)).astype(np.float32)
+    w = rng.standard_normal(3).astype(np.float32)
+    dot = mx.vmap(lambda x, w: mx.sum(x * w), in_axes=(0, None))
+    np.testing.assert_allclose(np.array(dot(mx.array(xs), mx.array(w))), xs @ w, rtol=1e-5)
+    cols = mx.vmap(lambda x: x * 2, in_axes=1, out_axes=1)(mx.array(xs))
+    np.testing.assert_allclose(np.array(cols), xs * 2)
+    tree = mx.vmap(lambda p: {"s": p["a"] + p["b"]}, in_axes=({"a": 0, "b": None},))(
+        {"a": mx.array(xs), "b": mx.array(w)}
+    )
+    np.testing.assert_allclose(np.array(tree["s"]), xs + w, rtol=1e-6)
+
+
+def test_vmap_of_grad_gives_per_example_gradients(rng):
+    xs = rng.standard_normal((4, 3)).astype(np.float32)
+    per = mx.vmap(mx.grad(lambda x: mx.sum(x**3)))(mx.array(xs))
+    np.testing.assert_allclose(np.array(per), 3 * xs**2, rtol=1e-5)
+
+
+def test_checkpoint_gives_the_same_gradient(rng):
+    x = mx.array(rng.standard_normal(4).astype(np.float32))
+
+    def block(v):
+        return mx.tanh(v) * mx.exp(v)
+
+    plain = mx.grad(lambda v: block(v).sum())(x)
+    ckpt = mx.grad(lambda v: mx.checkpoint(block)(v).sum())(x)
+    np.testing.assert_allclose(np.array(ckpt), np.array(plain), rtol=1e-6)
+
+
+def test_custom_function_uses_its_vjp():
+    @mx.custom_function
+    def f(x):
+        return mx.exp(x)
+
+    @f.vjp
+    def f_vjp(primals, cotangent, output):
+        (x,) = primals
+        return (cotangent * 100.0,)
+
+    x = mx.array([0.0, 1.0])
+    np.testing.assert_allclose(np.array(f(x)), np.exp([0.0, 1.0]), rtol=1e-6)
+    np.testing.assert_allclose(np.array(mx.grad(lambda v: f(v).sum())(x)), [100.0, 100.0])
+
+
+def test_stop_gradient():
+    g = mx.grad(lambda x: mx.sum(x * mx.stop_gradient(x)))(mx.array([2.0, 3.0]))
+    np.testing.assert_allclose(np.array(g), [2.0, 3.0])
