@@ -251,14 +251,14 @@ impl PyArray {
         if !modulo.is_none() {
             return Err(PyTypeError::new_err("pow() with a modulus is not supported for arrays"));
         }
-        binary_op(py, &self.array, other, false, |a, b| kiln::ops::power(a, b))
+        binary_op(py, &self.array, other, false, kiln::ops::power)
     }
 
     fn __rpow__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, modulo: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         if !modulo.is_none() {
             return Err(PyTypeError::new_err("pow() with a modulus is not supported for arrays"));
         }
-        binary_op(py, &self.array, other, true, |a, b| kiln::ops::power(a, b))
+        binary_op(py, &self.array, other, true, kiln::ops::power)
     }
 
     fn __ipow__(&mut self, other: Operand, _modulo: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -267,27 +267,27 @@ impl PyArray {
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        binary_op(py, &self.array, other, false, |a, b| kiln::ops::equal(a, b))
+        binary_op(py, &self.array, other, false, kiln::ops::equal)
     }
 
     fn __ne__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        binary_op(py, &self.array, other, false, |a, b| kiln::ops::not_equal(a, b))
+        binary_op(py, &self.array, other, false, kiln::ops::not_equal)
     }
 
     fn __lt__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        binary_op(py, &self.array, other, false, |a, b| kiln::ops::less(a, b))
+        binary_op(py, &self.array, other, false, kiln::ops::less)
     }
 
     fn __le__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        binary_op(py, &self.array, other, false, |a, b| kiln::ops::less_equal(a, b))
+        binary_op(py, &self.array, other, false, kiln::ops::less_equal)
     }
 
     fn __gt__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        binary_op(py, &self.array, other, false, |a, b| kiln::ops::greater(a, b))
+        binary_op(py, &self.array, other, false, kiln::ops::greater)
     }
 
     fn __ge__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        binary_op(py, &self.array, other, false, |a, b| kiln::ops::greater_equal(a, b))
+        binary_op(py, &self.array, other, false, kiln::ops::greater_equal)
     }
 
     fn __copy__(&self) -> PyArray {

@@ -42,9 +42,9 @@ fn f32_or(dtype: Option<PyDtype>) -> Dtype {
 
 /// A bound given as a Python number (exact) or an array (broadcast).
 fn bound(o: &Operand) -> Option<f64> {
-    o.0.literal().and_then(|l| match l {
-        kiln::Literal::Float(v) => Some(v),
-        kiln::Literal::Int(v) => Some(v as f64),
+    o.0.literal().map(|l| match l {
+        kiln::Literal::Float(v) => v,
+        kiln::Literal::Int(v) => v as f64,
     })
 }
 
