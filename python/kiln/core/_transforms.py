@@ -59,42 +59,34 @@ def value_and_grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = Non
         for name in names:
             if name not in kwargs:
                 raise ValueError(f"value_and_grad: argname '{name}' was not passed as a keyword argument")
-        leaves, treedef = flatten((args, kwargs))
-        # The flat positions of each differentiated argument's arrays.
-        spans, start = {}, 0
-        for i, a in enumerate(args):
-            n = len(flatten(a)[0])
-            spans[("pos", i)] = (start, start + n)
-            start += n
-        for k, v in kwargs.items():
-            n = len(flatten(v)[0])
-            spans[("kw", k)] = (start, start + n)
-            start += n
-        wanted = [("pos", n % len(args)) for n in nums] + [("kw", k) for k in names]
-        wrt = [j for w in wanted for j in range(*spans[w])]
+        # Only the differentiated arguments are flattened; the others reach `fun` unchanged
+        # (a model passed alongside its parameters stays a model).
+        positions = [n % len(args) for n in nums]
+        selected = [args[i] for i in positions] + [kwargs[k] for k in names]
+        leaves, treedef = flatten(selected)
         out_def = []
 
         def flat(xs):
-            a, kw = treedef.unflatten(xs)
-            out = fun(*a, **kw)
-            out_leaves, d = flatten(out)
+            trees = treedef.unflatten(xs)
+            a, kw = list(args), dict(kwargs)
+            for tree, i in zip(trees, positions):
+                a[i] = tree
+            for tree, k in zip(trees[len(positions) :], names):
+                kw[k] = tree
+            out_leaves, d = flatten(fun(*a, **kw))
             if not out_leaves:
                 raise ValueError("value_and_grad: the function must return a scalar array (or a tuple starting with one)")
             out_def.append(d)
             return out_leaves
 
-        outs, grads = _core._value_and_grad(flat, leaves, wrt)
+        outs, grads = _core._value_and_grad(flat, leaves, list(range(len(leaves))))
         value = out_def[0].unflatten(outs)
-        by_arg, pos = {}, 0
-        for w in wanted:
-            a, b = spans[w]
-            part = args[w[1]] if w[0] == "pos" else kwargs[w[1]]
-            by_arg[w] = flatten(part)[1].unflatten(grads[pos : pos + (b - a)])
-            pos += b - a
-        positional = [by_arg[("pos", n % len(args))] for n in nums]
-        pos_grads = positional[0] if single else tuple(positional)
+        trees = treedef.unflatten(grads)
+        pos_trees = trees[: len(positions)]
+        pos_grads = pos_trees[0] if single else tuple(pos_trees)
         if names:
-            return value, (pos_grads if nums else None, {k: by_arg[("kw", k)] for k in names})
+            kw_grads = dict(zip(names, trees[len(positions) :]))
+            return value, (pos_grads if nums else None, kw_grads)
         return value, pos_grads
 
     return wrapper

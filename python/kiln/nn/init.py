@@ -1,0 +1,86 @@
+"""Parameter initialisers, as ``mlx.nn.init``: each returns a function that takes an array and
+returns a new array of its shape (and of ``dtype``) drawn from the distribution."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Tuple
+
+import kiln.core as mx
+
+
+def _fans(a: mx.array) -> Tuple[int, int]:
+    if a.ndim < 2:
+        raise ValueError(f"init: fan in and fan out need at least 2 dimensions, got shape {a.shape}")
+    receptive = math.prod(a.shape[1:-1]) if a.ndim > 2 else 1
+    return a.shape[-1] * receptive, a.shape[0] * receptive
+
+
+def constant(value: float, dtype=mx.float32) -> Callable:
+    """Every element ``value``."""
+    return lambda a: mx.full(a.shape, value, dtype=dtype)
+
+
+def normal(mean: float = 0.0, std: float = 1.0, dtype=mx.float32) -> Callable:
+    """Normal samples of mean ``mean`` and standard deviation ``std``."""
+    return lambda a: mx.random.normal(shape=a.shape, dtype=dtype, loc=mean, scale=std)
+
+
+def uniform(low: float = 0.0, high: float = 1.0, dtype=mx.float32) -> Callable:
+    """Uniform samples in ``[low, high)``."""
+    return lambda a: mx.random.uniform(low, high, shape=a.shape, dtype=dtype)
+
+
+def identity(dtype=mx.float32) -> Callable:
+    """The identity matrix (square 2-d arrays only)."""
+
+    def init(a):
+        if a.ndim != 2 or a.shape[0] != a.shape[1]:
+            raise ValueError(f"init.identity: needs a square matrix, got shape {a.shape}")
+        return mx.eye(a.shape[0], dtype=dtype)
+
+    return init
+
+
+def glorot_normal(dtype=mx.float32) -> Callable:
+    """Normal with std ``gain * sqrt(2 / (fan_in + fan_out))``."""
+
+    def init(a, gain: float = 1.0):
+        fan_in, fan_out = _fans(a)
+        return mx.random.normal(shape=a.shape, dtype=dtype, scale=gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+    return init
+
+
+def glorot_uniform(dtype=mx.float32) -> Callable:
+    """Uniform in ``±gain * sqrt(6 / (fan_in + fan_out))``."""
+
+    def init(a, gain: float = 1.0):
+        fan_in, fan_out = _fans(a)
+        limit = gain * math.sqrt(6.0 / (fan_in + fan_out))
+        return mx.random.uniform(-limit, limit, shape=a.shape, dtype=dtype)
+
+    return init
+
+
+def he_normal(dtype=mx.float32) -> Callable:
+    """Normal with std ``gain / sqrt(fan)`` (fan_in by default)."""
+
+    def init(a, mode: str = "fan_in", gain: float = 1.0):
+        fan_in, fan_out = _fans(a)
+        fan = {"fan_in": fan_in, "fan_out": fan_out}[mode]
+        return mx.random.normal(shape=a.shape, dtype=dtype, scale=gain / math.sqrt(fan))
+
+    return init
+
+
+def he_uniform(dtype=mx.float32) -> Callable:
+    """Uniform in ``±gain * sqrt(3 / fan)`` (fan_in by default)."""
+
+    def init(a, mode: str = "fan_in", gain: float = 1.0):
+        fan_in, fan_out = _fans(a)
+        fan = {"fan_in": fan_in, "fan_out": fan_out}[mode]
+        limit = gain * math.sqrt(3.0 / fan)
+        return mx.random.uniform(-limit, limit, shape=a.shape, dtype=dtype)
+
+    return init

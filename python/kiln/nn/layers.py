@@ -1,0 +1,226 @@
+"""Layers and activations, as ``mlx.nn``: Linear, Sequential, Embedding, Dropout, LayerNorm,
+RMSNorm, MultiHeadAttention, and the activation modules and functions."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import kiln.core as mx
+from kiln.nn.module import Module
+
+
+def relu(x):
+    """max(x, 0)."""
+    return mx.maximum(x, 0)
+
+
+def gelu(x):
+    """x * Φ(x), with the exact normal CDF."""
+    return x * (1 + mx.erf(x / math.sqrt(2))) / 2
+
+
+def gelu_approx(x):
+    """The tanh approximation of gelu."""
+    return 0.5 * x * (1 + mx.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def gelu_fast_approx(x):
+    """x * sigmoid(1.702 x)."""
+    return x * mx.sigmoid(1.702 * x)
+
+
+def silu(x):
+    """x * sigmoid(x)."""
+    return x * mx.sigmoid(x)
+
+
+sigmoid = mx.sigmoid
+tanh = mx.tanh
+
+
+def softmax(x, axis: int = -1):
+    """softmax along ``axis``."""
+    return mx.softmax(x, axis=axis)
+
+
+def _activation(name: str, fn, doc: str):
+    cls = type(name, (Module,), {"__call__": lambda self, x: fn(x), "__doc__": doc})
+    return cls
+
+
+ReLU = _activation("ReLU", relu, "Applies relu.")
+SiLU = _activation("SiLU", silu, "Applies silu.")
+Tanh = _activation("Tanh", mx.tanh, "Applies tanh.")
+Sigmoid = _activation("Sigmoid", mx.sigmoid, "Applies sigmoid.")
+
+
+class GELU(Module):
+    """Applies gelu: ``approx`` is "none" (exact), "precise"/"tanh" or "fast"."""
+
+    def __init__(self, approx: str = "none"):
+        super().__init__()
+        fns = {"none": gelu, "precise": gelu_approx, "tanh": gelu_approx, "fast": gelu_fast_approx}
+        if approx not in fns:
+            raise ValueError(f"GELU: approx must be one of {sorted(fns)}, got {approx!r}")
+        self._fn = fns[approx]
+
+    def __call__(self, x):
+        return self._fn(x)
+
+
+class Softmax(Module):
+    """Applies softmax over the last axis."""
+
+    def __call__(self, x):
+        return mx.softmax(x, axis=-1)
+
+
+class Linear(Module):
+    """``y = x W^T + b`` with W of shape (output_dims, input_dims), initialised uniformly in
+    ``±1/sqrt(input_dims)``."""
+
+    def __init__(self, input_dims: int, output_dims: int, bias: bool = True):
+        super().__init__()
+        scale = math.sqrt(1.0 / input_dims)
+        self.weight = mx.random.uniform(-scale, scale, shape=(output_dims, input_dims))
+        if bias:
+            self.bias = mx.random.uniform(-scale, scale, shape=(output_dims,))
+
+    def _extra_repr(self):
+        return f"input_dims={self.weight.shape[1]}, output_dims={self.weight.shape[0]}, bias={'bias' in self}"
+
+    def __call__(self, x):
+        if "bias" in self:
+            return mx.addmm(self.bias, x, self.weight.T)
+        return x @ self.weight.T
+
+
+class Sequential(Module):
+    """Calls its layers in order."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        self.layers = list(modules)
+
+    def __call__(self, x):
+        for m in self.layers:
+            x = m(x)
+        return x
+
+
+class Embedding(Module):
+    """A lookup table of ``num_embeddings`` vectors of ``dims``, initialised normally with std
+    ``1/sqrt(dims)``."""
+
+    def __init__(self, num_embeddings: int, dims: int):
+        super().__init__()
+        self.weight = mx.random.normal(shape=(num_embeddings, dims), scale=math.sqrt(1.0 / dims))
+
+    def __call__(self, x):
+        return self.weight[x]
+
+    def as_linear(self, x):
+        """``x`` times the table transposed (for tied output layers)."""
+        return x @ self.weight.T
+
+
+class Dropout(Module):
+    """Zeroes elements with probability ``p`` in training mode, scaling the rest by 1/(1-p).
+    It draws from ``random.state``: capture that when compiling a training step."""
+
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        if not 0 <= p < 1:
+            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        self._p_1 = 1 - p
+
+    def __call__(self, x):
+        if self._p_1 == 1 or not self.training:
+            return x
+        mask = mx.random.bernoulli(self._p_1, x.shape)
+        return (mask * x) * (1 / self._p_1)
+
+
+class LayerNorm(Module):
+    """Normalises the last axis to zero mean and unit variance, then scales and shifts."""
+
+    def __init__(self, dims: int, eps: float = 1e-5, affine: bool = True, bias: bool = True):
+        super().__init__()
+        self.dims, self.eps = dims, eps
+        if affine:
+            self.weight = mx.ones((dims,))
+            if bias:
+                self.bias = mx.zeros((dims,))
+
+    def __call__(self, x):
+        mean = mx.mean(x, axis=-1, keepdims=True)
+        var = mx.var(x, axis=-1, keepdims=True)
+        y = (x - mean) * mx.rsqrt(var + self.eps)
+        if "weight" in self:
+            y = y * self.weight
+        if "bias" in self:
+            y = y + self.bias
+        return y
+
+
+class RMSNorm(Module):
+    """Divides by the root mean square of the last axis, then scales."""
+
+    def __init__(self, dims: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = mx.ones((dims,))
+
+    def __call__(self, x):
+        return self.weight * x * mx.rsqrt(mx.mean(mx.square(x), axis=-1, keepdims=True) + self.eps)
+
+
+class MultiHeadAttention(Module):
+    """Scaled dot-product attention over ``num_heads`` heads with input and output projections."""
+
+    def __init__(
+        self,
+        dims: int,
+        num_heads: int,
+        query_input_dims: Optional[int] = None,
+        key_input_dims: Optional[int] = None,
+        value_input_dims: Optional[int] = None,
+        value_dims: Optional[int] = None,
+        value_output_dims: Optional[int] = None,
+        bias: bool = False,
+    ):
+        super().__init__()
+        if dims % num_heads != 0:
+            raise ValueError(f"MultiHeadAttention: dims ({dims}) must be divisible by num_heads ({num_heads})")
+        query_input_dims = query_input_dims or dims
+        key_input_dims = key_input_dims or dims
+        value_input_dims = value_input_dims or key_input_dims
+        value_dims = value_dims or dims
+        value_output_dims = value_output_dims or dims
+        self.num_heads = num_heads
+        self.query_proj = Linear(query_input_dims, dims, bias=bias)
+        self.key_proj = Linear(key_input_dims, dims, bias=bias)
+        self.value_proj = Linear(value_input_dims, value_dims, bias=bias)
+        self.out_proj = Linear(value_dims, value_output_dims, bias=bias)
+
+    def __call__(self, queries, keys, values, mask=None):
+        q, k, v = self.query_proj(queries), self.key_proj(keys), self.value_proj(values)
+        h = self.num_heads
+        B, L, D = q.shape
+        S = k.shape[1]
+        q = q.reshape(B, L, h, -1).transpose(0, 2, 1, 3)
+        k = k.reshape(B, S, h, -1).transpose(0, 2, 3, 1)
+        v = v.reshape(B, S, h, -1).transpose(0, 2, 1, 3)
+        scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k
+        if mask is not None:
+            scores = scores + mask
+        out = mx.softmax(scores, axis=-1) @ v
+        return self.out_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
+
+    @staticmethod
+    def create_additive_causal_mask(N: int, dtype: Any = mx.float32):
+        """A (N, N) mask with a large negative value above the diagonal."""
+        idx = mx.arange(N)
+        mask = idx[:, None] < idx[None]
+        return mask.astype(dtype) * -1e9

@@ -1,0 +1,316 @@
+"""kiln.nn against numpy references: layers, losses, initialisers, Module bookkeeping, weights
+files, and training compiled versus uncompiled."""
+
+import math
+from functools import partial
+
+import numpy as np
+import pytest
+
+import kiln.core as mx
+import kiln.nn as nn
+import kiln.optimizers as optim
+from kiln.utils import tree_flatten, tree_map, tree_unflatten
+
+
+def np_(a):
+    return np.array(a, dtype=np.float64)
+
+
+def test_linear_and_sequential_match_numpy(rng):
+    mx.random.seed(1)
+    model = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 2, bias=False))
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    l0, l2 = model.layers[0], model.layers[2]
+    want = np.maximum(x @ np_(l0.weight).T + np_(l0.bias), 0) @ np_(l2.weight).T
+    np.testing.assert_allclose(np.array(model(mx.array(x))), want, rtol=1e-5, atol=1e-6)
+    assert "bias" not in l2
+    bound = 1 / math.sqrt(5)
+    assert np.abs(np_(l0.weight)).max() <= bound
+
+
+def test_module_parameters_update_freeze():
+    model = nn.Sequential(nn.Linear(2, 3), nn.LayerNorm(3))
+    flat = dict(tree_flatten(model.parameters()))
+    assert set(flat) == {"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"}
+    model.layers[1].freeze()
+    trainable = dict(tree_flatten(model.trainable_parameters()))
+    assert set(trainable) == {"layers.0.weight", "layers.0.bias"}
+    model.unfreeze()
+    assert len(tree_flatten(model.trainable_parameters())) == 4
+    new = tree_map(lambda p: mx.zeros_like(p), model.parameters())
+    model.update(new)
+    assert all(np.all(np.array(v) == 0) for _, v in tree_flatten(model.parameters()))
+    with pytest.raises(ValueError, match="no parameter"):
+        model.update({"nonexistent": mx.zeros((1,))})
+    assert model.state is model
+    assert len(model.modules()) == 3 and len(model.leaf_modules()) == 2
+    model.eval()
+    assert not model.layers[0].training
+    model.train()
+    assert model.layers[1].training
+
+
+def test_norms_and_activations_match_numpy(rng):
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    ln = nn.LayerNorm(6)
+    want = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(np.array(ln(mx.array(x))), want, rtol=1e-5, atol=1e-5)
+    rms = nn.RMSNorm(6)
+    np.testing.assert_allclose(np.array(rms(mx.array(x))), x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-5), rtol=1e-5)
+    erf = np.vectorize(math.erf)
+    np.testing.assert_allclose(np.array(nn.GELU()(mx.array(x))), x64 * (1 + erf(x64 / math.sqrt(2))) / 2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(nn.SiLU()(mx.array(x))), x64 / (1 + np.exp(-x64)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(nn.Tanh()(mx.array(x))), np.tanh(x64), rtol=1e-5, atol=1e-6)
+    sm = np.exp(x64) / np.exp(x64).sum(-1, keepdims=True)
+    np.testing.assert_allclose(np.array(nn.Softmax()(mx.array(x))), sm, rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match="approx"):
+        nn.GELU(approx="bogus")
+
+
+def test_embedding_and_attention_shapes_and_values(rng):
+    emb = nn.Embedding(10, 4)
+    idx = mx.array([[1, 3], [9, 0]])
+    np.testing.assert_array_equal(np.array(emb(idx)), np.array(emb.weight)[np.array(idx)])
+    attn = nn.MultiHeadAttention(8, 2)
+    q = mx.array(rng.standard_normal((2, 3, 8)).astype(np.float32))
+    kv = mx.array(rng.standard_normal((2, 5, 8)).astype(np.float32))
+    out = attn(q, kv, kv)
+    assert out.shape == (2, 3, 8)
+    # Reference: numpy attention with the same projections.
+    W = {k: np_(attn[k].weight) for k in ("query_proj", "key_proj", "value_proj", "out_proj")}
+    Q, K, V = np_(q) @ W["query_proj"].T, np_(kv) @ W["key_proj"].T, np_(kv) @ W["value_proj"].T
+    split = lambda t: t.reshape(t.shape[0], t.shape[1], 2, 4).transpose(0, 2, 1, 3)  # noqa: E731
+    s = split(Q) @ split(K).transpose(0, 1, 3, 2) / 2.0
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    o = (p @ split(V)).transpose(0, 2, 1, 3).reshape(2, 3, 8) @ W["out_proj"].T
+    np.testing.assert_allclose(np.array(out), o, rtol=1e-4, atol=1e-5)
+    mask = nn.MultiHeadAttention.create_additive_causal_mask(3)
+    assert np.array(mask)[0, 1] < -1e8 and np.array(mask)[1, 0] == 0
+
+
+def test_dropout_scales_and_is_off_in_eval():
+    mx.random.seed(0)
+    d = nn.Dropout(0.25)
+    y = np.array(d(mx.ones((1000,))))
+    kept = y[y != 0]
+    np.testing.assert_allclose(kept, 1 / 0.75, rtol=1e-6)
+    assert 0.65 < len(kept) / 1000 < 0.85
+    d.eval()
+    np.testing.assert_array_equal(np.array(d(mx.ones((5,)))), np.ones(5))
+
+
+def test_losses_match_numpy(rng):
+    logits = rng.standard_normal((5, 4))
+    targets = rng.integers(0, 4, 5)
+    lse = np.log(np.exp(logits).sum(-1))
+    ce = lse - logits[np.arange(5), targets]
+    L, T = mx.array(logits, dtype=mx.float64), mx.array(targets)
+    np.testing.assert_allclose(np.array(nn.losses.cross_entropy(L, T)), ce, rtol=1e-10)
+    smooth = lse - (0.9 * logits[np.arange(5), targets] + 0.1 * logits.mean(-1))
+    np.testing.assert_allclose(np.array(nn.losses.cross_entropy(L, T, label_smoothing=0.1)), smooth, rtol=1e-10)
+    onehot = np.eye(4)[targets]
+    np.testing.assert_allclose(np.array(nn.losses.cross_entropy(L, mx.array(onehot, dtype=mx.float64), reduction="mean")), ce.mean())
+    z, y = rng.standard_normal(6), rng.integers(0, 2, 6).astype(np.float64)
+    bce = np.mean(np.log1p(np.exp(z)) - z * y)
+    np.testing.assert_allclose(nn.losses.binary_cross_entropy(mx.array(z, dtype=mx.float64), mx.array(y, dtype=mx.float64)).item(), bce, rtol=1e-10)
+    p = 1 / (1 + np.exp(-z))
+    bce_p = np.mean(-(y * np.log(p) + (1 - y) * np.log(1 - p)))
+    got = nn.losses.binary_cross_entropy(mx.array(p, dtype=mx.float64), mx.array(y, dtype=mx.float64), with_logits=False)
+    np.testing.assert_allclose(got.item(), bce_p, rtol=1e-8)
+    a, b = rng.standard_normal(7), rng.standard_normal(7)
+    A, B = mx.array(a, dtype=mx.float64), mx.array(b, dtype=mx.float64)
+    np.testing.assert_allclose(nn.losses.mse_loss(A, B).item(), np.mean((a - b) ** 2))
+    np.testing.assert_allclose(nn.losses.l1_loss(A, B, reduction="sum").item(), np.sum(np.abs(a - b)))
+    err = np.abs(a - b)
+    hub = np.where(err <= 0.5, 0.5 * err**2, 0.5 * (err - 0.25))
+    np.testing.assert_allclose(np.array(nn.losses.huber_loss(A, B, delta=0.5)), hub)
+    logp = logits - lse[:, None]
+    np.testing.assert_allclose(np.array(nn.losses.nll_loss(mx.array(logp, dtype=mx.float64), T)), -logp[np.arange(5), targets])
+    with pytest.raises(ValueError, match="reduction"):
+        nn.losses.mse_loss(A, B, reduction="avg")
+
+
+def test_initialisers():
+    mx.random.seed(2)
+    w = mx.zeros((200, 300))
+    g = np.array(nn.init.glorot_uniform()(w))
+    limit = math.sqrt(6 / 500)
+    assert np.abs(g).max() <= limit and np.abs(g).max() > 0.9 * limit
+    h = np.array(nn.init.he_normal()(w))
+    assert abs(h.std() - 1 / math.sqrt(300)) < 0.005
+    np.testing.assert_array_equal(np.array(nn.init.constant(0.5)(w)), np.full((200, 300), 0.5))
+    np.testing.assert_array_equal(np.array(nn.init.identity()(mx.zeros((3, 3)))), np.eye(3))
+
+
+@pytest.mark.parametrize("ext", [".npz", ".safetensors"])
+def test_save_and_load_weights(tmp_path, ext):
+    model = nn.Sequential(nn.Linear(3, 2), nn.LayerNorm(2))
+    path = str(tmp_path / f"w{ext}")
+    model.save_weights(path)
+    other = nn.Sequential(nn.Linear(3, 2), nn.LayerNorm(2))
+    other.load_weights(path)
+    for (k1, v1), (k2, v2) in zip(tree_flatten(model.parameters()), tree_flatten(other.parameters())):
+        assert k1 == k2
+        np.testing.assert_array_equal(np.array(v1), np.array(v2))
+    with pytest.raises(ValueError, match="missing"):
+        nn.Sequential(nn.Linear(3, 2)).load_weights(path)
+
+
+def test_save_load_arrays_all_formats(tmp_path):
+    a = mx.array([[1.5, 2.0]], dtype=mx.float16)
+    mx.save(str(tmp_path / "a.npy"), a)
+    b = mx.load(str(tmp_path / "a.npy"))
+    assert b.dtype == mx.float16 and b.tolist() == [[1.5, 2.0]]
+    mx.savez(str(tmp_path / "z.npz"), x=mx.arange(3), y=mx.array([True]))
+    z = mx.load(str(tmp_path / "z.npz"))
+    assert z["x"].tolist() == [0, 1, 2] and z["y"].dtype == mx.bool_
+    bf = mx.array([1.0, -3.5, 1e30], dtype=mx.bfloat16)
+    mx.save_safetensors(str(tmp_path / "s.safetensors"), {"bf": bf, "i": mx.array([7], dtype=mx.int64)}, metadata={"k": "v"})
+    s, meta = mx.load(str(tmp_path / "s.safetensors"), return_metadata=True)
+    assert s["bf"].dtype == mx.bfloat16 and np.array_equal(np.array(s["bf"]), np.array(bf))
+    assert s["i"].dtype == mx.int64 and meta == {"k": "v"}
+
+
+def test_tree_utils_round_trip():
+    tree = {"a": [mx.array(1), {"b": mx.array(2)}], "c": mx.array(3)}
+    flat = tree_flatten(tree)
+    assert [k for k, _ in flat] == ["a.0", "a.1.b", "c"]
+    back = tree_unflatten(flat)
+    assert back["a"][1]["b"].item() == 2
+    doubled = tree_map(lambda x: x * 2, tree)
+    assert doubled["c"].item() == 6
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 3))
+
+
+@pytest.mark.parametrize(
+    "make_opt",
+    [
+        lambda: optim.SGD(learning_rate=0.1, momentum=0.9, nesterov=True),
+        lambda: optim.Adam(learning_rate=0.01, bias_correction=True),
+        lambda: optim.AdamW(learning_rate=0.01),
+        lambda: optim.RMSprop(learning_rate=0.01),
+        lambda: optim.Adagrad(learning_rate=0.1),
+    ],
+)
+def test_training_compiled_and_uncompiled_reach_the_same_loss(rng, make_opt):
+    x = mx.array(rng.standard_normal((32, 6)).astype(np.float32))
+    y = mx.array(rng.integers(0, 3, 32))
+
+    def loss_fn(model, x, y):
+        return nn.losses.cross_entropy(model(x), y, reduction="mean")
+
+    def train(compiled):
+        mx.random.seed(7)
+        model, opt = _mlp(), make_opt()
+        state = [model.state, opt.state]
+
+        def step(x, y):
+            loss, grads = nn.value_and_grad(model, loss_fn)(model, x, y)
+            opt.update(model, grads)
+            return loss
+
+        if compiled:
+            step = partial(mx.compile, inputs=state, outputs=state)(step)
+        losses = []
+        for _ in range(15):
+            losses.append(step(x, y).item())
+            mx.eval(state)
+        return losses
+
+    eager, comp = train(False), train(True)
+    np.testing.assert_allclose(comp, eager, rtol=2e-4, atol=1e-5)
+    assert eager[-1] < eager[0]
+
+
+def test_sgd_momentum_matches_the_numpy_update():
+    p, g = np.array([1.0, -2.0]), np.array([0.5, 0.25])
+    opt = optim.SGD(learning_rate=0.1, momentum=0.9, weight_decay=0.01)
+    params = {"w": mx.array(p, dtype=mx.float64)}
+    v = np.zeros(2)
+    for _ in range(3):
+        params = opt.apply_gradients({"w": mx.array(g, dtype=mx.float64)}, params)
+        gd = g + 0.01 * p
+        v = 0.9 * v + gd
+        p = p - 0.1 * v
+    np.testing.assert_allclose(np.array(params["w"]), p, rtol=1e-6)
+    assert opt.step.item() == 3
+
+
+def test_adam_matches_the_numpy_update():
+    p, g = np.array([1.0, -2.0]), np.array([0.5, 0.25])
+    opt = optim.Adam(learning_rate=0.1, betas=[0.8, 0.9], bias_correction=True)
+    params = {"w": mx.array(p, dtype=mx.float64)}
+    m = v = np.zeros(2)
+    for t in range(1, 4):
+        params = opt.apply_gradients({"w": mx.array(g, dtype=mx.float64)}, params)
+        m = 0.8 * m + 0.2 * g
+        v = 0.9 * v + 0.1 * g * g
+        p = p - 0.1 * (m / (1 - 0.8**t)) / (np.sqrt(v / (1 - 0.9**t)) + 1e-8)
+    np.testing.assert_allclose(np.array(params["w"]), p, rtol=1e-5)
+
+
+def test_schedules():
+    steps = mx.arange(0, 12).astype(mx.uint64)
+    np.testing.assert_allclose(np.array(optim.step_decay(1.0, 0.5, 4)(steps)), 0.5 ** (np.arange(12) // 4), rtol=1e-6)
+    cos = np.array(optim.cosine_decay(1.0, 10)(steps))
+    np.testing.assert_allclose(cos, 0.5 * (1 + np.cos(np.pi * np.minimum(np.arange(12), 10) / 10)), atol=1e-6)
+    lin = np.array(optim.linear_schedule(0.0, 1.0, 4)(steps))
+    np.testing.assert_allclose(lin, np.minimum(np.arange(12), 4) / 4)
+    joined = optim.join_schedules([optim.linear_schedule(0.0, 1.0, 4), optim.cosine_decay(1.0, 8)], [4])
+    j = np.array(joined(steps))
+    np.testing.assert_allclose(j[:4], np.arange(4) / 4)
+    np.testing.assert_allclose(j[4:], 0.5 * (1 + np.cos(np.pi * np.arange(8) / 8)), atol=1e-6)
+    opt = optim.SGD(learning_rate=optim.step_decay(1.0, 0.5, 1))
+    opt.apply_gradients({"w": mx.array(1.0)}, {"w": mx.array(0.0)})
+    assert opt.learning_rate.item() == pytest.approx(0.5)
+
+
+def test_seed_training_example_compiled():
+    """seed 004's compiled training loop, as written."""
+    x = mx.random.uniform(shape=(4, 10))
+    y = mx.array([0, 1, 0, 1])
+    model = nn.Linear(10, 1)
+    optimizer = optim.SGD(learning_rate=0.1, momentum=0.8)
+
+    def loss_fn(model, x, y):
+        logits = model(x).squeeze()
+        return nn.losses.binary_cross_entropy(logits, y)
+
+    state = [model.state, optimizer.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step(x, y):
+        loss_and_grad_fn = nn.value_and_grad(model, loss_fn)
+        loss, grads = loss_and_grad_fn(model, x, y)
+        optimizer.update(model, grads)
+        return loss
+
+    losses = []
+    for it in range(10):
+        loss = step(x, y)
+        mx.eval(state)
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+    assert step.trace_count <= 2
+
+
+def test_dropout_in_a_compiled_step_draws_fresh_masks_with_random_state():
+    mx.random.seed(5)
+    model = nn.Sequential(nn.Dropout(0.5))
+    state = [model.state, mx.random.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def fwd(x):
+        return model(x)
+
+    x = mx.ones((64,))
+    a, b = np.array(fwd(x)), np.array(fwd(x))
+    assert fwd.trace_count == 1
+    assert not np.array_equal(a, b)
+    assert set(np.unique(a)) <= {0.0, 2.0}
