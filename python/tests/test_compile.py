@@ -281,3 +281,15 @@ def test_failed_trace_leaves_nothing_and_state_is_restored():
     with pytest.raises(KeyError):
         bad(mx.array(1.0))
     assert state[0].item() == 1.0
+
+
+def test_constants_equal_in_python_are_still_different_keys():
+    c = mx.compile(lambda x, k: x + 100 if isinstance(k, bool) else x * k)
+    x = mx.array(2.0)
+    assert c(x, 1).item() == 2.0
+    assert c(x, True).item() == 102.0
+    assert c(x, 1.0).item() == 2.0
+    assert c.trace_count == 3
+    d = mx.compile(lambda x, k: x / k)
+    assert d(x, 0.0).item() == math.inf
+    assert d(x, -0.0).item() == -math.inf

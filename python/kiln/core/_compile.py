@@ -86,11 +86,13 @@ class _CompiledFunction:
     def _signature(self, args, kwargs):
         leaves, treedef = flatten((args, kwargs))
         sh = self._shared
-        state = flatten(sh.inputs)[0] if sh.inputs is not None else []
-        state_key = flatten(sh.inputs)[1].key() if sh.inputs is not None else ""
-        key = treedef.key() + "|" + state_key
-        sh.signatures[key] = (treedef, len(leaves))
-        return leaves + state, key
+        key = treedef.key()
+        if sh.inputs is not None:
+            state, state_def = flatten(sh.inputs)
+            leaves = leaves + state
+            key = key + "|" + state_def.key()
+        sh.signatures[key] = (treedef, treedef.count)
+        return leaves, key
 
     def __call__(self, *args, **kwargs):
         sh = self._shared

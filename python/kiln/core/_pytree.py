@@ -24,8 +24,16 @@ class Treedef:
 
     def key(self) -> str:
         """A string naming the structure and its constants, for cache keys. Fails with a
-        ``ValueError`` on a constant compile cannot key on."""
-        return _key(self.node)
+        ``ValueError`` on a constant compile cannot key on. Computed once per structure."""
+        try:
+            return _KEYS[self.node]
+        except KeyError:
+            if len(_KEYS) > 4096:
+                _KEYS.clear()
+            k = _KEYS[self.node] = _key(self.node)
+            return k
+        except TypeError:  # an unhashable constant: _key names it in its error
+            return _key(self.node)
 
     def unflatten(self, leaves: List[array]) -> Any:
         """The tree with ``leaves`` in the array positions."""
@@ -50,7 +58,9 @@ def _walk(tree, leaves):
         return ("tuple", tuple(_walk(v, leaves) for v in tree))
     if isinstance(tree, list):
         return ("list", tuple(_walk(v, leaves) for v in tree))
-    return ("const", tree)
+    # The type and, for floats, the repr make the node compare and hash like the cache key:
+    # 1, 1.0 and True differ, and so do 0.0 and -0.0.
+    return ("const", tree, type(tree), repr(tree) if isinstance(tree, float) else None)
 
 
 def _build(node, it):
@@ -67,6 +77,9 @@ def _build(node, it):
 
 
 _CONSTANT_TYPES = (type(None), bool, int, float, str)
+
+# Keys of the structures seen so far (a structure's node is hashable when its constants are).
+_KEYS: dict = {}
 
 
 def _key(node) -> str:
