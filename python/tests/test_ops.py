@@ -357,3 +357,25 @@ def test_topk_and_partition(rng):
     np.testing.assert_array_equal(top, np.sort(x)[-5:])
     p = np.array(mx.partition(mx.array(x), 7))
     assert p[7] == np.sort(x)[7] and (p[:7] <= p[7]).all() and (p[8:] >= p[7]).all()
+
+
+def test_composite_ops_match_numpy(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    a = mx.array(x)
+    np.testing.assert_allclose(np.array(mx.degrees(a)), np.degrees(x), rtol=1e-6)
+    np.testing.assert_allclose(np.array(mx.radians(a)), np.radians(x), rtol=1e-6)
+    np.testing.assert_allclose(mx.trace(a).item(), np.trace(x), rtol=1e-6)
+    np.testing.assert_allclose(np.array(mx.trace(mx.array(x), offset=1)), np.trace(x, offset=1), rtol=1e-6)
+    np.testing.assert_array_equal(np.array(mx.tri(3, 4, k=1)), np.tri(3, 4, k=1))
+    b = rng.standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_allclose(np.array(mx.kron(a, mx.array(b))), np.kron(x, b), rtol=1e-6)
+    np.testing.assert_allclose(np.array(mx.kron(mx.array([1.0, 2.0]), mx.array(b))), np.kron([1.0, 2.0], b), rtol=1e-6)
+    q, r = mx.divmod(mx.array([7, -7]), 3)
+    assert q.tolist() == [2, -3] and r.tolist() == [1, 2]
+    y = mx.array([np.nan, np.inf, -np.inf, 1.0])
+    np.testing.assert_array_equal(np.array(mx.nan_to_num(y)), np.nan_to_num(np.array([np.nan, np.inf, -np.inf, 1.0], dtype=np.float32)))
+    assert mx.atleast_1d(mx.array(1.0)).shape == (1,)
+    assert mx.atleast_2d(mx.array([1, 2])).shape == (1, 2)
+    assert mx.atleast_3d(mx.array([1, 2])).shape == (1, 2, 1)
+    assert mx.atleast_3d(mx.ones((2, 3))).shape == (2, 3, 1)
+    assert mx.pi == np.pi and mx.inf == np.inf and mx.newaxis is None

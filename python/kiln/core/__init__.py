@@ -11,6 +11,24 @@ from kiln._core import __version__  # noqa: F401
 del random  # noqa: F821 (the native submodule: the module kiln.core.random wraps it)
 from kiln.core import random  # noqa: E402,F401
 from kiln.core._compile import compile  # noqa: E402,F401
+from kiln.core._composite import (  # noqa: E402,F401
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    degrees,
+    divmod,
+    e,
+    euler_gamma,
+    inf,
+    kron,
+    nan,
+    nan_to_num,
+    newaxis,
+    pi,
+    radians,
+    trace,
+    tri,
+)
 from kiln.core._io import load, save, save_safetensors, savez, savez_compressed  # noqa: E402,F401
 from kiln.core._transforms import (  # noqa: E402,F401
     checkpoint,
