@@ -166,3 +166,9 @@ def test_devices():
     with pytest.raises(RuntimeError, match="not available"):
         mx.add(mx.array(1), 2, stream=mx.gpu)
     assert mx.add(mx.array(1), 2, stream=mx.cpu).item() == 3
+
+
+def test_lists_of_numpy_scalars():
+    a = mx.array([np.float32(1.5), np.int64(2)])
+    assert a.dtype == mx.float32 and a.tolist() == [1.5, 2.0]
+    assert mx.array([np.int32(1), np.int64(2)]).dtype == mx.int32

@@ -293,3 +293,25 @@ def test_constants_equal_in_python_are_still_different_keys():
     d = mx.compile(lambda x, k: x / k)
     assert d(x, 0.0).item() == math.inf
     assert d(x, -0.0).item() == -math.inf
+
+
+def test_many_threads_calling_one_compiled_function(rng):
+    import threading
+
+    c = mx.compile(lambda x, y: mx.tanh(x) * y + 1)
+    inputs = [(rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal(16).astype(np.float32)) for _ in range(8)]
+    results = [None] * len(inputs)
+
+    def work(i):
+        x, y = inputs[i]
+        for _ in range(20):
+            results[i] = np.array(c(mx.array(x), mx.array(y)))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (x, y), r in zip(inputs, results):
+        np.testing.assert_allclose(r, np.tanh(x) * y + 1, rtol=1e-6, atol=1e-6)
+    assert c.trace_count == 1

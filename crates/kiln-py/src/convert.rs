@@ -95,6 +95,12 @@ impl Leaves {
             self.any_float = true;
             self.values.push(obj.extract()?);
             self.ints.push(0);
+        } else if obj.hasattr("__array_interface__")? && obj.hasattr("__float__")? && !obj.hasattr("__len__")? {
+            // A numpy scalar: an integer one counts as an int, any other as a float.
+            if obj.hasattr("__index__")? {
+                return self.push(&obj.call_method0("__index__")?);
+            }
+            return self.push(&obj.call_method0("__float__")?);
         } else {
             return Err(PyTypeError::new_err(format!(
                 "array: a nested list may hold only bools, ints, floats or arrays, got a {}",
