@@ -38,7 +38,11 @@ fn binary_op(
     let Ok(rhs) = operand(other) else {
         return Ok(py.NotImplemented());
     };
-    let (a, b) = if reflected { (rhs, lhs.clone()) } else { (lhs.clone(), rhs) };
+    let (a, b) = if reflected {
+        (rhs, lhs.clone())
+    } else {
+        (lhs.clone(), rhs)
+    };
     let out = f(a, b).or_raise()?;
     Ok(PyArray::from(out).into_pyobject(py)?.into_any().unbind())
 }
@@ -138,13 +142,16 @@ impl PyArray {
     /// The transpose (all axes reversed).
     #[getter(T)]
     fn transposed(&self) -> PyResult<PyArray> {
-        kiln::ops::transpose(&self.array, None).or_raise().map(PyArray::from)
+        kiln::ops::transpose(&self.array, None)
+            .or_raise()
+            .map(PyArray::from)
     }
 
     /// A copy cast to `dtype`.
     #[pyo3(signature = (dtype, stream = None))]
     fn astype(&self, dtype: PyDtype, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-        crate::device::on(stream.as_ref(), || kiln::ops::astype(&self.array, dtype.0)).map(PyArray::from)
+        crate::device::on(stream.as_ref(), || kiln::ops::astype(&self.array, dtype.0))
+            .map(PyArray::from)
     }
 
     /// The single element as a Python scalar (evaluates).
@@ -174,7 +181,11 @@ impl PyArray {
     }
 
     fn __len__(&self) -> PyResult<usize> {
-        self.array.shape().first().copied().ok_or_else(|| PyTypeError::new_err("len() of a 0-d array"))
+        self.array
+            .shape()
+            .first()
+            .copied()
+            .ok_or_else(|| PyTypeError::new_err("len() of a 0-d array"))
     }
 
     fn __iter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, PyAny>> {
@@ -184,10 +195,15 @@ impl PyArray {
         }
         let n = slf.borrow().array.shape()[0];
         let items = (0..n)
-            .map(|i| kiln::ops::slice_axis(&slf.borrow().array, 0, i as i64, i as i64 + 1).and_then(|r| kiln::ops::squeeze(r, Some(&[0]))))
+            .map(|i| {
+                kiln::ops::slice_axis(&slf.borrow().array, 0, i as i64, i as i64 + 1)
+                    .and_then(|r| kiln::ops::squeeze(r, Some(&[0])))
+            })
             .map(|r| r.or_raise().map(PyArray::from))
             .collect::<PyResult<Vec<_>>>()?;
-        pyo3::types::PyList::new(py, items)?.try_iter().map(|it| it.into_any())
+        pyo3::types::PyList::new(py, items)?
+            .try_iter()
+            .map(|it| it.into_any())
     }
 
     fn __bool__(&self) -> PyResult<bool> {
@@ -217,7 +233,10 @@ impl PyArray {
 
     fn __index__(&self) -> PyResult<i64> {
         if !self.array.dtype().is_integer() {
-            return Err(PyTypeError::new_err(format!("only integer arrays can be used as an index, got {}", self.array.dtype())));
+            return Err(PyTypeError::new_err(format!(
+                "only integer arrays can be used as an index, got {}",
+                self.array.dtype()
+            )));
         }
         self.__int__()
     }
@@ -227,7 +246,9 @@ impl PyArray {
     }
 
     fn __neg__(&self) -> PyResult<PyArray> {
-        kiln::ops::negative(&self.array).or_raise().map(PyArray::from)
+        kiln::ops::negative(&self.array)
+            .or_raise()
+            .map(PyArray::from)
     }
 
     fn __pos__(&self) -> PyArray {
@@ -247,18 +268,22 @@ impl PyArray {
         r.or_raise().map(PyArray::from)
     }
 
-    fn __pow__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, modulo: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        if !modulo.is_none() {
-            return Err(PyTypeError::new_err("pow() with a modulus is not supported for arrays"));
-        }
-        binary_op(py, &self.array, other, false, kiln::ops::power)
+    fn __pow__(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        modulo: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        self.power(py, other, modulo, false)
     }
 
-    fn __rpow__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, modulo: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        if !modulo.is_none() {
-            return Err(PyTypeError::new_err("pow() with a modulus is not supported for arrays"));
-        }
-        binary_op(py, &self.array, other, true, kiln::ops::power)
+    fn __rpow__(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        modulo: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        self.power(py, other, modulo, true)
     }
 
     fn __ipow__(&mut self, other: Operand, _modulo: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -305,7 +330,9 @@ impl PyArray {
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let Some(type_str) = typestr(self.array.dtype()) else {
-            return Err(PyAttributeError::new_err("bfloat16 arrays have no numpy dtype"));
+            return Err(PyAttributeError::new_err(
+                "bfloat16 arrays have no numpy dtype",
+            ));
         };
         let (ptr, strides) = self.array.raw_parts().or_raise()?;
         let size = self.array.dtype().size() as isize;
@@ -337,11 +364,31 @@ impl PyArray {
             Some(d) if !d.is_none() => view.call_method1("astype", (d,))?,
             _ => view,
         };
-        if copy == Some(true) { out.call_method0("copy") } else { Ok(out) }
+        if copy == Some(true) {
+            out.call_method0("copy")
+        } else {
+            Ok(out)
+        }
     }
 }
 
 impl PyArray {
+    /// `self ** other` (or `other ** self` when `reflected`); a modulus is refused.
+    fn power(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        modulo: &Bound<'_, PyAny>,
+        reflected: bool,
+    ) -> PyResult<Py<PyAny>> {
+        if !modulo.is_none() {
+            return Err(PyTypeError::new_err(
+                "pow() with a modulus is not supported for arrays",
+            ));
+        }
+        binary_op(py, &self.array, other, reflected, kiln::ops::power)
+    }
+
     /// The values of a one-element array, for `bool()`, `int()` and `float()`.
     fn single(&self, what: &str) -> PyResult<Values> {
         if self.array.size() != 1 {

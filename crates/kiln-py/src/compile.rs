@@ -5,7 +5,7 @@
 
 use crate::array::PyArray;
 use crate::errors::{stash, OrRaise};
-use crate::transforms::{arrays_of, list_of};
+use crate::transforms::{arrays_of, list_of, unwrap};
 use kiln::{Array, CompileMode, CompileOptions, Constant};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -42,9 +42,14 @@ fn constant_to_py<'py>(py: Python<'py>, c: &Constant) -> PyResult<Bound<'py, PyA
         Constant::Int(i) => i.into_pyobject(py)?.into_any(),
         Constant::Float(f) => f.get().into_pyobject(py)?.into_any(),
         Constant::Str(s) => s.into_pyobject(py)?.into_any(),
-        Constant::Tuple(items) => {
-            PyTuple::new(py, items.iter().map(|i| constant_to_py(py, i)).collect::<PyResult<Vec<_>>>()?)?.into_any()
-        }
+        Constant::Tuple(items) => PyTuple::new(
+            py,
+            items
+                .iter()
+                .map(|i| constant_to_py(py, i))
+                .collect::<PyResult<Vec<_>>>()?,
+        )?
+        .into_any(),
     })
 }
 
@@ -74,20 +79,35 @@ impl PyCompiled {
         let fun = Arc::new(fun);
         let f = move |args: &[Array], constants: &[Constant]| {
             Python::attach(|py| -> PyResult<Vec<Array>> {
-                let consts = constants.iter().map(|c| constant_to_py(py, c)).collect::<PyResult<Vec<_>>>()?;
-                let out = fun.bind(py).call1((list_of(py, args)?, PyList::new(py, consts)?))?;
+                let consts = constants
+                    .iter()
+                    .map(|c| constant_to_py(py, c))
+                    .collect::<PyResult<Vec<_>>>()?;
+                let out = fun
+                    .bind(py)
+                    .call1((list_of(py, args)?, PyList::new(py, consts)?))?;
                 arrays_of(&out, "a compiled function's result")
             })
             .map_err(stash)
         };
         let options = CompileOptions::new().shapeless(shapeless).mode(mode);
-        Ok(PyCompiled { inner: kiln::compile_with_constants(f, options) })
+        Ok(PyCompiled {
+            inner: kiln::compile_with_constants(f, options),
+        })
     }
 
     /// Calls the compiled function: traces on a new signature, replays otherwise.
-    fn __call__(&self, py: Python<'_>, args: Vec<PyArray>, constants: &Bound<'_, PyList>) -> PyResult<Py<PyList>> {
-        let a: Vec<Array> = args.into_iter().map(|a| a.array).collect();
-        let c = constants.iter().map(|c| constant(&c)).collect::<PyResult<Vec<_>>>()?;
+    fn __call__(
+        &self,
+        py: Python<'_>,
+        args: Vec<PyArray>,
+        constants: &Bound<'_, PyList>,
+    ) -> PyResult<Py<PyList>> {
+        let a = unwrap(args);
+        let c = constants
+            .iter()
+            .map(|c| constant(&c))
+            .collect::<PyResult<Vec<_>>>()?;
         let outs = self.inner.call_with(&a, &c).or_raise()?;
         list_of(py, &outs)
     }
@@ -107,8 +127,11 @@ impl PyCompiled {
     /// The compile report for these arguments: graphs before and after simplification, the fused
     /// kernels with their IR, and eager versus compiled kernel counts.
     fn explain(&self, args: Vec<PyArray>, constants: &Bound<'_, PyList>) -> PyResult<String> {
-        let a: Vec<Array> = args.into_iter().map(|a| a.array).collect();
-        let c = constants.iter().map(|c| constant(&c)).collect::<PyResult<Vec<_>>>()?;
+        let a = unwrap(args);
+        let c = constants
+            .iter()
+            .map(|c| constant(&c))
+            .collect::<PyResult<Vec<_>>>()?;
         Ok(self.inner.inspect(&a, &c).or_raise()?.to_string())
     }
 }

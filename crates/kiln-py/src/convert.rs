@@ -34,9 +34,9 @@ pub fn operand(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
         return Ok(Array::scalar(obj.extract::<bool>()?));
     }
     if obj.is_instance_of::<PyInt>() {
-        let v: i64 = obj
-            .extract()
-            .map_err(|_| PyOverflowError::new_err(format!("the Python int {obj} does not fit in int64")))?;
+        let v: i64 = obj.extract().map_err(|_| {
+            PyOverflowError::new_err(format!("the Python int {obj} does not fit in int64"))
+        })?;
         return Ok(Array::weak_int(v));
     }
     if obj.is_instance_of::<PyFloat>() {
@@ -49,7 +49,10 @@ pub fn operand(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
 pub fn to_array(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> {
     let a = if let Ok(a) = obj.cast::<PyArray>() {
         a.borrow().array.clone()
-    } else if obj.is_instance_of::<PyBool>() || obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>() {
+    } else if obj.is_instance_of::<PyBool>()
+        || obj.is_instance_of::<PyInt>()
+        || obj.is_instance_of::<PyFloat>()
+    {
         let mut leaves = Leaves::default();
         leaves.push(obj)?;
         leaves.into_array(&[])?
@@ -85,9 +88,9 @@ impl Leaves {
             self.values.push(b as u8 as f64);
             self.ints.push(b as i64);
         } else if obj.is_instance_of::<PyInt>() {
-            let v: i64 = obj
-                .extract()
-                .map_err(|_| PyOverflowError::new_err(format!("the Python int {obj} does not fit in int64")))?;
+            let v: i64 = obj.extract().map_err(|_| {
+                PyOverflowError::new_err(format!("the Python int {obj} does not fit in int64"))
+            })?;
             self.any_int = true;
             self.values.push(v as f64);
             self.ints.push(v);
@@ -95,7 +98,10 @@ impl Leaves {
             self.any_float = true;
             self.values.push(obj.extract()?);
             self.ints.push(0);
-        } else if obj.hasattr("__array_interface__")? && obj.hasattr("__float__")? && !obj.hasattr("__len__")? {
+        } else if obj.hasattr("__array_interface__")?
+            && obj.hasattr("__float__")?
+            && !obj.hasattr("__len__")?
+        {
             // A numpy scalar: an integer one counts as an int, any other as a float.
             if obj.hasattr("__index__")? {
                 return self.push(&obj.call_method0("__index__")?);
@@ -137,8 +143,15 @@ fn is_sequence(obj: &Bound<'_, PyAny>) -> bool {
 /// A nested list or tuple of scalars (or of arrays, which are stacked) as an array.
 fn from_nested(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
     let items: Vec<Bound<'_, PyAny>> = obj.try_iter()?.collect::<PyResult<_>>()?;
-    if !items.is_empty() && items.iter().all(|i| i.cast::<PyArray>().is_ok() || is_sequence(i) && contains_array(i)) {
-        let parts = items.iter().map(|i| to_array(i, None)).collect::<PyResult<Vec<_>>>()?;
+    if !items.is_empty()
+        && items
+            .iter()
+            .all(|i| i.cast::<PyArray>().is_ok() || is_sequence(i) && contains_array(i))
+    {
+        let parts = items
+            .iter()
+            .map(|i| to_array(i, None))
+            .collect::<PyResult<Vec<_>>>()?;
         return ops::stack(&parts, 0).or_raise();
     }
     let mut shape = Vec::new();
@@ -158,7 +171,13 @@ fn from_nested(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
 
 fn contains_array(obj: &Bound<'_, PyAny>) -> bool {
     obj.try_iter()
-        .map(|mut it| it.next().is_some_and(|i| i.is_ok_and(|i| i.cast::<PyArray>().is_ok() || is_sequence(&i) && contains_array(&i))))
+        .map(|mut it| {
+            it.next().is_some_and(|i| {
+                i.is_ok_and(|i| {
+                    i.cast::<PyArray>().is_ok() || is_sequence(&i) && contains_array(&i)
+                })
+            })
+        })
         .unwrap_or(false)
 }
 
@@ -185,7 +204,11 @@ fn ragged() -> PyErr {
 /// The dtype a numpy `typestr` (`<f4`, `|b1`, ...) names, if kiln has it.
 fn dtype_of_typestr(t: &str) -> Option<Dtype> {
     let (order, kind) = (t.get(..1)?, t.get(1..)?);
-    let native = if cfg!(target_endian = "little") { "<" } else { ">" };
+    let native = if cfg!(target_endian = "little") {
+        "<"
+    } else {
+        ">"
+    };
     if order != native && order != "|" && order != "=" {
         return None;
     }
@@ -208,7 +231,11 @@ fn dtype_of_typestr(t: &str) -> Option<Dtype> {
 
 /// The numpy `typestr` of a kiln dtype (none for bfloat16, which numpy lacks).
 pub fn typestr(d: Dtype) -> Option<String> {
-    let order = if cfg!(target_endian = "little") { '<' } else { '>' };
+    let order = if cfg!(target_endian = "little") {
+        '<'
+    } else {
+        '>'
+    };
     let (kind, order) = match d {
         Dtype::Bool => ("b1", '|'),
         Dtype::U8 => ("u1", '|'),
@@ -234,7 +261,9 @@ fn from_numpy(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> {
     let c = np.call_method1("ascontiguousarray", (obj,))?;
     let iface = c.getattr("__array_interface__")?.cast_into::<PyDict>()?;
     let item = |k: &str| -> PyResult<Bound<'_, PyAny>> {
-        iface.get_item(k)?.ok_or_else(|| PyTypeError::new_err(format!("__array_interface__ has no '{k}'")))
+        iface
+            .get_item(k)?
+            .ok_or_else(|| PyTypeError::new_err(format!("__array_interface__ has no '{k}'")))
     };
     let type_str: String = item("typestr")?.extract()?;
     let dt = dtype_of_typestr(&type_str).ok_or_else(|| {
@@ -274,7 +303,9 @@ impl Values {
         Ok(match a.dtype() {
             Dtype::Bool => Values::Bool(a.to_vec().or_raise()?),
             Dtype::U64 => Values::UInt(a.to_vec().or_raise()?),
-            d if d.is_float() => Values::Float(ops::astype(a, Dtype::F64).or_raise()?.to_vec().or_raise()?),
+            d if d.is_float() => {
+                Values::Float(ops::astype(a, Dtype::F64).or_raise()?.to_vec().or_raise()?)
+            }
             _ => Values::Int(ops::astype(a, Dtype::I64).or_raise()?.to_vec().or_raise()?),
         })
     }
@@ -297,11 +328,18 @@ pub fn to_list<'py>(py: Python<'py>, a: &Array) -> PyResult<Bound<'py, PyAny>> {
     nested(py, &values, a.shape(), &mut next)
 }
 
-fn nested<'py>(py: Python<'py>, values: &Values, shape: &[usize], next: &mut usize) -> PyResult<Bound<'py, PyAny>> {
+fn nested<'py>(
+    py: Python<'py>,
+    values: &Values,
+    shape: &[usize],
+    next: &mut usize,
+) -> PyResult<Bound<'py, PyAny>> {
     let Some((&n, rest)) = shape.split_first() else {
         *next += 1;
         return values.get(py, *next - 1);
     };
-    let items = (0..n).map(|_| nested(py, values, rest, next)).collect::<PyResult<Vec<_>>>()?;
+    let items = (0..n)
+        .map(|_| nested(py, values, rest, next))
+        .collect::<PyResult<Vec<_>>>()?;
     Ok(PyList::new(py, items)?.into_any())
 }

@@ -8,7 +8,14 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 /// The kind of a device (`DeviceType.cpu`, `DeviceType.gpu`).
-#[pyclass(name = "DeviceType", module = "kiln.core", frozen, eq, hash, from_py_object)]
+#[pyclass(
+    name = "DeviceType",
+    module = "kiln.core",
+    frozen,
+    eq,
+    hash,
+    from_py_object
+)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PyDeviceType {
     #[pyo3(name = "cpu")]
@@ -18,7 +25,14 @@ pub enum PyDeviceType {
 }
 
 /// A device: a kind and an index.
-#[pyclass(name = "Device", module = "kiln.core", frozen, eq, hash, from_py_object)]
+#[pyclass(
+    name = "Device",
+    module = "kiln.core",
+    frozen,
+    eq,
+    hash,
+    from_py_object
+)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PyDevice(pub Device);
 
@@ -28,7 +42,10 @@ impl PyDevice {
     #[pyo3(signature = (r#type, index = 0))]
     fn new(r#type: PyDeviceType, index: usize) -> PyDevice {
         PyDevice(match r#type {
-            PyDeviceType::Cpu => Device { kind: DeviceKind::Cpu, index },
+            PyDeviceType::Cpu => Device {
+                kind: DeviceKind::Cpu,
+                index,
+            },
             PyDeviceType::Gpu => Device::gpu(index),
         })
     }
@@ -54,7 +71,14 @@ impl PyDevice {
 }
 
 /// A stream: an ordered queue of work on one device.
-#[pyclass(name = "Stream", module = "kiln.core", frozen, eq, hash, from_py_object)]
+#[pyclass(
+    name = "Stream",
+    module = "kiln.core",
+    frozen,
+    eq,
+    hash,
+    from_py_object
+)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PyStream(pub Stream);
 
@@ -107,7 +131,9 @@ fn default_device() -> PyDevice {
 #[pyfunction]
 fn set_default_device(device: StreamOrDevice) -> PyResult<()> {
     match device {
-        StreamOrDevice::Stream(_) => Err(PyTypeError::new_err("set_default_device: expected a Device or DeviceType, got a Stream")),
+        StreamOrDevice::Stream(_) => Err(PyTypeError::new_err(
+            "set_default_device: expected a Device or DeviceType, got a Stream",
+        )),
         d => kiln::set_default_device(d.stream().device).or_raise(),
     }
 }
@@ -125,7 +151,10 @@ fn default_stream(device: StreamOrDevice) -> PyResult<PyStream> {
 #[pyfunction]
 #[pyo3(signature = (stream = None))]
 fn synchronize(stream: Option<StreamOrDevice>) -> PyResult<()> {
-    let s = stream.map_or_else(|| Stream::default_for(kiln::default_device()), |s| s.stream());
+    let s = stream.map_or_else(
+        || Stream::default_for(kiln::default_device()),
+        |s| s.stream(),
+    );
     kiln::synchronize(s).or_raise()
 }
 

@@ -32,7 +32,14 @@ fn attribute_name(d: Dtype) -> &'static str {
 }
 
 /// An abstract dtype category, as numpy's and mlx's `floating`, `integer`, ...
-#[pyclass(name = "DtypeCategory", module = "kiln.core", frozen, eq, hash, from_py_object)]
+#[pyclass(
+    name = "DtypeCategory",
+    module = "kiln.core",
+    frozen,
+    eq,
+    hash,
+    from_py_object
+)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PyDtypeCategory {
     #[pyo3(name = "generic")]
@@ -98,7 +105,9 @@ pub enum DtypeOrCategory {
 pub fn issubdtype(arg1: DtypeOrCategory, arg2: DtypeOrCategory) -> bool {
     match (arg1, arg2) {
         (DtypeOrCategory::Dtype(a), DtypeOrCategory::Dtype(b)) => a == b,
-        (DtypeOrCategory::Dtype(a), DtypeOrCategory::Category(c)) => PyDtypeCategory::of(a.0).within(c),
+        (DtypeOrCategory::Dtype(a), DtypeOrCategory::Category(c)) => {
+            PyDtypeCategory::of(a.0).within(c)
+        }
         (DtypeOrCategory::Category(_), DtypeOrCategory::Dtype(_)) => false,
         (DtypeOrCategory::Category(a), DtypeOrCategory::Category(b)) => a.within(b),
     }

@@ -44,21 +44,35 @@ fn parse_entry(obj: &Bound<'_, PyAny>) -> PyResult<Entry> {
     if let Ok(s) = obj.cast::<PySlice>() {
         let part = |name: &str| -> PyResult<Option<i64>> {
             let v = s.getattr(name)?;
-            if v.is_none() { Ok(None) } else { v.extract().map(Some).map_err(|_| PyTypeError::new_err("slice bounds must be integers or None")) }
+            if v.is_none() {
+                Ok(None)
+            } else {
+                v.extract()
+                    .map(Some)
+                    .map_err(|_| PyTypeError::new_err("slice bounds must be integers or None"))
+            }
         };
         let step = part("step")?.unwrap_or(1);
         if step == 0 {
             return Err(PyValueError::new_err("slice step cannot be zero"));
         }
-        return Ok(Entry::Slice(SliceSpec { start: part("start")?, stop: part("stop")?, step }));
+        return Ok(Entry::Slice(SliceSpec {
+            start: part("start")?,
+            stop: part("stop")?,
+            step,
+        }));
     }
     if obj.is_instance_of::<PyBool>() {
-        return Err(PyTypeError::new_err("boolean indices are not supported; use kiln.core.where to select by a mask"));
+        return Err(PyTypeError::new_err(
+            "boolean indices are not supported; use kiln.core.where to select by a mask",
+        ));
     }
     if obj.is_instance_of::<PyInt>() {
         return Ok(Entry::Int(obj.extract()?));
     }
-    let is_array_like = obj.cast::<PyArray>().is_ok() || obj.is_instance_of::<PyList>() || obj.hasattr("__array_interface__")?;
+    let is_array_like = obj.cast::<PyArray>().is_ok()
+        || obj.is_instance_of::<PyList>()
+        || obj.hasattr("__array_interface__")?;
     if !is_array_like {
         return Err(PyTypeError::new_err(format!(
             "cannot index with a {}; use ints, slices, ..., None or integer arrays",
@@ -85,9 +99,19 @@ fn parse_key(key: &Bound<'_, PyAny>) -> PyResult<Vec<Entry>> {
 /// Resolves `...` and `None` against `ndim` axes: the entry for each axis of the array after
 /// inserting the new axes, and where those new axes go.
 fn resolve(entries: Vec<Entry>, ndim: usize) -> PyResult<(Vec<AxisIndex>, Vec<i64>)> {
-    let used = entries.iter().filter(|e| !matches!(e, Entry::Ellipsis | Entry::NewAxis)).count();
-    if entries.iter().filter(|e| matches!(e, Entry::Ellipsis)).count() > 1 {
-        return Err(PyIndexError::new_err("an index can only have a single ellipsis ('...')"));
+    let used = entries
+        .iter()
+        .filter(|e| !matches!(e, Entry::Ellipsis | Entry::NewAxis))
+        .count();
+    if entries
+        .iter()
+        .filter(|e| matches!(e, Entry::Ellipsis))
+        .count()
+        > 1
+    {
+        return Err(PyIndexError::new_err(
+            "an index can only have a single ellipsis ('...')",
+        ));
     }
     if used > ndim {
         return Err(PyIndexError::new_err(format!(
@@ -123,14 +147,19 @@ fn resolve(entries: Vec<Entry>, ndim: usize) -> PyResult<(Vec<AxisIndex>, Vec<i6
 fn check_int(i: i64, axis: usize, dim: usize) -> PyResult<i64> {
     let j = if i < 0 { i + dim as i64 } else { i };
     if j < 0 || j >= dim as i64 {
-        return Err(PyIndexError::new_err(format!("index {i} is out of bounds for axis {axis} with size {dim}")));
+        return Err(PyIndexError::new_err(format!(
+            "index {i} is out of bounds for axis {axis} with size {dim}"
+        )));
     }
     Ok(j)
 }
 
 /// The basic part of an index: one slice spec per axis (ints select one element) and the int
 /// axes, or `None` when the key has array indices.
-fn basic_specs(axes: &[AxisIndex], shape: &[usize]) -> PyResult<Option<(Vec<SliceSpec>, Vec<i64>)>> {
+fn basic_specs(
+    axes: &[AxisIndex],
+    shape: &[usize],
+) -> PyResult<Option<(Vec<SliceSpec>, Vec<i64>)>> {
     let mut specs = Vec::new();
     let mut ints = Vec::new();
     for (ax, e) in axes.iter().enumerate() {
@@ -156,14 +185,19 @@ struct Advanced {
 }
 
 fn advanced(axes: Vec<AxisIndex>, shape: &[usize]) -> PyResult<Advanced> {
-    let mut adv = Advanced { specs: Vec::new(), axes: Vec::new(), indices: Vec::new() };
+    let mut adv = Advanced {
+        specs: Vec::new(),
+        axes: Vec::new(),
+        indices: Vec::new(),
+    };
     for (ax, e) in axes.into_iter().enumerate() {
         match e {
             AxisIndex::Slice(s) => adv.specs.push(s),
             AxisIndex::Int(i) => {
                 adv.specs.push(SliceSpec::ALL);
                 adv.axes.push(ax as i64);
-                adv.indices.push(Array::scalar(check_int(i, ax, shape[ax])?));
+                adv.indices
+                    .push(Array::scalar(check_int(i, ax, shape[ax])?));
             }
             AxisIndex::Array(a) => {
                 adv.specs.push(SliceSpec::ALL);
@@ -186,8 +220,18 @@ impl Advanced {
     /// Picks the indexed elements of `y` (already sliced): the broadcast index axes, then the
     /// remaining axes, moved in place when the advanced axes are adjacent.
     fn gather(&self, y: &Array) -> kiln::Result<Array> {
-        let sizes: Vec<usize> =
-            y.shape().iter().enumerate().map(|(ax, &d)| if self.axes.contains(&(ax as i64)) { 1 } else { d }).collect();
+        let sizes: Vec<usize> = y
+            .shape()
+            .iter()
+            .enumerate()
+            .map(|(ax, &d)| {
+                if self.axes.contains(&(ax as i64)) {
+                    1
+                } else {
+                    d
+                }
+            })
+            .collect();
         let g = ops::gather(y, &self.indices, &self.axes, &sizes)?;
         let nb = g.ndim() - y.ndim();
         let squeezed: Vec<i64> = self.axes.iter().map(|&a| nb as i64 + a).collect();
@@ -231,10 +275,18 @@ impl Advanced {
 /// `x[key]`.
 pub fn get(x: &Array, key: &Bound<'_, PyAny>) -> PyResult<Array> {
     let (axes, new_axes) = resolve(parse_key(key)?, x.ndim())?;
-    let x = if new_axes.is_empty() { x.clone() } else { ops::expand_dims(x, &new_axes).or_raise()? };
+    let x = if new_axes.is_empty() {
+        x.clone()
+    } else {
+        ops::expand_dims(x, &new_axes).or_raise()?
+    };
     if let Some((specs, ints)) = basic_specs(&axes, x.shape())? {
         let y = ops::slice(&x, &specs).or_raise()?;
-        return if ints.is_empty() { Ok(y) } else { ops::squeeze(y, Some(&ints)).or_raise() };
+        return if ints.is_empty() {
+            Ok(y)
+        } else {
+            ops::squeeze(y, Some(&ints)).or_raise()
+        };
     }
     let adv = advanced(axes, x.shape())?;
     let y = ops::slice(&x, &adv.specs).or_raise()?;
@@ -256,7 +308,10 @@ pub enum Update {
 pub fn update(x: &Array, key: &Bound<'_, PyAny>, v: &Array, how: Update) -> PyResult<Array> {
     // New axes select nothing: drop them; `v` still broadcasts against the full result's shape.
     let target = get(x, key)?;
-    let entries: Vec<Entry> = parse_key(key)?.into_iter().filter(|e| !matches!(e, Entry::NewAxis)).collect();
+    let entries: Vec<Entry> = parse_key(key)?
+        .into_iter()
+        .filter(|e| !matches!(e, Entry::NewAxis))
+        .collect();
     let (axes, _) = resolve(entries, x.ndim())?;
     let combine = |old: &Array, v: &Array| -> kiln::Result<Array> {
         match how {
@@ -269,8 +324,14 @@ pub fn update(x: &Array, key: &Bound<'_, PyAny>, v: &Array, how: Update) -> PyRe
     };
     if let Some((specs, _)) = basic_specs(&axes, x.shape())? {
         let region = ops::slice(x, &specs).or_raise()?;
-        let new = combine(&target, v).and_then(|n| ops::broadcast_to(ops::astype(n, x.dtype())?, target.shape())).or_raise()?;
-        let new = ops::reshape(new, &region.shape().iter().map(|&d| d as i64).collect::<Vec<_>>()).or_raise()?;
+        let new = combine(&target, v)
+            .and_then(|n| ops::broadcast_to(ops::astype(n, x.dtype())?, target.shape()))
+            .or_raise()?;
+        let new = ops::reshape(
+            new,
+            &region.shape().iter().map(|&d| d as i64).collect::<Vec<_>>(),
+        )
+        .or_raise()?;
         return ops::slice_update(x, new, &specs).or_raise();
     }
     let adv = advanced(axes, x.shape())?;
@@ -304,7 +365,9 @@ impl PyArray {
     /// Functional indexed updates: `a.at[idx].add(v)` returns a new array.
     #[getter]
     fn at(&self) -> ArrayAt {
-        ArrayAt { array: self.array.clone() }
+        ArrayAt {
+            array: self.array.clone(),
+        }
     }
 }
 
@@ -317,7 +380,10 @@ pub struct ArrayAt {
 #[pymethods]
 impl ArrayAt {
     fn __getitem__(&self, key: Bound<'_, PyAny>) -> ArrayAtIndex {
-        ArrayAtIndex { array: self.array.clone(), key: key.unbind() }
+        ArrayAtIndex {
+            array: self.array.clone(),
+            key: key.unbind(),
+        }
     }
 }
 

@@ -47,7 +47,8 @@ fn collect_arrays(obj: &Bound<'_, PyAny>, out: &mut Vec<kiln::Array>) -> PyResul
 fn eval(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
     let mut arrays = Vec::new();
     collect_arrays(args.as_any(), &mut arrays)?;
-    py.detach(|| kiln::eval(&arrays.iter().collect::<Vec<_>>())).or_raise()
+    py.detach(|| kiln::eval(&arrays.iter().collect::<Vec<_>>()))
+        .or_raise()
 }
 
 #[pymodule]

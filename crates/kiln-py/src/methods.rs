@@ -48,6 +48,38 @@ macro_rules! reduction_methods {
 
 reduction_methods!(sum, prod, max, min, all, any, mean, logsumexp);
 
+macro_rules! spread_methods {
+    ($($name:ident => $f:ident),* $(,)?) => {
+        #[pymethods]
+        impl PyArray {
+            $(
+                #[pyo3(signature = (axis = None, keepdims = false, ddof = 0, *, stream = None))]
+                fn $name(&self, axis: Option<Axes>, keepdims: bool, ddof: usize, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+                    reduce::$f(self.operand(), axis, keepdims, ddof, stream)
+                }
+            )*
+        }
+    };
+}
+
+spread_methods!(var => var, std => std_dev);
+
+macro_rules! arg_methods {
+    ($($name:ident),* $(,)?) => {
+        #[pymethods]
+        impl PyArray {
+            $(
+                #[pyo3(signature = (axis = None, keepdims = false, *, stream = None))]
+                fn $name(&self, axis: Option<i64>, keepdims: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+                    reduce::$name(self.operand(), axis, keepdims, stream)
+                }
+            )*
+        }
+    };
+}
+
+arg_methods!(argmax, argmin);
+
 macro_rules! scan_methods {
     ($($name:ident),* $(,)?) => {
         #[pymethods]
@@ -66,26 +98,6 @@ scan_methods!(cumsum, cumprod, cummax, cummin);
 
 #[pymethods]
 impl PyArray {
-    #[pyo3(signature = (axis = None, keepdims = false, ddof = 0, *, stream = None))]
-    fn var(&self, axis: Option<Axes>, keepdims: bool, ddof: usize, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-        reduce::var(self.operand(), axis, keepdims, ddof, stream)
-    }
-
-    #[pyo3(signature = (axis = None, keepdims = false, ddof = 0, *, stream = None))]
-    fn std(&self, axis: Option<Axes>, keepdims: bool, ddof: usize, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-        reduce::std_dev(self.operand(), axis, keepdims, ddof, stream)
-    }
-
-    #[pyo3(signature = (axis = None, keepdims = false, *, stream = None))]
-    fn argmax(&self, axis: Option<i64>, keepdims: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-        reduce::argmax(self.operand(), axis, keepdims, stream)
-    }
-
-    #[pyo3(signature = (axis = None, keepdims = false, *, stream = None))]
-    fn argmin(&self, axis: Option<i64>, keepdims: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-        reduce::argmin(self.operand(), axis, keepdims, stream)
-    }
-
     #[pyo3(signature = (decimals = 0, *, stream = None))]
     fn round(&self, decimals: i32, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
         math::round(self.operand(), decimals, stream)
@@ -93,19 +105,36 @@ impl PyArray {
 
     /// `a.reshape(2, 3)` or `a.reshape((2, 3))`.
     #[pyo3(signature = (*shape, stream = None))]
-    fn reshape(&self, shape: &Bound<'_, PyTuple>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    fn reshape(
+        &self,
+        shape: &Bound<'_, PyTuple>,
+        stream: Option<StreamOrDevice>,
+    ) -> PyResult<PyArray> {
         shape::reshape(self.operand(), Sizes(spread(shape)?), stream)
     }
 
     /// `a.transpose()`, `a.transpose(1, 0)` or `a.transpose((1, 0))`.
     #[pyo3(signature = (*axes, stream = None))]
-    fn transpose(&self, axes: &Bound<'_, PyTuple>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-        let axes = if axes.is_empty() { None } else { Some(spread(axes)?) };
+    fn transpose(
+        &self,
+        axes: &Bound<'_, PyTuple>,
+        stream: Option<StreamOrDevice>,
+    ) -> PyResult<PyArray> {
+        let axes = if axes.is_empty() {
+            None
+        } else {
+            Some(spread(axes)?)
+        };
         shape::transpose(self.operand(), axes, stream)
     }
 
     #[pyo3(signature = (start_axis = 0, end_axis = -1, *, stream = None))]
-    fn flatten(&self, start_axis: i64, end_axis: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    fn flatten(
+        &self,
+        start_axis: i64,
+        end_axis: i64,
+        stream: Option<StreamOrDevice>,
+    ) -> PyResult<PyArray> {
         shape::flatten(self.operand(), start_axis, end_axis, stream)
     }
 
@@ -115,22 +144,43 @@ impl PyArray {
     }
 
     #[pyo3(signature = (axis1, axis2, *, stream = None))]
-    fn swapaxes(&self, axis1: i64, axis2: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    fn swapaxes(
+        &self,
+        axis1: i64,
+        axis2: i64,
+        stream: Option<StreamOrDevice>,
+    ) -> PyResult<PyArray> {
         shape::swapaxes(self.operand(), axis1, axis2, stream)
     }
 
     #[pyo3(signature = (source, destination, *, stream = None))]
-    fn moveaxis(&self, source: i64, destination: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    fn moveaxis(
+        &self,
+        source: i64,
+        destination: i64,
+        stream: Option<StreamOrDevice>,
+    ) -> PyResult<PyArray> {
         shape::moveaxis(self.operand(), source, destination, stream)
     }
 
     #[pyo3(signature = (indices_or_sections, axis = 0, *, stream = None))]
-    fn split(&self, indices_or_sections: &Bound<'_, PyAny>, axis: i64, stream: Option<StreamOrDevice>) -> PyResult<Vec<PyArray>> {
+    fn split(
+        &self,
+        indices_or_sections: &Bound<'_, PyAny>,
+        axis: i64,
+        stream: Option<StreamOrDevice>,
+    ) -> PyResult<Vec<PyArray>> {
         shape::split(self.operand(), indices_or_sections, axis, stream)
     }
 
     #[pyo3(signature = (offset = 0, axis1 = 0, axis2 = 1, *, stream = None))]
-    fn diagonal(&self, offset: i64, axis1: i64, axis2: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    fn diagonal(
+        &self,
+        offset: i64,
+        axis1: i64,
+        axis2: i64,
+        stream: Option<StreamOrDevice>,
+    ) -> PyResult<PyArray> {
         shape::diagonal(self.operand(), offset, axis1, axis2, stream)
     }
 

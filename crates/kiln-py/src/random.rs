@@ -81,9 +81,25 @@ fn uniform(
 /// Normal samples with mean `loc` and standard deviation `scale`.
 #[pyfunction]
 #[pyo3(signature = (shape = None, dtype = None, loc = 0.0, scale = 1.0, key = None, stream = None))]
-fn normal(shape: Option<Sizes>, dtype: Option<PyDtype>, loc: f64, scale: f64, key: Option<PyArray>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+fn normal(
+    shape: Option<Sizes>,
+    dtype: Option<PyDtype>,
+    loc: f64,
+    scale: f64,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let shape = dims(shape, "normal")?;
-    on(stream.as_ref(), || random::normal(&shape, f32_or(dtype), loc, scale, key.as_ref().map(|k| &k.array))).map(PyArray::from)
+    on(stream.as_ref(), || {
+        random::normal(
+            &shape,
+            f32_or(dtype),
+            loc,
+            scale,
+            key.as_ref().map(|k| &k.array),
+        )
+    })
+    .map(PyArray::from)
 }
 
 /// Normal samples truncated to `[lower, upper]`.
@@ -98,33 +114,68 @@ fn truncated_normal(
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
     let shape = dims(shape, "truncated_normal")?;
-    on(stream.as_ref(), || random::truncated_normal(lower, upper, &shape, f32_or(dtype), key.as_ref().map(|k| &k.array))).map(PyArray::from)
+    on(stream.as_ref(), || {
+        random::truncated_normal(
+            lower,
+            upper,
+            &shape,
+            f32_or(dtype),
+            key.as_ref().map(|k| &k.array),
+        )
+    })
+    .map(PyArray::from)
 }
 
 /// True with probability `p` (broadcast to `shape`, or `p`'s shape when None).
 #[pyfunction]
 #[pyo3(signature = (p = None, shape = None, key = None, stream = None))]
-fn bernoulli(p: Option<Operand>, shape: Option<Sizes>, key: Option<PyArray>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+fn bernoulli(
+    p: Option<Operand>,
+    shape: Option<Sizes>,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let p = p.unwrap_or(Operand(Array::weak_float(0.5)));
     let shape = shape.map(|s| s.dims("bernoulli")).transpose()?;
-    on(stream.as_ref(), || random::bernoulli(p.0, shape.as_deref(), key.as_ref().map(|k| &k.array))).map(PyArray::from)
+    on(stream.as_ref(), || {
+        random::bernoulli(p.0, shape.as_deref(), key.as_ref().map(|k| &k.array))
+    })
+    .map(PyArray::from)
 }
 
 /// Integers uniform in `[low, high)`.
 #[pyfunction]
 #[pyo3(signature = (low, high, shape = None, dtype = None, key = None, stream = None))]
-fn randint(low: i64, high: i64, shape: Option<Sizes>, dtype: Option<PyDtype>, key: Option<PyArray>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+fn randint(
+    low: i64,
+    high: i64,
+    shape: Option<Sizes>,
+    dtype: Option<PyDtype>,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let shape = dims(shape, "randint")?;
     let dt = dtype.map_or(Dtype::I32, |d| d.0);
-    on(stream.as_ref(), || random::randint(low, high, &shape, dt, key.as_ref().map(|k| &k.array))).map(PyArray::from)
+    on(stream.as_ref(), || {
+        random::randint(low, high, &shape, dt, key.as_ref().map(|k| &k.array))
+    })
+    .map(PyArray::from)
 }
 
 /// Standard Gumbel samples.
 #[pyfunction]
 #[pyo3(signature = (shape = None, dtype = None, key = None, stream = None))]
-fn gumbel(shape: Option<Sizes>, dtype: Option<PyDtype>, key: Option<PyArray>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+fn gumbel(
+    shape: Option<Sizes>,
+    dtype: Option<PyDtype>,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let shape = dims(shape, "gumbel")?;
-    on(stream.as_ref(), || random::gumbel(&shape, f32_or(dtype), key.as_ref().map(|k| &k.array))).map(PyArray::from)
+    on(stream.as_ref(), || {
+        random::gumbel(&shape, f32_or(dtype), key.as_ref().map(|k| &k.array))
+    })
+    .map(PyArray::from)
 }
 
 /// Category indices sampled from unnormalised log-probabilities along `axis`. `shape` (the
@@ -141,12 +192,18 @@ fn categorical(
 ) -> PyResult<PyArray> {
     let k = key.as_ref().map(|k| &k.array);
     match (shape, num_samples) {
-        (Some(_), Some(_)) => Err(PyValueError::new_err("categorical: pass at most one of shape and num_samples")),
+        (Some(_), Some(_)) => Err(PyValueError::new_err(
+            "categorical: pass at most one of shape and num_samples",
+        )),
         (Some(s), None) => {
             let dims = s.dims("categorical")?;
             on(stream.as_ref(), || {
                 let mut lg = logits.0.clone();
-                let ax = if axis < 0 { axis + lg.ndim() as i64 } else { axis };
+                let ax = if axis < 0 {
+                    axis + lg.ndim() as i64
+                } else {
+                    axis
+                };
                 lg = ops::moveaxis(lg, ax, -1)?;
                 let mut full: Vec<usize> = dims.clone();
                 full.push(*lg.shape().last().unwrap_or(&0));
@@ -155,14 +212,22 @@ fn categorical(
             })
             .map(PyArray::from)
         }
-        (None, n) => on(stream.as_ref(), || random::categorical(&logits.0, axis, n, k)).map(PyArray::from),
+        (None, n) => on(stream.as_ref(), || {
+            random::categorical(&logits.0, axis, n, k)
+        })
+        .map(PyArray::from),
     }
 }
 
 /// A random permutation of `arange(x)` (an int) or of `x` along `axis` (an array).
 #[pyfunction]
 #[pyo3(signature = (x, axis = 0, key = None, stream = None))]
-fn permutation(x: &Bound<'_, PyAny>, axis: i64, key: Option<PyArray>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+fn permutation(
+    x: &Bound<'_, PyAny>,
+    axis: i64,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let k = key.as_ref().map(|k| &k.array);
     if x.is_instance_of::<PyInt>() {
         let n: usize = x.extract()?;

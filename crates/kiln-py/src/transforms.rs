@@ -18,17 +18,25 @@ pub fn arrays_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Array>> {
     } else if let Ok(t) = obj.cast::<PyTuple>() {
         t.iter().collect()
     } else {
-        return Err(PyTypeError::new_err(format!("{what} must be a list of arrays, got {}", obj.get_type().name()?)));
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a list of arrays, got {}",
+            obj.get_type().name()?
+        )));
     };
     items
         .iter()
         .map(|i| {
-            i.cast::<PyArray>().map(|a| a.borrow().array.clone()).map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "{what} must hold only arrays, got a {}",
-                    i.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                ))
-            })
+            i.cast::<PyArray>()
+                .map(|a| a.borrow().array.clone())
+                .map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "{what} must hold only arrays, got a {}",
+                        i.get_type()
+                            .name()
+                            .map(|n| n.to_string())
+                            .unwrap_or_default()
+                    ))
+                })
         })
         .collect()
 }
@@ -39,7 +47,9 @@ pub fn list_of(py: Python<'_>, arrays: &[Array]) -> PyResult<Py<PyList>> {
 }
 
 /// A Python callable on a list of arrays as a kiln function.
-pub fn callback(f: Py<PyAny>) -> impl Fn(&[Array]) -> kiln::Result<Vec<Array>> + Clone + Send + Sync + 'static {
+pub fn callback(
+    f: Py<PyAny>,
+) -> impl Fn(&[Array]) -> kiln::Result<Vec<Array>> + Clone + Send + Sync + 'static {
     let f = Arc::new(f);
     move |args: &[Array]| {
         Python::attach(|py| -> PyResult<Vec<Array>> {
@@ -50,47 +60,81 @@ pub fn callback(f: Py<PyAny>) -> impl Fn(&[Array]) -> kiln::Result<Vec<Array>> +
     }
 }
 
+/// The kiln arrays of Python arrays.
+pub fn unwrap(v: Vec<PyArray>) -> Vec<Array> {
+    v.into_iter().map(|a| a.array).collect()
+}
+
+/// A transform's pair of results as two Python lists.
+fn lists(
+    py: Python<'_>,
+    pair: kiln::Result<(Vec<Array>, Vec<Array>)>,
+) -> PyResult<(Py<PyList>, Py<PyList>)> {
+    let (a, b) = pair.or_raise()?;
+    Ok((list_of(py, &a)?, list_of(py, &b)?))
+}
+
 /// `(outputs, cotangents of the arguments)` of `fun` at `primals` for output `cotangents`.
 #[pyfunction]
-fn vjp(py: Python<'_>, fun: Py<PyAny>, primals: Vec<PyArray>, cotangents: Vec<PyArray>) -> PyResult<(Py<PyList>, Py<PyList>)> {
-    let p: Vec<Array> = primals.into_iter().map(|a| a.array).collect();
-    let c: Vec<Array> = cotangents.into_iter().map(|a| a.array).collect();
-    let (outs, grads) = kiln::vjp(callback(fun), &p, &c).or_raise()?;
-    Ok((list_of(py, &outs)?, list_of(py, &grads)?))
+fn vjp(
+    py: Python<'_>,
+    fun: Py<PyAny>,
+    primals: Vec<PyArray>,
+    cotangents: Vec<PyArray>,
+) -> PyResult<(Py<PyList>, Py<PyList>)> {
+    lists(
+        py,
+        kiln::vjp(callback(fun), &unwrap(primals), &unwrap(cotangents)),
+    )
 }
 
 /// `(outputs, output tangents)` of `fun` at `primals` for argument `tangents`.
 #[pyfunction]
-fn jvp(py: Python<'_>, fun: Py<PyAny>, primals: Vec<PyArray>, tangents: Vec<PyArray>) -> PyResult<(Py<PyList>, Py<PyList>)> {
-    let p: Vec<Array> = primals.into_iter().map(|a| a.array).collect();
-    let t: Vec<Array> = tangents.into_iter().map(|a| a.array).collect();
-    let (outs, tans) = kiln::jvp(callback(fun), &p, &t).or_raise()?;
-    Ok((list_of(py, &outs)?, list_of(py, &tans)?))
+fn jvp(
+    py: Python<'_>,
+    fun: Py<PyAny>,
+    primals: Vec<PyArray>,
+    tangents: Vec<PyArray>,
+) -> PyResult<(Py<PyList>, Py<PyList>)> {
+    lists(
+        py,
+        kiln::jvp(callback(fun), &unwrap(primals), &unwrap(tangents)),
+    )
 }
 
 /// `(outputs, gradients)` of `fun` at `args`: the first output is the scalar loss, and the
 /// gradients are with respect to the arguments `argnums`.
 #[pyfunction]
-fn value_and_grad(py: Python<'_>, fun: Py<PyAny>, args: Vec<PyArray>, argnums: Vec<usize>) -> PyResult<(Py<PyList>, Py<PyList>)> {
-    let a: Vec<Array> = args.into_iter().map(|a| a.array).collect();
-    let (outs, grads) = kiln::value_and_grad(callback(fun), &argnums)(&a).or_raise()?;
-    Ok((list_of(py, &outs)?, list_of(py, &grads)?))
+fn value_and_grad(
+    py: Python<'_>,
+    fun: Py<PyAny>,
+    args: Vec<PyArray>,
+    argnums: Vec<usize>,
+) -> PyResult<(Py<PyList>, Py<PyList>)> {
+    lists(
+        py,
+        kiln::value_and_grad(callback(fun), &argnums)(&unwrap(args)),
+    )
 }
 
 /// `fun` mapped over axis `in_axes[i]` of argument `i`; output `j` gets its batch axis at
 /// `out_axes[j]` (a single entry applies to all).
 #[pyfunction]
-fn vmap(py: Python<'_>, fun: Py<PyAny>, args: Vec<PyArray>, in_axes: Vec<Option<i64>>, out_axes: Vec<Option<i64>>) -> PyResult<Py<PyList>> {
-    let a: Vec<Array> = args.into_iter().map(|a| a.array).collect();
-    let outs = kiln::vmap(callback(fun), &in_axes, &out_axes)(&a).or_raise()?;
+fn vmap(
+    py: Python<'_>,
+    fun: Py<PyAny>,
+    args: Vec<PyArray>,
+    in_axes: Vec<Option<i64>>,
+    out_axes: Vec<Option<i64>>,
+) -> PyResult<Py<PyList>> {
+    let outs = kiln::vmap(callback(fun), &in_axes, &out_axes)(&unwrap(args)).or_raise()?;
     list_of(py, &outs)
 }
 
 /// `fun` at `args`, with its reverse-mode derivative recomputing the forward pass.
 #[pyfunction]
 fn checkpoint(py: Python<'_>, fun: Py<PyAny>, args: Vec<PyArray>) -> PyResult<Py<PyList>> {
-    let a: Vec<Array> = args.into_iter().map(|a| a.array).collect();
-    let outs = kiln::checkpoint(callback(fun))(&a).or_raise()?;
+    let outs = kiln::checkpoint(callback(fun))(&unwrap(args)).or_raise()?;
     list_of(py, &outs)
 }
 
@@ -112,7 +156,9 @@ fn custom_function(
         let rule = Arc::new(rule);
         f = f.vjp(move |p: &[Array], c: &[Array], o: &[Array]| {
             Python::attach(|py| -> PyResult<Vec<Array>> {
-                let out = rule.bind(py).call1((list_of(py, p)?, list_of(py, c)?, list_of(py, o)?))?;
+                let out =
+                    rule.bind(py)
+                        .call1((list_of(py, p)?, list_of(py, c)?, list_of(py, o)?))?;
                 arrays_of(&out, "a custom vjp's result")
             })
             .map_err(stash)
@@ -139,8 +185,7 @@ fn custom_function(
             .map_err(stash)
         });
     }
-    let a: Vec<Array> = args.into_iter().map(|a| a.array).collect();
-    let outs = f.into_fn()(&a).or_raise()?;
+    let outs = f.into_fn()(&unwrap(args)).or_raise()?;
     list_of(py, &outs)
 }
 

@@ -18,7 +18,11 @@ fn dtype_or_f32(dtype: Option<PyDtype>) -> Dtype {
 /// An array of `shape` filled with zeros.
 #[pyfunction]
 #[pyo3(signature = (shape, dtype = None, *, stream = None))]
-pub fn zeros(shape: Sizes, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn zeros(
+    shape: Sizes,
+    dtype: Option<PyDtype>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let dims = shape.dims("zeros")?;
     on(stream.as_ref(), || ops::zeros(&dims, dtype_or_f32(dtype))).map(PyArray::from)
 }
@@ -26,7 +30,11 @@ pub fn zeros(shape: Sizes, dtype: Option<PyDtype>, stream: Option<StreamOrDevice
 /// An array of `shape` filled with ones.
 #[pyfunction]
 #[pyo3(signature = (shape, dtype = None, *, stream = None))]
-pub fn ones(shape: Sizes, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn ones(
+    shape: Sizes,
+    dtype: Option<PyDtype>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let dims = shape.dims("ones")?;
     on(stream.as_ref(), || ops::ones(&dims, dtype_or_f32(dtype))).map(PyArray::from)
 }
@@ -34,9 +42,17 @@ pub fn ones(shape: Sizes, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>
 /// An array of `shape` filled with `vals` (broadcast), of `dtype` or the values' dtype.
 #[pyfunction]
 #[pyo3(signature = (shape, vals, dtype = None, *, stream = None))]
-pub fn full(shape: Sizes, vals: Operand, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn full(
+    shape: Sizes,
+    vals: Operand,
+    dtype: Option<PyDtype>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let dims = shape.dims("full")?;
-    on(stream.as_ref(), || ops::full(&dims, vals.0, dtype.map(|d| d.0))).map(PyArray::from)
+    on(stream.as_ref(), || {
+        ops::full(&dims, vals.0, dtype.map(|d| d.0))
+    })
+    .map(PyArray::from)
 }
 
 /// Zeros with the shape and dtype of `a`.
@@ -65,9 +81,14 @@ pub fn arange(
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
     let number = |o: &Bound<'_, PyAny>| -> PyResult<f64> {
-        o.extract::<f64>().map_err(|_| PyTypeError::new_err(format!("arange: expected a number, got {}", o.get_type())))
+        o.extract::<f64>().map_err(|_| {
+            PyTypeError::new_err(format!("arange: expected a number, got {}", o.get_type()))
+        })
     };
-    let all_int = [Some(start_or_stop), stop, step].into_iter().flatten().all(|o| o.is_instance_of::<PyInt>());
+    let all_int = [Some(start_or_stop), stop, step]
+        .into_iter()
+        .flatten()
+        .all(|o| o.is_instance_of::<PyInt>());
     let (start, stop) = match stop {
         Some(s) => (number(start_or_stop)?, number(s)?),
         None => (0.0, number(start_or_stop)?),
@@ -80,21 +101,40 @@ pub fn arange(
 /// `num` evenly spaced values from `start` to `stop` inclusive.
 #[pyfunction]
 #[pyo3(signature = (start, stop, num = 50, dtype = None, stream = None))]
-pub fn linspace(start: f64, stop: f64, num: usize, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::linspace(start, stop, num, dtype_or_f32(dtype))).map(PyArray::from)
+pub fn linspace(
+    start: f64,
+    stop: f64,
+    num: usize,
+    dtype: Option<PyDtype>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    on(stream.as_ref(), || {
+        ops::linspace(start, stop, num, dtype_or_f32(dtype))
+    })
+    .map(PyArray::from)
 }
 
 /// An `n` by `m` matrix with ones on diagonal `k`.
 #[pyfunction]
 #[pyo3(signature = (n, m = None, k = 0, dtype = None, *, stream = None))]
-pub fn eye(n: usize, m: Option<usize>, k: i64, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn eye(
+    n: usize,
+    m: Option<usize>,
+    k: i64,
+    dtype: Option<PyDtype>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::eye(n, m, k, dtype_or_f32(dtype))).map(PyArray::from)
 }
 
 /// The `n` by `n` identity matrix.
 #[pyfunction]
 #[pyo3(signature = (n, dtype = None, *, stream = None))]
-pub fn identity(n: usize, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn identity(
+    n: usize,
+    dtype: Option<PyDtype>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::identity(n, dtype_or_f32(dtype))).map(PyArray::from)
 }
 

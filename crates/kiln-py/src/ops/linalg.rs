@@ -17,7 +17,14 @@ pub fn matmul(a: Operand, b: Operand, stream: Option<StreamOrDevice>) -> PyResul
 /// `alpha * (a @ b) + beta * c`.
 #[pyfunction]
 #[pyo3(signature = (c, a, b, /, alpha = 1.0, beta = 1.0, *, stream = None))]
-pub fn addmm(c: Operand, a: Operand, b: Operand, alpha: f64, beta: f64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn addmm(
+    c: Operand,
+    a: Operand,
+    b: Operand,
+    alpha: f64,
+    beta: f64,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::addmm(c.0, a.0, b.0, alpha, beta)).map(PyArray::from)
 }
 
@@ -38,7 +45,12 @@ pub fn inner(a: Operand, b: Operand, stream: Option<StreamOrDevice>) -> PyResult
 /// Sum of products over `axes`: a count of trailing/leading axes or a pair of axis lists.
 #[pyfunction]
 #[pyo3(signature = (a, b, /, axes = None, *, stream = None))]
-pub fn tensordot(a: Operand, b: Operand, axes: Option<&Bound<'_, PyAny>>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn tensordot(
+    a: Operand,
+    b: Operand,
+    axes: Option<&Bound<'_, PyAny>>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let spec = match axes {
         None => TensordotAxes::Count(2),
         Some(x) => {
@@ -49,7 +61,9 @@ pub fn tensordot(a: Operand, b: Operand, axes: Option<&Bound<'_, PyAny>>, stream
             } else if let Ok((l, r)) = x.extract::<(i64, i64)>() {
                 TensordotAxes::Pairs(vec![l], vec![r])
             } else {
-                return Err(PyTypeError::new_err("tensordot: axes must be an int or a pair of axis lists"));
+                return Err(PyTypeError::new_err(
+                    "tensordot: axes must be an int or a pair of axis lists",
+                ));
             }
         }
     };
@@ -59,7 +73,11 @@ pub fn tensordot(a: Operand, b: Operand, axes: Option<&Bound<'_, PyAny>>, stream
 /// Einstein summation over `operands` as described by `subscripts`.
 #[pyfunction]
 #[pyo3(signature = (subscripts, *operands, stream = None))]
-pub fn einsum(subscripts: &str, operands: Vec<Operand>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn einsum(
+    subscripts: &str,
+    operands: Vec<Operand>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let ops_: Vec<_> = operands.into_iter().map(|o| o.0).collect();
     on(stream.as_ref(), || ops::einsum(subscripts, &ops_)).map(PyArray::from)
 }

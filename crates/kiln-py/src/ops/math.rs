@@ -25,9 +25,43 @@ macro_rules! unary_ops {
 }
 
 unary_ops!(
-    abs, negative, sign, exp, expm1, log, log1p, log2, log10, sqrt, rsqrt, square, reciprocal, sin, cos, tan,
-    arcsin, arccos, arctan, sinh, cosh, tanh, arcsinh, arccosh, arctanh, erf, erfinv, sigmoid, floor, ceil,
-    logical_not, isnan, isinf, isposinf, isneginf, isfinite, bitwise_invert
+    abs,
+    negative,
+    sign,
+    exp,
+    expm1,
+    log,
+    log1p,
+    log2,
+    log10,
+    sqrt,
+    rsqrt,
+    square,
+    reciprocal,
+    sin,
+    cos,
+    tan,
+    arcsin,
+    arccos,
+    arctan,
+    sinh,
+    cosh,
+    tanh,
+    arcsinh,
+    arccosh,
+    arctanh,
+    erf,
+    erfinv,
+    sigmoid,
+    floor,
+    ceil,
+    logical_not,
+    isnan,
+    isinf,
+    isposinf,
+    isneginf,
+    isfinite,
+    bitwise_invert
 );
 
 macro_rules! binary_ops {
@@ -48,9 +82,30 @@ macro_rules! binary_ops {
 }
 
 binary_ops!(
-    add, subtract, multiply, divide, floor_divide, remainder, power, maximum, minimum, arctan2, logaddexp, equal,
-    not_equal, less, less_equal, greater, greater_equal, logical_and, logical_or, bitwise_and, bitwise_or,
-    bitwise_xor, left_shift, right_shift
+    add,
+    subtract,
+    multiply,
+    divide,
+    floor_divide,
+    remainder,
+    power,
+    maximum,
+    minimum,
+    arctan2,
+    logaddexp,
+    equal,
+    not_equal,
+    less,
+    less_equal,
+    greater,
+    greater_equal,
+    logical_and,
+    logical_or,
+    bitwise_and,
+    bitwise_or,
+    bitwise_xor,
+    left_shift,
+    right_shift
 );
 
 /// Rounds to `decimals` places (half to even).
@@ -70,14 +125,24 @@ pub fn round(a: Operand, decimals: i32, stream: Option<StreamOrDevice>) -> PyRes
 /// `x` where `condition` holds, else `y` (broadcasting all three).
 #[pyfunction]
 #[pyo3(name = "where", signature = (condition, x, y, /, *, stream = None))]
-pub fn where_(condition: Operand, x: Operand, y: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn where_(
+    condition: Operand,
+    x: Operand,
+    y: Operand,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::where_(condition.0, x.0, y.0)).map(PyArray::from)
 }
 
 /// Limits values to `[a_min, a_max]` (either bound may be None).
 #[pyfunction]
 #[pyo3(signature = (a, /, a_min, a_max, *, stream = None))]
-pub fn clip(a: Operand, a_min: Option<Operand>, a_max: Option<Operand>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn clip(
+    a: Operand,
+    a_min: Option<Operand>,
+    a_max: Option<Operand>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let lo = a_min.as_ref().map(|o| &o.0 as &dyn ops::AsArray);
     let hi = a_max.as_ref().map(|o| &o.0 as &dyn ops::AsArray);
     on(stream.as_ref(), || ops::clip(&a.0, lo, hi)).map(PyArray::from)
@@ -106,21 +171,43 @@ fn close(a: &Array, b: &Array, rtol: f64, atol: f64, equal_nan: bool) -> kiln::R
 /// Elementwise closeness, as numpy's `isclose`.
 #[pyfunction]
 #[pyo3(signature = (a, b, /, rtol = 1e-5, atol = 1e-8, *, equal_nan = false, stream = None))]
-pub fn isclose(a: Operand, b: Operand, rtol: f64, atol: f64, equal_nan: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn isclose(
+    a: Operand,
+    b: Operand,
+    rtol: f64,
+    atol: f64,
+    equal_nan: bool,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || close(&a.0, &b.0, rtol, atol, equal_nan)).map(PyArray::from)
 }
 
 /// True when every element pair is close (a 0-d bool array), as numpy's `allclose`.
 #[pyfunction]
 #[pyo3(signature = (a, b, /, rtol = 1e-5, atol = 1e-8, *, equal_nan = false, stream = None))]
-pub fn allclose(a: Operand, b: Operand, rtol: f64, atol: f64, equal_nan: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::all(close(&a.0, &b.0, rtol, atol, equal_nan)?, None, false)).map(PyArray::from)
+pub fn allclose(
+    a: Operand,
+    b: Operand,
+    rtol: f64,
+    atol: f64,
+    equal_nan: bool,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    on(stream.as_ref(), || {
+        ops::all(close(&a.0, &b.0, rtol, atol, equal_nan)?, None, false)
+    })
+    .map(PyArray::from)
 }
 
 /// True when both arrays have one shape and equal elements (a 0-d bool array).
 #[pyfunction]
 #[pyo3(signature = (a, b, /, equal_nan = false, *, stream = None))]
-pub fn array_equal(a: Operand, b: Operand, equal_nan: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn array_equal(
+    a: Operand,
+    b: Operand,
+    equal_nan: bool,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || {
         if a.0.shape() != b.0.shape() {
             return Ok(Array::scalar(false));

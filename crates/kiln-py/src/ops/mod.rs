@@ -23,9 +23,12 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Axes {
         if obj.is_instance_of::<PyInt>() {
             return Ok(Axes(vec![obj.extract()?]));
         }
-        obj.extract::<Vec<i64>>()
-            .map(Axes)
-            .map_err(|_| PyTypeError::new_err(format!("axis must be an int or a sequence of ints, got {}", obj.get_type())))
+        obj.extract::<Vec<i64>>().map(Axes).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "axis must be an int or a sequence of ints, got {}",
+                obj.get_type()
+            ))
+        })
     }
 }
 
@@ -39,9 +42,12 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Sizes {
         if obj.is_instance_of::<PyInt>() {
             return Ok(Sizes(vec![obj.extract()?]));
         }
-        obj.extract::<Vec<i64>>()
-            .map(Sizes)
-            .map_err(|_| PyTypeError::new_err(format!("shape must be an int or a sequence of ints, got {}", obj.get_type())))
+        obj.extract::<Vec<i64>>().map(Sizes).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "shape must be an int or a sequence of ints, got {}",
+                obj.get_type()
+            ))
+        })
     }
 }
 
@@ -52,7 +58,10 @@ impl Sizes {
             .iter()
             .map(|&d| {
                 usize::try_from(d).map_err(|_| {
-                    pyo3::exceptions::PyValueError::new_err(format!("{op}: negative dimension {d} in shape {:?}", self.0))
+                    pyo3::exceptions::PyValueError::new_err(format!(
+                        "{op}: negative dimension {d} in shape {:?}",
+                        self.0
+                    ))
                 })
             })
             .collect()

@@ -27,39 +27,55 @@ macro_rules! reductions {
 
 reductions!(sum, prod, max, min, all, any, mean, logsumexp);
 
-/// Variance over `axis`, dividing by `N - ddof`.
-#[pyfunction]
-#[pyo3(signature = (a, /, axis = None, keepdims = false, ddof = 0, *, stream = None))]
-pub fn var(a: Operand, axis: Option<Axes>, keepdims: bool, ddof: usize, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::var(a.0, Axes::of(&axis), keepdims, ddof)).map(PyArray::from)
+macro_rules! spreads {
+    ($($(#[$doc:meta])* $name:ident => $py:literal, $op:path;)*) => {$(
+        $(#[$doc])*
+        #[pyfunction]
+        #[pyo3(name = $py, signature = (a, /, axis = None, keepdims = false, ddof = 0, *, stream = None))]
+        pub fn $name(a: Operand, axis: Option<Axes>, keepdims: bool, ddof: usize, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+            on(stream.as_ref(), || $op(a.0, Axes::of(&axis), keepdims, ddof)).map(PyArray::from)
+        }
+    )*};
 }
 
-/// Standard deviation over `axis`, dividing by `N - ddof`.
-#[pyfunction]
-#[pyo3(name = "std", signature = (a, /, axis = None, keepdims = false, ddof = 0, *, stream = None))]
-pub fn std_dev(a: Operand, axis: Option<Axes>, keepdims: bool, ddof: usize, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::std(a.0, Axes::of(&axis), keepdims, ddof)).map(PyArray::from)
+spreads! {
+    /// Variance over `axis`, dividing by `N - ddof`.
+    var => "var", ops::var;
+    /// Standard deviation over `axis`, dividing by `N - ddof`.
+    std_dev => "std", ops::std;
 }
 
-/// Index of the largest element along `axis` (of the flattened array when None).
-#[pyfunction]
-#[pyo3(signature = (a, /, axis = None, keepdims = false, *, stream = None))]
-pub fn argmax(a: Operand, axis: Option<i64>, keepdims: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::argmax(a.0, axis, keepdims)).map(PyArray::from)
+macro_rules! arg_reductions {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[pyfunction]
+        #[pyo3(signature = (a, /, axis = None, keepdims = false, *, stream = None))]
+        pub fn $name(a: Operand, axis: Option<i64>, keepdims: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+            on(stream.as_ref(), || ops::$name(a.0, axis, keepdims)).map(PyArray::from)
+        }
+    )*};
 }
 
-/// Index of the smallest element along `axis` (of the flattened array when None).
-#[pyfunction]
-#[pyo3(signature = (a, /, axis = None, keepdims = false, *, stream = None))]
-pub fn argmin(a: Operand, axis: Option<i64>, keepdims: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::argmin(a.0, axis, keepdims)).map(PyArray::from)
+arg_reductions! {
+    /// Index of the largest element along `axis` (of the flattened array when None).
+    argmax;
+    /// Index of the smallest element along `axis` (of the flattened array when None).
+    argmin;
 }
 
 /// Softmax over `axis` (all axes when None); `precise` computes in float32 for half inputs.
 #[pyfunction]
 #[pyo3(signature = (a, /, axis = None, *, precise = false, stream = None))]
-pub fn softmax(a: Operand, axis: Option<Axes>, precise: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::softmax(a.0, Axes::of(&axis), precise)).map(PyArray::from)
+pub fn softmax(
+    a: Operand,
+    axis: Option<Axes>,
+    precise: bool,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    on(stream.as_ref(), || {
+        ops::softmax(a.0, Axes::of(&axis), precise)
+    })
+    .map(PyArray::from)
 }
 
 macro_rules! scans {

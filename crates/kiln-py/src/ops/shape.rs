@@ -29,21 +29,35 @@ pub fn reshape(a: Operand, shape: Sizes, stream: Option<StreamOrDevice>) -> PyRe
 /// Axes `start_axis..=end_axis` merged into one.
 #[pyfunction]
 #[pyo3(signature = (a, /, start_axis = 0, end_axis = -1, *, stream = None))]
-pub fn flatten(a: Operand, start_axis: i64, end_axis: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn flatten(
+    a: Operand,
+    start_axis: i64,
+    end_axis: i64,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::flatten(a.0, start_axis, end_axis)).map(PyArray::from)
 }
 
 /// Axis `axis` split into `shape` (one dimension may be -1).
 #[pyfunction]
 #[pyo3(signature = (a, /, axis, shape, *, stream = None))]
-pub fn unflatten(a: Operand, axis: i64, shape: Sizes, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn unflatten(
+    a: Operand,
+    axis: i64,
+    shape: Sizes,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::unflatten(a.0, axis, &shape.0)).map(PyArray::from)
 }
 
 /// Size-1 axes removed (all of them when `axis` is None).
 #[pyfunction]
 #[pyo3(signature = (a, /, axis = None, *, stream = None))]
-pub fn squeeze(a: Operand, axis: Option<Axes>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn squeeze(
+    a: Operand,
+    axis: Option<Axes>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::squeeze(a.0, Axes::of(&axis))).map(PyArray::from)
 }
 
@@ -57,21 +71,35 @@ pub fn expand_dims(a: Operand, axis: Axes, stream: Option<StreamOrDevice>) -> Py
 /// Axes permuted (reversed when `axes` is None).
 #[pyfunction]
 #[pyo3(signature = (a, /, axes = None, *, stream = None))]
-pub fn transpose(a: Operand, axes: Option<Vec<i64>>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn transpose(
+    a: Operand,
+    axes: Option<Vec<i64>>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::transpose(a.0, axes.as_deref())).map(PyArray::from)
 }
 
 /// Two axes exchanged.
 #[pyfunction]
 #[pyo3(signature = (a, /, axis1, axis2, *, stream = None))]
-pub fn swapaxes(a: Operand, axis1: i64, axis2: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn swapaxes(
+    a: Operand,
+    axis1: i64,
+    axis2: i64,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::swapaxes(a.0, axis1, axis2)).map(PyArray::from)
 }
 
 /// Axis `source` moved to position `destination`.
 #[pyfunction]
 #[pyo3(signature = (a, /, source, destination, *, stream = None))]
-pub fn moveaxis(a: Operand, source: i64, destination: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn moveaxis(
+    a: Operand,
+    source: i64,
+    destination: i64,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::moveaxis(a.0, source, destination)).map(PyArray::from)
 }
 
@@ -86,7 +114,10 @@ pub fn broadcast_to(a: Operand, shape: Sizes, stream: Option<StreamOrDevice>) ->
 /// The arrays broadcast against each other.
 #[pyfunction]
 #[pyo3(signature = (*arrays, stream = None))]
-pub fn broadcast_arrays(arrays: Vec<Operand>, stream: Option<StreamOrDevice>) -> PyResult<Vec<PyArray>> {
+pub fn broadcast_arrays(
+    arrays: Vec<Operand>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<Vec<PyArray>> {
     let a = self::arrays(arrays);
     on(stream.as_ref(), || ops::broadcast_arrays(&a)).map(wrap_all)
 }
@@ -94,11 +125,20 @@ pub fn broadcast_arrays(arrays: Vec<Operand>, stream: Option<StreamOrDevice>) ->
 /// The arrays joined along an existing `axis` (flattened first when `axis` is None).
 #[pyfunction]
 #[pyo3(signature = (arrays, /, axis = 0, *, stream = None))]
-pub fn concatenate(arrays: Vec<Operand>, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn concatenate(
+    arrays: Vec<Operand>,
+    axis: Option<i64>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     let a = self::arrays(arrays);
     on(stream.as_ref(), || match axis {
         Some(ax) => ops::concatenate(&a, ax),
-        None => ops::concatenate(&a.iter().map(|x| ops::reshape(x, &[-1])).collect::<kiln::Result<Vec<_>>>()?, 0),
+        None => ops::concatenate(
+            &a.iter()
+                .map(|x| ops::reshape(x, &[-1]))
+                .collect::<kiln::Result<Vec<_>>>()?,
+            0,
+        ),
     })
     .map(PyArray::from)
 }
@@ -106,7 +146,11 @@ pub fn concatenate(arrays: Vec<Operand>, axis: Option<i64>, stream: Option<Strea
 /// `concatenate`'s other name.
 #[pyfunction]
 #[pyo3(signature = (arrays, /, axis = 0, *, stream = None))]
-pub fn concat(arrays: Vec<Operand>, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn concat(
+    arrays: Vec<Operand>,
+    axis: Option<i64>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     concatenate(arrays, axis, stream)
 }
 
@@ -121,7 +165,12 @@ pub fn stack(arrays: Vec<Operand>, axis: i64, stream: Option<StreamOrDevice>) ->
 /// Views splitting `axis` into equal sections (an int) or at the given indices (a sequence).
 #[pyfunction]
 #[pyo3(signature = (a, /, indices_or_sections, axis = 0, *, stream = None))]
-pub fn split(a: Operand, indices_or_sections: &Bound<'_, PyAny>, axis: i64, stream: Option<StreamOrDevice>) -> PyResult<Vec<PyArray>> {
+pub fn split(
+    a: Operand,
+    indices_or_sections: &Bound<'_, PyAny>,
+    axis: i64,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<Vec<PyArray>> {
     let spec = if indices_or_sections.is_instance_of::<PyInt>() {
         SplitSpec::Sections(indices_or_sections.extract()?)
     } else {
@@ -151,7 +200,9 @@ fn pad_widths(pad_width: &Bound<'_, PyAny>, ndim: usize) -> PyResult<Vec<(usize,
             return Ok(vec![(v[0][0], v[0][0]); ndim]);
         }
     }
-    Err(PyTypeError::new_err("pad: pad_width must be an int, a (before, after) pair, or one pair per axis"))
+    Err(PyTypeError::new_err(
+        "pad: pad_width must be an int, a (before, after) pair, or one pair per axis",
+    ))
 }
 
 /// Pads with `constant_values` (mode "constant") or the edge values (mode "edge").
@@ -169,7 +220,9 @@ pub fn pad(
     match mode {
         "constant" => on(stream.as_ref(), || ops::pad(&a.0, &widths, &value)).map(PyArray::from),
         "edge" => on(stream.as_ref(), || edge_pad(&a.0, &widths)).map(PyArray::from),
-        _ => Err(PyValueError::new_err(format!("pad: mode '{mode}' is not supported; use 'constant' or 'edge'"))),
+        _ => Err(PyValueError::new_err(format!(
+            "pad: mode '{mode}' is not supported; use 'constant' or 'edge'"
+        ))),
     }
 }
 
@@ -184,11 +237,19 @@ fn edge_pad(a: &Array, widths: &[(usize, usize)]) -> kiln::Result<Array> {
         let ax = axis as i64;
         let mut parts = Vec::new();
         if before > 0 {
-            parts.push(ops::repeat(ops::slice_axis(&x, ax, 0, 1)?, before, Some(ax))?);
+            parts.push(ops::repeat(
+                ops::slice_axis(&x, ax, 0, 1)?,
+                before,
+                Some(ax),
+            )?);
         }
         parts.push(x.clone());
         if after > 0 {
-            parts.push(ops::repeat(ops::slice_axis(&x, ax, n - 1, n)?, after, Some(ax))?);
+            parts.push(ops::repeat(
+                ops::slice_axis(&x, ax, n - 1, n)?,
+                after,
+                Some(ax),
+            )?);
         }
         if parts.len() > 1 {
             x = ops::concatenate(&parts, ax)?;
@@ -208,7 +269,12 @@ pub fn tile(a: Operand, reps: Sizes, stream: Option<StreamOrDevice>) -> PyResult
 /// Each element repeated `repeats` times along `axis` (of the flattened array when None).
 #[pyfunction]
 #[pyo3(signature = (array, repeats, axis = None, *, stream = None))]
-pub fn repeat(array: Operand, repeats: usize, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn repeat(
+    array: Operand,
+    repeats: usize,
+    axis: Option<i64>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::repeat(array.0, repeats, axis)).map(PyArray::from)
 }
 
@@ -229,13 +295,21 @@ pub fn triu(x: Operand, k: i64, stream: Option<StreamOrDevice>) -> PyResult<PyAr
 /// Elements shifted by `shift` along `axis` with wrap-around (of the flattened array when None).
 #[pyfunction]
 #[pyo3(signature = (a, shift, axis = None, *, stream = None))]
-pub fn roll(a: Operand, shift: Axes, axis: Option<Axes>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn roll(
+    a: Operand,
+    shift: Axes,
+    axis: Option<Axes>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || match (shift.0.as_slice(), axis) {
         (&[s], None) => ops::roll(a.0, s, None),
         (&[s], Some(Axes(ax))) if ax.len() == 1 => ops::roll(a.0, s, Some(ax[0])),
         (&[s], Some(Axes(ax))) => ops::roll_axes(a.0, &vec![s; ax.len()], &ax),
         (shifts, Some(Axes(ax))) => ops::roll_axes(a.0, shifts, &ax),
-        (_, None) => Err(kiln::Error::value("roll", "several shifts need as many axes")),
+        (_, None) => Err(kiln::Error::value(
+            "roll",
+            "several shifts need as many axes",
+        )),
     })
     .map(PyArray::from)
 }
@@ -243,7 +317,13 @@ pub fn roll(a: Operand, shift: Axes, axis: Option<Axes>, stream: Option<StreamOr
 /// The diagonal `offset` of the plane `(axis1, axis2)`, as a new last axis.
 #[pyfunction]
 #[pyo3(signature = (a, offset = 0, axis1 = 0, axis2 = 1, *, stream = None))]
-pub fn diagonal(a: Operand, offset: i64, axis1: i64, axis2: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn diagonal(
+    a: Operand,
+    offset: i64,
+    axis1: i64,
+    axis2: i64,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::diagonal(a.0, offset, axis1, axis2)).map(PyArray::from)
 }
 
@@ -257,32 +337,63 @@ pub fn diag(a: Operand, k: i64, stream: Option<StreamOrDevice>) -> PyResult<PyAr
 /// Elements at `indices` along `axis` (of the flattened array when None).
 #[pyfunction]
 #[pyo3(signature = (a, /, indices, axis = None, *, stream = None))]
-pub fn take(a: Operand, indices: Operand, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn take(
+    a: Operand,
+    indices: Operand,
+    axis: Option<i64>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::take(a.0, indices.0, axis)).map(PyArray::from)
 }
 
 /// Elements picked along `axis` by `indices` of the same rank.
 #[pyfunction]
 #[pyo3(signature = (a, /, indices, axis, *, stream = None))]
-pub fn take_along_axis(a: Operand, indices: Operand, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::take_along_axis(a.0, indices.0, axis)).map(PyArray::from)
+pub fn take_along_axis(
+    a: Operand,
+    indices: Operand,
+    axis: Option<i64>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    on(stream.as_ref(), || {
+        ops::take_along_axis(a.0, indices.0, axis)
+    })
+    .map(PyArray::from)
 }
 
 /// A copy with `values` written along `axis` at `indices`.
 #[pyfunction]
 #[pyo3(signature = (a, /, indices, values, axis, *, stream = None))]
-pub fn put_along_axis(a: Operand, indices: Operand, values: Operand, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::put_along_axis(a.0, indices.0, values.0, axis)).map(PyArray::from)
+pub fn put_along_axis(
+    a: Operand,
+    indices: Operand,
+    values: Operand,
+    axis: Option<i64>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    on(stream.as_ref(), || {
+        ops::put_along_axis(a.0, indices.0, values.0, axis)
+    })
+    .map(PyArray::from)
 }
 
 /// Coordinate grids from 1-d arrays (`indexing` "xy" or "ij"; `sparse` keeps them broadcastable).
 #[pyfunction]
 #[pyo3(signature = (*arrays, sparse = false, indexing = "xy", stream = None))]
-pub fn meshgrid(arrays: Vec<Operand>, sparse: bool, indexing: &str, stream: Option<StreamOrDevice>) -> PyResult<Vec<PyArray>> {
+pub fn meshgrid(
+    arrays: Vec<Operand>,
+    sparse: bool,
+    indexing: &str,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<Vec<PyArray>> {
     let xy = match indexing {
         "xy" => true,
         "ij" => false,
-        _ => return Err(PyValueError::new_err(format!("meshgrid: indexing must be 'xy' or 'ij', got '{indexing}'"))),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "meshgrid: indexing must be 'xy' or 'ij', got '{indexing}'"
+            )))
+        }
     };
     let a = self::arrays(arrays);
     if !sparse {

@@ -23,21 +23,36 @@ pub fn argsort(a: Operand, axis: Option<i64>, stream: Option<StreamOrDevice>) ->
 /// Partitioned along `axis` around the element of sorted position `kth`.
 #[pyfunction]
 #[pyo3(signature = (a, /, kth, axis = -1, *, stream = None))]
-pub fn partition(a: Operand, kth: i64, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn partition(
+    a: Operand,
+    kth: i64,
+    axis: Option<i64>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::partition(a.0, kth, axis)).map(PyArray::from)
 }
 
 /// The indices that partition along `axis` around sorted position `kth`.
 #[pyfunction]
 #[pyo3(signature = (a, /, kth, axis = -1, *, stream = None))]
-pub fn argpartition(a: Operand, kth: i64, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn argpartition(
+    a: Operand,
+    kth: i64,
+    axis: Option<i64>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::argpartition(a.0, kth, axis)).map(PyArray::from)
 }
 
 /// The `k` largest elements along `axis` (unordered, as mlx).
 #[pyfunction]
 #[pyo3(signature = (a, /, k, axis = -1, *, stream = None))]
-pub fn topk(a: Operand, k: usize, axis: Option<i64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+pub fn topk(
+    a: Operand,
+    k: usize,
+    axis: Option<i64>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::topk(a.0, k, axis)).map(PyArray::from)
 }
 
