@@ -104,3 +104,23 @@ def test_index_errors():
         a["x"]
     with pytest.raises(ValueError, match="zero"):
         a[::0]
+
+
+def test_dynamic_slice_and_slice_update_match_numpy():
+    x = np.arange(30, dtype=np.float32).reshape(5, 6)
+    a = mx.array(x)
+    got = mx.slice(a, mx.array([1, 2]), [0, 1], [2, 3])
+    np.testing.assert_array_equal(np.array(got), x[1:3, 2:5])
+    # Starts are clamped so that the slice fits.
+    np.testing.assert_array_equal(np.array(mx.slice(a, mx.array([4]), [0], [2])), x[3:5])
+    up = mx.slice_update(a, mx.zeros((2, 6)), mx.array([3]), [0])
+    want = x.copy()
+    want[3:5] = 0
+    np.testing.assert_array_equal(np.array(up), want)
+    # The start may be computed inside a compiled function without retracing.
+    f = mx.compile(lambda a, i: mx.slice(a, i, [1], [2]))
+    for i in range(4):
+        np.testing.assert_array_equal(np.array(f(a, mx.array([i]))), x[:, i : i + 2])
+    assert f.trace_count == 1
+    with pytest.raises(ValueError, match="start_indices"):
+        mx.slice(a, mx.array([1.0]), [0], [2])

@@ -379,3 +379,44 @@ def test_composite_ops_match_numpy(rng):
     assert mx.atleast_3d(mx.array([1, 2])).shape == (1, 2, 1)
     assert mx.atleast_3d(mx.ones((2, 3))).shape == (2, 3, 1)
     assert mx.pi == np.pi and mx.inf == np.inf and mx.newaxis is None
+
+
+DTYPES = ["bool_", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+
+
+def expected_promotion(a: str, b: str) -> str:
+    """mlx's documented promotion lattice (after JAX), written out independently of kiln."""
+    if a == b:
+        return a
+    if a == "bool_":
+        return b
+    if b == "bool_":
+        return a
+    kind = lambda t: "f" if t.startswith(("float", "bfloat")) else ("u" if t.startswith("uint") else "i")  # noqa: E731
+    bits = lambda t: int("".join(c for c in t if c.isdigit()))  # noqa: E731
+    ka, kb = kind(a), kind(b)
+    if ka == "f" or kb == "f":
+        if ka != "f":
+            return b
+        if kb != "f":
+            return a
+        if {a, b} == {"float16", "bfloat16"}:
+            return "float32"
+        return a if bits(a) > bits(b) else b
+    if ka == kb:
+        return a if bits(a) > bits(b) else b
+    u, s = (a, b) if ka == "u" else (b, a)
+    if bits(u) == 64:
+        return "float32"
+    if bits(s) > bits(u):
+        return s
+    return f"int{2 * bits(u)}"
+
+
+@pytest.mark.parametrize("a", DTYPES)
+def test_binary_promotion_follows_the_mlx_table(a):
+    for b in DTYPES:
+        x = mx.ones((2,), dtype=getattr(mx, a))
+        y = mx.ones((2,), dtype=getattr(mx, b))
+        assert (x + y).dtype == getattr(mx, expected_promotion(a, b)), (a, b)
+        assert mx.maximum(x, y).dtype == getattr(mx, expected_promotion(a, b)), (a, b)

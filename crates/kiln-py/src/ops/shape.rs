@@ -377,6 +377,119 @@ pub fn put_along_axis(
     .map(PyArray::from)
 }
 
+/// The start of each dynamic slice along `axes`, one 0-d index each, clamped so that a slice
+/// of `sizes` fits (as JAX's dynamic slices are).
+fn dynamic_starts(
+    op: &str,
+    a: &Array,
+    starts: &Array,
+    axes: &[i64],
+    sizes: &[usize],
+) -> kiln::Result<Vec<Array>> {
+    if starts.ndim() != 1 || starts.shape()[0] != axes.len() || !starts.dtype().is_integer() {
+        return Err(kiln::Error::value(
+            op,
+            format!(
+                "start_indices must be a 1-d integer array with one entry per axis ({} axes), got {} of shape {:?}",
+                axes.len(),
+                starts.dtype(),
+                starts.shape()
+            ),
+        ));
+    }
+    axes.iter()
+        .enumerate()
+        .map(|(i, &ax)| {
+            let ax = if ax < 0 { ax + a.ndim() as i64 } else { ax };
+            let dim = *a.shape().get(ax as usize).ok_or_else(|| {
+                kiln::Error::new(
+                    op,
+                    kiln::ErrorKind::Axis,
+                    format!("axis {ax} is out of range for {} dimensions", a.ndim()),
+                )
+            })?;
+            let size = sizes[ax as usize];
+            let start = ops::take(starts, Array::scalar(i as i32), Some(0))?;
+            ops::clip(
+                &start,
+                Some(&Array::weak_int(0) as &dyn ops::AsArray),
+                Some(&Array::weak_int((dim - size) as i64) as &dyn ops::AsArray),
+            )
+        })
+        .collect()
+}
+
+/// A slice of `slice_size` along `axes` starting at `start_indices`, an array (so the start can
+/// be computed, even inside `compile`); other axes are taken whole.
+#[pyfunction]
+#[pyo3(signature = (a, /, start_indices, axes, slice_size, *, stream = None))]
+pub fn slice(
+    a: Operand,
+    start_indices: Operand,
+    axes: Vec<i64>,
+    slice_size: Vec<usize>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    on(stream.as_ref(), || {
+        let x = &a.0;
+        if slice_size.len() != axes.len() {
+            return Err(kiln::Error::value(
+                "slice",
+                format!("{} slice sizes for {} axes", slice_size.len(), axes.len()),
+            ));
+        }
+        let mut sizes = x.shape().to_vec();
+        for (&ax, &n) in axes.iter().zip(&slice_size) {
+            let ax = if ax < 0 { ax + x.ndim() as i64 } else { ax };
+            match sizes.get_mut(ax as usize) {
+                Some(d) if n <= *d => *d = n,
+                _ => {
+                    return Err(kiln::Error::shape(
+                        "slice",
+                        format!(
+                            "slice size {n} does not fit axis {ax} of shape {:?}",
+                            x.shape()
+                        ),
+                    ))
+                }
+            }
+        }
+        let starts = dynamic_starts("slice", x, &start_indices.0, &axes, &sizes)?;
+        ops::gather(x, &starts, &axes, &sizes)
+    })
+    .map(PyArray::from)
+}
+
+/// A copy of `a` with `update` written at `start_indices` along `axes` (a dynamic
+/// `slice_update`; the update spans the other axes whole).
+#[pyfunction]
+#[pyo3(signature = (a, /, update, start_indices, axes, *, stream = None))]
+pub fn slice_update(
+    a: Operand,
+    update: Operand,
+    start_indices: Operand,
+    axes: Vec<i64>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    on(stream.as_ref(), || {
+        let (x, u) = (&a.0, &update.0);
+        if u.ndim() != x.ndim() || u.shape().iter().zip(x.shape()).any(|(&n, &d)| n > d) {
+            return Err(kiln::Error::shape(
+                "slice_update",
+                format!(
+                    "update of shape {:?} must have the array's {} dimensions and fit in {:?}",
+                    u.shape(),
+                    x.ndim(),
+                    x.shape()
+                ),
+            ));
+        }
+        let starts = dynamic_starts("slice_update", x, &start_indices.0, &axes, u.shape())?;
+        ops::scatter(x, &starts, u, &axes)
+    })
+    .map(PyArray::from)
+}
+
 /// Coordinate grids from 1-d arrays (`indexing` "xy" or "ij"; `sparse` keeps them broadcastable).
 #[pyfunction]
 #[pyo3(signature = (*arrays, sparse = false, indexing = "xy", stream = None))]
@@ -443,6 +556,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(take_along_axis, m)?,
         wrap_pyfunction!(put_along_axis, m)?,
         wrap_pyfunction!(meshgrid, m)?,
+        wrap_pyfunction!(slice, m)?,
+        wrap_pyfunction!(slice_update, m)?,
     ] {
         m.add_function(f)?;
     }
