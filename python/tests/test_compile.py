@@ -315,3 +315,15 @@ def test_many_threads_calling_one_compiled_function(rng):
     for (x, y), r in zip(inputs, results):
         np.testing.assert_allclose(r, np.tanh(x) * y + 1, rtol=1e-6, atol=1e-6)
     assert c.trace_count == 1
+
+
+def test_shapeless_compiled_grad_follows_new_batch_sizes(rng):
+    def loss(w, x):
+        return mx.mean(mx.logsumexp(x @ w, axis=-1))
+
+    g = mx.compile(mx.grad(loss), shapeless=True)
+    w = mx.array(rng.standard_normal((4, 3)).astype(np.float32))
+    for batch in (2, 5, 1, 8):
+        x = mx.array(rng.standard_normal((batch, 4)).astype(np.float32))
+        np.testing.assert_allclose(np.array(g(w, x)), np.array(mx.grad(loss)(w, x)), rtol=1e-5, atol=1e-6)
+    assert g.trace_count == 1

@@ -167,6 +167,10 @@ pub enum Op {
     Transpose(Vec<usize>),
     /// View broadcast to a shape (zero strides on new or size-1 axes).
     BroadcastTo(Shape),
+    /// View of the first input broadcast to the second input's shape; the second input's data
+    /// is never read. Unlike `BroadcastTo` it follows shapes, so gradients of reductions stay
+    /// correct under shapeless compile.
+    BroadcastLike,
     /// Strided slice view: per axis a start, a step (non-zero, may be negative) and a length.
     Slice { start: Vec<usize>, step: Vec<isize>, len: Vec<usize> },
     /// Joins inputs of equal dtype and equal shape except along `axis`.
@@ -295,6 +299,7 @@ impl Op {
             Op::Reshape(_) => "reshape",
             Op::Transpose(_) => "transpose",
             Op::BroadcastTo(_) => "broadcast_to",
+            Op::BroadcastLike => "broadcast_like",
             Op::Slice { .. } => "slice",
             Op::Concatenate { .. } => "concatenate",
             Op::SliceUpdate { .. } => "slice_update",
@@ -339,6 +344,7 @@ impl Op {
             Op::Reshape(_)
                 | Op::Transpose(_)
                 | Op::BroadcastTo(_)
+                | Op::BroadcastLike
                 | Op::Slice { .. }
                 | Op::StopGradient
                 | Op::Custom { .. }
@@ -386,6 +392,20 @@ impl Op {
             Op::Transpose(perm) => {
                 let s = first().shape();
                 (perm.iter().map(|&p| s[p]).collect(), first().dtype())
+            }
+            Op::BroadcastLike => {
+                let target = inputs[1].shape();
+                if broadcast_shapes(op, first().shape(), target)?.as_slice() != target {
+                    return Err(Error::shape(
+                        op,
+                        format!(
+                            "cannot broadcast shape {} to {}",
+                            crate::shape::fmt_shape(first().shape()),
+                            crate::shape::fmt_shape(target)
+                        ),
+                    ));
+                }
+                (target.into(), first().dtype())
             }
             Op::BroadcastTo(s) => {
                 let b = broadcast_shapes(op, first().shape(), s)?;

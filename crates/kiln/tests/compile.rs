@@ -985,6 +985,31 @@ fn shapeless_squeeze_expand_dims_and_reductions_follow_new_shapes() {
     assert_eq!(c.trace_count(), 1, "shapeless retraced");
 }
 
+/// compile(grad(f)) with shapeless serves new shapes: the gradients of reductions broadcast like
+/// their input (not to a traced shape), so sums, means, maxima and logsumexp over axes that change
+/// size between calls give the eager gradient, from one trace.
+#[test]
+fn shapeless_compiled_gradient_of_reductions_follows_new_shapes() {
+    let _g = serial();
+    let mut rng = Rng::new(14);
+    let f = |a: &[Array]| -> Outputs {
+        let x = &a[0];
+        let rows = ops::logsumexp(x, Some(&[-1]), true)?; // (r, 1)
+        let m = ops::max(x, Some(&[0]), false)?; // (c,)
+        let total = ops::add(ops::sum(ops::multiply(x, &rows)?, None, false)?, ops::mean(&m, None, false)?)?;
+        Ok(vec![total])
+    };
+    let c = compile_with(grad(f, &[0]), CompileOptions::new().shapeless(true));
+    for (r, cl) in [(2usize, 3usize), (4, 5), (3, 1), (1, 6)] {
+        let x = f32a(&rng.vec(r * cl, -2.0, 2.0), &[r, cl]);
+        let got = c.call(&[x.clone()]).unwrap();
+        let want = grad(f, &[0])(&[x]).unwrap();
+        assert_eq!(got[0].shape(), &[r, cl]);
+        assert_all_same(&got, &want, 1e-6, &format!("grad of ({r}, {cl})"));
+    }
+    assert_eq!(c.trace_count(), 1, "shapeless retraced");
+}
+
 /// Division by a power-of-two constant is simplified into a multiply by its exact reciprocal;
 /// other divisors stay divisions. Either way the compiled result equals eager bit for bit,
 /// subnormals, infinities, NaN and signed zeros included.

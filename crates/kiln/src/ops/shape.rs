@@ -172,6 +172,17 @@ pub fn moveaxis(x: impl AsArray, source: i64, destination: i64) -> Result<Array>
     transpose(&x, Some(&perm))
 }
 
+/// `x` broadcast to the shape of `reference` (whose data is not read): a broadcast that keeps
+/// following the reference's shape when a shapeless compiled function is called on new shapes.
+/// (Even when the shapes agree now it stays an op: they may differ in a later shapeless call.)
+pub(crate) fn broadcast_like(x: impl AsArray, reference: &Array) -> Result<Array> {
+    let x = x.as_array();
+    if x.same_node(reference) {
+        return Ok(x);
+    }
+    Array::from_op(Op::BroadcastLike, vec![x, reference.clone()])
+}
+
 /// Broadcasts to `shape` (a view with zero strides).
 pub fn broadcast_to(x: impl AsArray, shape: &[usize]) -> Result<Array> {
     let x = x.as_array();

@@ -71,6 +71,11 @@ pub(crate) fn batch(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched>
             shape.extend_from_slice(s);
             Ok((Array::from_op(Op::BroadcastTo(shape.into()), vec![x])?, Some(0)))
         }
+        Op::BroadcastLike => {
+            // Front-batch both; x gains size-1 axes so it broadcasts against the reference.
+            let x = align_rank(front(0)?, example_rank(&inputs[0]), example_rank(&inputs[1]))?;
+            Ok((Array::from_op(Op::BroadcastLike, vec![x, front(1)?])?, Some(0)))
+        }
         Op::Slice { start, step, len } => front_op(Op::Slice {
             start: [0].into_iter().chain(start.iter().copied()).collect(),
             step: [1].into_iter().chain(step.iter().copied()).collect(),

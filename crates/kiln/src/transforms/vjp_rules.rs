@@ -156,6 +156,7 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
         Op::Kernel { call, .. } => Err(call.no_transform("vjp")),
         Op::Transpose(perm) => one(Array::from_op(Op::Transpose(inverse(perm)), vec![g.clone()])),
         Op::BroadcastTo(_) => Ok(vec![Some(g.clone())]),
+        Op::BroadcastLike => Ok(vec![Some(g.clone()), None]),
         Op::Slice { start, step, .. } => one(Array::from_op(
             Op::SliceUpdate { start: start.clone(), step: step.clone() },
             vec![ops::zeros_like(x)?, g.clone()],
@@ -233,7 +234,8 @@ pub(crate) fn inverse(perm: &[usize]) -> Vec<usize> {
 }
 
 fn reduce_vjp(op: ReduceOp, axes: &[usize], x: &Array, y: &Array, g: &Array) -> Result<Array> {
-    let g = ops::broadcast_to(g, x.shape())?;
+    // Broadcast like x (not to x's shape), so that the gradient follows shapeless calls.
+    let g = ops::broadcast_like(g, x)?;
     match op {
         ReduceOp::Sum => Ok(g),
         ReduceOp::Prod => ops::multiply(&g, prod_of_others(x, axes)?),

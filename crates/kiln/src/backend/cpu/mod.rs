@@ -35,7 +35,7 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::AsType(d) => elementwise::astype(&inputs[0], *d),
         Op::Reshape(_) => Ok(views::reshape(&inputs[0], shape)),
         Op::Transpose(perm) => Ok(views::transpose(&inputs[0], perm)),
-        Op::BroadcastTo(_) => Ok(views::broadcast_to(&inputs[0], shape)),
+        Op::BroadcastTo(_) | Op::BroadcastLike => Ok(views::broadcast_to(&inputs[0], shape)),
         Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),
         Op::Concatenate { axis } => index::concatenate(inputs, *axis, shape),
         Op::SliceUpdate { start, step } => index::slice_update(&inputs[0], &inputs[1], start, step),
