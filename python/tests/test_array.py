@@ -172,3 +172,12 @@ def test_lists_of_numpy_scalars():
     a = mx.array([np.float32(1.5), np.int64(2)])
     assert a.dtype == mx.float32 and a.tolist() == [1.5, 2.0]
     assert mx.array([np.int32(1), np.int64(2)]).dtype == mx.int32
+
+
+def test_objects_with_only_dunder_array_convert_through_numpy():
+    class Foreign:
+        def __array__(self, dtype=None, copy=None):
+            return np.arange(6, dtype=np.int16).reshape(2, 3)
+
+    a = mx.array(Foreign())
+    assert a.dtype == mx.int16 and a.tolist() == [[0, 1, 2], [3, 4, 5]]

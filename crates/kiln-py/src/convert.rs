@@ -5,7 +5,8 @@
 //!   numpy arrays keep their dtype except float64, which becomes float32 as in mlx.
 //! - Op operands turn Python numbers into *weak* scalars that adopt the other operand's dtype.
 //! - Numpy arrays are read through `__array_interface__` (a copy of the contiguous data), so the
-//!   extension needs no numpy headers and one abi3 build serves every Python version.
+//!   extension needs no numpy headers and one abi3 build serves every Python version. Objects of
+//!   other array libraries that only offer `__array__` go through `numpy.asarray` first.
 
 use crate::array::PyArray;
 use crate::errors::OrRaise;
@@ -60,6 +61,10 @@ pub fn to_array(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array>
         from_nested(obj)?
     } else if obj.hasattr("__array_interface__")? {
         from_numpy(obj, dtype)?
+    } else if obj.hasattr("__array__")? {
+        // Other array libraries (torch, jax, ...) convert through numpy.
+        let n = obj.py().import("numpy")?.call_method1("asarray", (obj,))?;
+        from_numpy(&n, dtype)?
     } else {
         return Err(PyTypeError::new_err(format!(
             "array: cannot make an array from a {}; pass a number, a (nested) list or tuple, a numpy array or an array",
