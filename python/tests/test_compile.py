@@ -327,3 +327,13 @@ def test_shapeless_compiled_grad_follows_new_batch_sizes(rng):
         x = mx.array(rng.standard_normal((batch, 4)).astype(np.float32))
         np.testing.assert_allclose(np.array(g(w, x)), np.array(mx.grad(loss)(w, x)), rtol=1e-5, atol=1e-6)
     assert g.trace_count == 1
+
+
+def test_vmap_and_jvp_of_a_compiled_function(rng):
+    c = mx.compile(lambda x: mx.sum(mx.sin(x) * x))
+    xs = rng.standard_normal((4, 3)).astype(np.float32)
+    per_row = mx.vmap(c)(mx.array(xs))
+    np.testing.assert_allclose(np.array(per_row), (np.sin(xs) * xs).sum(1), rtol=1e-5)
+    x, t = xs[0], np.ones(3, dtype=np.float32)
+    _, (tan,) = mx.jvp(c, [mx.array(x)], [mx.array(t)])
+    np.testing.assert_allclose(tan.item(), (np.cos(x) * x + np.sin(x)).sum(), rtol=1e-5)

@@ -68,3 +68,14 @@ def test_meshgrid_matches_numpy():
             for g, w in zip(got, want):
                 assert g.shape == w.shape
                 np.testing.assert_array_equal(np.array(g), w)
+
+
+def test_bits_widths_and_uniformity():
+    k = mx.random.key(9)
+    for width, dtype, top in ((1, mx.uint8, 2**8), (2, mx.uint16, 2**16), (4, mx.uint32, 2**32)):
+        b = mx.random.bits((4096,), width=width, key=k)
+        assert b.dtype == dtype
+        v = np.array(b).astype(np.float64)
+        assert abs(v.mean() / top - 0.5) < 0.03
+    with pytest.raises(ValueError):
+        mx.random.bits((2,), width=3)

@@ -162,6 +162,22 @@ fn randint(
     .map(PyArray::from)
 }
 
+/// Random bits: unsigned integers of `width` bytes (1, 2 or 4) with every bit uniform.
+#[pyfunction]
+#[pyo3(signature = (shape = None, width = 4, key = None, stream = None))]
+fn bits(
+    shape: Option<Sizes>,
+    width: usize,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    let shape = dims(shape, "bits")?;
+    on(stream.as_ref(), || {
+        random::bits(&shape, width, key.as_ref().map(|k| &k.array))
+    })
+    .map(PyArray::from)
+}
+
 /// Standard Gumbel samples.
 #[pyfunction]
 #[pyo3(signature = (shape = None, dtype = None, key = None, stream = None))]
@@ -262,6 +278,7 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(bernoulli, &m)?,
         wrap_pyfunction!(randint, &m)?,
         wrap_pyfunction!(gumbel, &m)?,
+        wrap_pyfunction!(bits, &m)?,
         wrap_pyfunction!(categorical, &m)?,
         wrap_pyfunction!(permutation, &m)?,
         wrap_pyfunction!(_get_state, &m)?,

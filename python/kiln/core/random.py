@@ -16,6 +16,7 @@ truncated_normal = _native.truncated_normal
 bernoulli = _native.bernoulli
 randint = _native.randint
 gumbel = _native.gumbel
+bits = _native.bits
 categorical = _native.categorical
 permutation = _native.permutation
 
@@ -53,6 +54,7 @@ __all__ = [
     "bernoulli",
     "randint",
     "gumbel",
+    "bits",
     "categorical",
     "permutation",
     "state",
