@@ -77,21 +77,11 @@ binary_dunders! {
     __floordiv__, __rfloordiv__, __ifloordiv__ => kiln::ops::floor_divide;
     __mod__, __rmod__, __imod__ => kiln::ops::remainder;
     __matmul__, __rmatmul__, __imatmul__ => kiln::ops::matmul;
-    __and__, __rand__, __iand__ => bitwise_or_logical_and;
-    __or__, __ror__, __ior__ => bitwise_or_logical_or;
+    __and__, __rand__, __iand__ => kiln::ops::bitwise_and;
+    __or__, __ror__, __ior__ => kiln::ops::bitwise_or;
     __xor__, __rxor__, __ixor__ => kiln::ops::bitwise_xor;
     __lshift__, __rlshift__, __ilshift__ => kiln::ops::left_shift;
     __rshift__, __rrshift__, __irshift__ => kiln::ops::right_shift;
-}
-
-/// `&` as mlx: logical and for bools, bitwise and for integers.
-fn bitwise_or_logical_and(a: Array, b: Array) -> kiln::Result<Array> {
-    kiln::ops::bitwise_and(a, b)
-}
-
-/// `|` as mlx: logical or for bools, bitwise or for integers.
-fn bitwise_or_logical_or(a: Array, b: Array) -> kiln::Result<Array> {
-    kiln::ops::bitwise_or(a, b)
 }
 
 #[pymethods]
@@ -399,9 +389,7 @@ impl PyArray {
         }
         Values::of(&self.array)
     }
-}
 
-impl PyArray {
     /// This array as an op operand.
     pub fn operand(&self) -> Operand {
         Operand(self.array.clone())

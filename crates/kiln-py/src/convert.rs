@@ -26,6 +26,20 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Operand {
     }
 }
 
+/// A Python int as an i64, or an `OverflowError` naming it.
+fn python_int(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    obj.extract().map_err(|_| {
+        PyOverflowError::new_err(format!("the Python int {obj} does not fit in int64"))
+    })
+}
+
+/// The byte-order character of this machine in numpy's `typestr`.
+const NATIVE_ORDER: char = if cfg!(target_endian = "little") {
+    '<'
+} else {
+    '>'
+};
+
 /// `obj` as an op operand: Python ints and floats become weak scalars.
 pub fn operand(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
     if let Ok(a) = obj.cast::<PyArray>() {
@@ -35,10 +49,7 @@ pub fn operand(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
         return Ok(Array::scalar(obj.extract::<bool>()?));
     }
     if obj.is_instance_of::<PyInt>() {
-        let v: i64 = obj.extract().map_err(|_| {
-            PyOverflowError::new_err(format!("the Python int {obj} does not fit in int64"))
-        })?;
-        return Ok(Array::weak_int(v));
+        return Ok(Array::weak_int(python_int(obj)?));
     }
     if obj.is_instance_of::<PyFloat>() {
         return Ok(Array::weak_float(obj.extract::<f64>()?));
@@ -93,9 +104,7 @@ impl Leaves {
             self.values.push(b as u8 as f64);
             self.ints.push(b as i64);
         } else if obj.is_instance_of::<PyInt>() {
-            let v: i64 = obj.extract().map_err(|_| {
-                PyOverflowError::new_err(format!("the Python int {obj} does not fit in int64"))
-            })?;
+            let v = python_int(obj)?;
             self.any_int = true;
             self.values.push(v as f64);
             self.ints.push(v);
@@ -208,13 +217,10 @@ fn ragged() -> PyErr {
 
 /// The dtype a numpy `typestr` (`<f4`, `|b1`, ...) names, if kiln has it.
 fn dtype_of_typestr(t: &str) -> Option<Dtype> {
-    let (order, kind) = (t.get(..1)?, t.get(1..)?);
-    let native = if cfg!(target_endian = "little") {
-        "<"
-    } else {
-        ">"
-    };
-    if order != native && order != "|" && order != "=" {
+    let mut chars = t.chars();
+    let order = chars.next()?;
+    let kind = chars.as_str();
+    if order != NATIVE_ORDER && order != '|' && order != '=' {
         return None;
     }
     Some(match kind {
@@ -236,11 +242,7 @@ fn dtype_of_typestr(t: &str) -> Option<Dtype> {
 
 /// The numpy `typestr` of a kiln dtype (none for bfloat16, which numpy lacks).
 pub fn typestr(d: Dtype) -> Option<String> {
-    let order = if cfg!(target_endian = "little") {
-        '<'
-    } else {
-        '>'
-    };
+    let order = NATIVE_ORDER;
     let (kind, order) = match d {
         Dtype::Bool => ("b1", '|'),
         Dtype::U8 => ("u1", '|'),

@@ -7,6 +7,7 @@ use crate::convert::Operand;
 use crate::device::{on, StreamOrDevice};
 use crate::dtype::PyDtype;
 use crate::errors::OrRaise;
+use crate::ops::creation::dtype_or_f32;
 use crate::ops::Sizes;
 use kiln::{ops, random, Array, Dtype};
 use pyo3::exceptions::PyValueError;
@@ -36,10 +37,6 @@ fn dims(shape: Option<Sizes>, op: &str) -> PyResult<Vec<usize>> {
     shape.map_or(Ok(Vec::new()), |s| s.dims(op))
 }
 
-fn f32_or(dtype: Option<PyDtype>) -> Dtype {
-    dtype.map_or(Dtype::F32, |d| d.0)
-}
-
 /// A bound given as a Python number (exact) or an array (broadcast).
 fn bound(o: &Operand) -> Option<f64> {
     o.0.literal().map(|l| match l {
@@ -61,7 +58,7 @@ fn uniform(
 ) -> PyResult<PyArray> {
     let low = low.unwrap_or(Operand(Array::weak_float(0.0)));
     let high = high.unwrap_or(Operand(Array::weak_float(1.0)));
-    let dt = f32_or(dtype);
+    let dt = dtype_or_f32(dtype);
     let k = key.as_ref().map(|k| &k.array);
     let mut shape = dims(shape, "uniform")?;
     on(stream.as_ref(), || match (bound(&low), bound(&high)) {
@@ -93,7 +90,7 @@ fn normal(
     on(stream.as_ref(), || {
         random::normal(
             &shape,
-            f32_or(dtype),
+            dtype_or_f32(dtype),
             loc,
             scale,
             key.as_ref().map(|k| &k.array),
@@ -119,7 +116,7 @@ fn truncated_normal(
             lower,
             upper,
             &shape,
-            f32_or(dtype),
+            dtype_or_f32(dtype),
             key.as_ref().map(|k| &k.array),
         )
     })
@@ -189,7 +186,7 @@ fn gumbel(
 ) -> PyResult<PyArray> {
     let shape = dims(shape, "gumbel")?;
     on(stream.as_ref(), || {
-        random::gumbel(&shape, f32_or(dtype), key.as_ref().map(|k| &k.array))
+        random::gumbel(&shape, dtype_or_f32(dtype), key.as_ref().map(|k| &k.array))
     })
     .map(PyArray::from)
 }

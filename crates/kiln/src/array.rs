@@ -143,13 +143,9 @@ impl Array {
                 format!("{} elements cannot fill shape {}", data.len(), fmt_shape(shape)),
             ));
         }
-        let storage = Storage::new(std::mem::size_of_val(data));
-        // Safety: the new block holds at least size_of_val(data) bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), storage.ptr() as *mut T, data.len());
-        }
-        let buf = Buffer { storage, offset: 0, strides: row_major_strides(shape) };
-        Ok(Array::from_buffer(shape.into(), T::DTYPE, buf))
+        // Safety: elements are plain data, so their memory reads as bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) };
+        Array::from_bytes(bytes, shape, T::DTYPE)
     }
 
     /// An array of `dtype` and `shape` holding a copy of `bytes`, the elements in row-major order

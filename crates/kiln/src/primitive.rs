@@ -393,8 +393,11 @@ impl Op {
                 let s = first().shape();
                 (perm.iter().map(|&p| s[p]).collect(), first().dtype())
             }
-            Op::BroadcastLike => {
-                let target = inputs[1].shape();
+            Op::BroadcastTo(_) | Op::BroadcastLike => {
+                let target: &[usize] = match self {
+                    Op::BroadcastTo(s) => s,
+                    _ => inputs[1].shape(),
+                };
                 if broadcast_shapes(op, first().shape(), target)?.as_slice() != target {
                     return Err(Error::shape(
                         op,
@@ -406,20 +409,6 @@ impl Op {
                     ));
                 }
                 (target.into(), first().dtype())
-            }
-            Op::BroadcastTo(s) => {
-                let b = broadcast_shapes(op, first().shape(), s)?;
-                if b.as_slice() != s.as_slice() {
-                    return Err(Error::shape(
-                        op,
-                        format!(
-                            "cannot broadcast shape {} to {}",
-                            crate::shape::fmt_shape(first().shape()),
-                            crate::shape::fmt_shape(s)
-                        ),
-                    ));
-                }
-                (s.clone(), first().dtype())
             }
             Op::Slice { len, .. } => (len.iter().copied().collect(), first().dtype()),
             Op::Concatenate { axis } => (input_shapes_equal_except(op, inputs, *axis)?, first().dtype()),

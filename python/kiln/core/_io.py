@@ -12,6 +12,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from kiln import _core
 from kiln._core import array, bfloat16, float32
 
 _ST_DTYPES = {
@@ -111,10 +112,8 @@ def _load_safetensors(file: str):
 
 
 def _kiln_dtype(d: np.dtype):
-    import kiln._core as core
-
     name = {np.dtype(np.bool_): "bool_"}.get(np.dtype(d), np.dtype(d).name)
-    return getattr(core, name)
+    return getattr(_core, name)
 
 
 def load(file: str, format: Optional[str] = None, return_metadata: bool = False):

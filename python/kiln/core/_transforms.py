@@ -9,7 +9,7 @@ and are not differentiated.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from kiln import _core
 from kiln._core import array
@@ -23,6 +23,26 @@ def _as_list(out: Any) -> list:
     if isinstance(out, (list, tuple)) and all(isinstance(o, array) for o in out):
         return list(out)
     raise ValueError(f"the function must return an array or a list or tuple of arrays, got {type(out).__name__}")
+
+
+class _Flat:
+    """A function of flat lists of arrays for the native transforms: ``call`` maps the input
+    arrays to a result pytree; the result's structure is kept to rebuild the outputs."""
+
+    def __init__(self, call: Callable, empty_error: Optional[str] = None):
+        self.call = call
+        self.empty_error = empty_error
+        self.out_def = None
+
+    def __call__(self, xs: list) -> list:
+        leaves, self.out_def = flatten(self.call(xs))
+        if not leaves and self.empty_error:
+            raise ValueError(self.empty_error)
+        return leaves
+
+    def rebuild(self, outs: list) -> Any:
+        """The result pytree with ``outs`` in its array positions."""
+        return self.out_def.unflatten(outs)
 
 
 def vjp(fun: Callable, primals: Sequence[array], cotangents: Sequence[array]):
@@ -64,23 +84,19 @@ def value_and_grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = Non
         positions = [n % len(args) for n in nums]
         selected = [args[i] for i in positions] + [kwargs[k] for k in names]
         leaves, treedef = flatten(selected)
-        out_def = []
 
-        def flat(xs):
+        def call(xs):
             trees = treedef.unflatten(xs)
             a, kw = list(args), dict(kwargs)
             for tree, i in zip(trees, positions):
                 a[i] = tree
             for tree, k in zip(trees[len(positions) :], names):
                 kw[k] = tree
-            out_leaves, d = flatten(fun(*a, **kw))
-            if not out_leaves:
-                raise ValueError("value_and_grad: the function must return a scalar array (or a tuple starting with one)")
-            out_def.append(d)
-            return out_leaves
+            return fun(*a, **kw)
 
+        flat = _Flat(call, "value_and_grad: the function must return a scalar array (or a tuple starting with one)")
         outs, grads = _core._value_and_grad(flat, leaves, list(range(len(leaves))))
-        value = out_def[0].unflatten(outs)
+        value = flat.rebuild(outs)
         trees = treedef.unflatten(grads)
         pos_trees = trees[: len(positions)]
         pos_grads = pos_trees[0] if single else tuple(pos_trees)
@@ -125,23 +141,16 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0):
             raise ValueError(f"vmap: in_axes has {len(spec)} entries for {len(args)} arguments")
         flat_axes = _axes_per_leaf(tuple(spec) if isinstance(spec, list) else spec, tuple(args), "in_axes")
         leaves, treedef = flatten(tuple(args))
-        out_def = []
-
-        def flat(xs):
-            out_leaves, d = flatten(fun(*treedef.unflatten(xs)))
-            out_def.append(d)
-            return out_leaves
-
+        flat = _Flat(lambda xs: fun(*treedef.unflatten(xs)))
         if out_axes is None or isinstance(out_axes, int):
-            outs = _core._vmap(flat, leaves, flat_axes, [out_axes])
-            return out_def[0].unflatten(outs)
+            return flat.rebuild(_core._vmap(flat, leaves, flat_axes, [out_axes]))
         outs = _core._vmap(flat, leaves, flat_axes, [0])
-        tree = out_def[0].unflatten(outs)
+        tree = flat.rebuild(outs)
         per_leaf = _axes_per_leaf(out_axes, tree, "out_axes")
         if any(a is None for a in per_leaf):
             raise ValueError("vmap: None inside a pytree of out_axes is not supported; pass a single None")
         moved = [o if a == 0 else _core.moveaxis(o, 0, a) for o, a in zip(outs, per_leaf)]
-        return out_def[0].unflatten(moved)
+        return flat.rebuild(moved)
 
     return wrapper
 
@@ -152,16 +161,13 @@ def checkpoint(fun: Callable):
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
         leaves, treedef = flatten((args, kwargs))
-        out_def = []
 
-        def flat(xs):
+        def call(xs):
             a, kw = treedef.unflatten(xs)
-            out_leaves, d = flatten(fun(*a, **kw))
-            out_def.append(d)
-            return out_leaves
+            return fun(*a, **kw)
 
-        outs = _core._checkpoint(flat, leaves)
-        return out_def[0].unflatten(outs)
+        flat = _Flat(call)
+        return flat.rebuild(_core._checkpoint(flat, leaves))
 
     return wrapper
 
@@ -198,19 +204,12 @@ class custom_function:
 
     def __call__(self, *args):
         leaves, treedef = flatten(tuple(args))
-        out_def = []
-
-        def flat(xs):
-            out_leaves, d = flatten(self._fun(*treedef.unflatten(xs)))
-            out_def.append(d)
-            return out_leaves
-
+        flat = _Flat(lambda xs: self._fun(*treedef.unflatten(xs)))
         vjp_rule = jvp_rule = vmap_rule = None
         if self._vjp is not None:
 
             def vjp_rule(primals, cotangents, outputs):
-                d = out_def[0]
-                grads = self._vjp(treedef.unflatten(primals), d.unflatten(cotangents), d.unflatten(outputs))
+                grads = self._vjp(treedef.unflatten(primals), flat.rebuild(cotangents), flat.rebuild(outputs))
                 return flatten(grads)[0]
 
         if self._jvp is not None:
@@ -227,5 +226,4 @@ class custom_function:
                 return flat_outs, list(flat_axes)
 
         name = getattr(self._fun, "__name__", "custom_function")
-        outs = _core._custom_function(name, flat, leaves, vjp_rule, jvp_rule, vmap_rule)
-        return out_def[0].unflatten(outs)
+        return flat.rebuild(_core._custom_function(name, flat, leaves, vjp_rule, jvp_rule, vmap_rule))

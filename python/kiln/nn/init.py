@@ -16,6 +16,14 @@ def _fans(a: mx.array) -> Tuple[int, int]:
     return a.shape[-1] * receptive, a.shape[0] * receptive
 
 
+def _fan(a: mx.array, mode: str) -> int:
+    """The fan of ``a`` that ``mode`` ("fan_in" or "fan_out") names."""
+    fan_in, fan_out = _fans(a)
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"init: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    return fan_in if mode == "fan_in" else fan_out
+
+
 def constant(value: float, dtype=mx.float32) -> Callable:
     """Every element ``value``."""
     return lambda a: mx.full(a.shape, value, dtype=dtype)
@@ -67,8 +75,7 @@ def he_normal(dtype=mx.float32) -> Callable:
     """Normal with std ``gain / sqrt(fan)`` (fan_in by default)."""
 
     def init(a, mode: str = "fan_in", gain: float = 1.0):
-        fan_in, fan_out = _fans(a)
-        fan = {"fan_in": fan_in, "fan_out": fan_out}[mode]
+        fan = _fan(a, mode)
         return mx.random.normal(shape=a.shape, dtype=dtype, scale=gain / math.sqrt(fan))
 
     return init
@@ -78,8 +85,7 @@ def he_uniform(dtype=mx.float32) -> Callable:
     """Uniform in ``±gain * sqrt(3 / fan)`` (fan_in by default)."""
 
     def init(a, mode: str = "fan_in", gain: float = 1.0):
-        fan_in, fan_out = _fans(a)
-        fan = {"fan_in": fan_in, "fan_out": fan_out}[mode]
+        fan = _fan(a, mode)
         limit = gain * math.sqrt(3.0 / fan)
         return mx.random.uniform(-limit, limit, shape=a.shape, dtype=dtype)
 

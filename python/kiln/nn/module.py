@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional, Tuple
 
 import kiln.core as mx
-from kiln.utils import tree_flatten, tree_unflatten
+from kiln.utils import tree_flatten, tree_map, tree_unflatten
 
 
 def _is_tree_value(v: Any) -> bool:
@@ -66,10 +66,9 @@ class Module(dict):
             if isinstance(value, Module):
                 return {k: r for k, v in value.items() if (r := walk(v, value, k)) is not None}
             if isinstance(value, dict):
-                out = {k: r for k, v in value.items() if (r := walk(v, module, key)) is not None}
-                return out
+                return {k: r for k, v in value.items() if (r := walk(v, module, key)) is not None}
             if isinstance(value, (list, tuple)):
-                return [walk(v, module, key) if not isinstance(v, mx.array) or keep(module, key, v) else None for v in value]
+                return [walk(v, module, key) for v in value]
             if isinstance(value, mx.array):
                 return value if keep(module, key, value) else None
             return None
@@ -144,7 +143,7 @@ class Module(dict):
 
     def apply(self, map_fn: Callable[[mx.array], mx.array], filter_fn: Optional[Callable] = None) -> "Module":
         """Replaces every parameter ``p`` by ``map_fn(p)``."""
-        self.update(_map_tree(map_fn, self.parameters()))
+        self.update(tree_map(lambda p: map_fn(p) if isinstance(p, mx.array) else p, self.parameters()))
         return self
 
     def freeze(self, *, recurse: bool = True, keys: Optional[List[str]] = None, strict: bool = False) -> "Module":
@@ -207,14 +206,6 @@ class Module(dict):
 
     def _extra_repr(self) -> str:
         return ""
-
-
-def _map_tree(fn, tree):
-    if isinstance(tree, dict):
-        return {k: _map_tree(fn, v) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return [_map_tree(fn, v) for v in tree]
-    return fn(tree) if isinstance(tree, mx.array) else tree
 
 
 def value_and_grad(model: Module, fn: Callable):

@@ -61,23 +61,23 @@ class Optimizer:
 
     def init(self, parameters: dict) -> None:
         """Creates the per-parameter state ahead of the first update."""
-        def one(g, p, s):
-            if not s:
-                self.init_single(p, s)
-
-        _map(one, parameters, parameters, self.state.setdefault("params", {}))
+        _map(lambda g, p, s: self._state_for(p, s), parameters, parameters, self.state.setdefault("params", {}))
 
     def init_single(self, parameter: mx.array, state: dict) -> None:
         """Fills ``state`` for one parameter (nothing by default)."""
+
+    def _state_for(self, parameter: mx.array, state: dict) -> dict:
+        """``state``, filled by ``init_single`` on first use."""
+        if not state:
+            self.init_single(parameter, state)
+        return state
 
     def apply_gradients(self, gradients: dict, parameters: dict) -> dict:
         """The updated parameters for ``gradients``."""
         per_param = self.state.setdefault("params", {})
 
         def one(g, p, s):
-            if not s:
-                self.init_single(p, s)
-            return self.apply_single(g, p, s)
+            return self.apply_single(g, p, self._state_for(p, s))
 
         step = self.state["step"] + 1
         self.state["step"] = step

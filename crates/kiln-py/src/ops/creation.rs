@@ -11,7 +11,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
-fn dtype_or_f32(dtype: Option<PyDtype>) -> Dtype {
+/// The dtype asked for, float32 by default (mlx's default for creation and sampling).
+pub fn dtype_or_f32(dtype: Option<PyDtype>) -> Dtype {
     dtype.map_or(Dtype::F32, |d| d.0)
 }
 

@@ -78,8 +78,8 @@ pub fn einsum(
     operands: Vec<Operand>,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
-    let ops_: Vec<_> = operands.into_iter().map(|o| o.0).collect();
-    on(stream.as_ref(), || ops::einsum(subscripts, &ops_)).map(PyArray::from)
+    let operands = super::arrays(operands);
+    on(stream.as_ref(), || ops::einsum(subscripts, &operands)).map(PyArray::from)
 }
 
 /// Adds the products to the module.

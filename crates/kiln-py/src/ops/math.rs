@@ -4,7 +4,7 @@
 use crate::array::PyArray;
 use crate::convert::Operand;
 use crate::device::{on, StreamOrDevice};
-use kiln::{ops, Array, Dtype};
+use kiln::{ops, Array};
 use pyo3::prelude::*;
 
 macro_rules! unary_ops {
@@ -155,6 +155,11 @@ pub fn stop_gradient(a: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyA
     on(stream.as_ref(), || kiln::stop_gradient(&a.0)).map(PyArray::from)
 }
 
+/// Where both `a` and `b` are NaN.
+fn both_nan(a: &Array, b: &Array) -> kiln::Result<Array> {
+    ops::logical_and(ops::isnan(a)?, ops::isnan(b)?)
+}
+
 /// `|a - b| <= atol + rtol * |b|` elementwise (NaNs equal when `equal_nan`).
 fn close(a: &Array, b: &Array, rtol: f64, atol: f64, equal_nan: bool) -> kiln::Result<Array> {
     let tol = ops::add(ops::multiply(ops::abs(b)?, rtol)?, atol)?;
@@ -165,7 +170,7 @@ fn close(a: &Array, b: &Array, rtol: f64, atol: f64, equal_nan: bool) -> kiln::R
     if !equal_nan {
         return Ok(close);
     }
-    ops::logical_or(close, ops::logical_and(ops::isnan(a)?, ops::isnan(b)?)?)
+    ops::logical_or(close, both_nan(a, b)?)
 }
 
 /// Elementwise closeness, as numpy's `isclose`.
@@ -214,9 +219,9 @@ pub fn array_equal(
         }
         let mut eq = ops::equal(&a.0, &b.0)?;
         if equal_nan && (a.0.dtype().is_float() || b.0.dtype().is_float()) {
-            eq = ops::logical_or(eq, ops::logical_and(ops::isnan(&a.0)?, ops::isnan(&b.0)?)?)?;
+            eq = ops::logical_or(eq, both_nan(&a.0, &b.0)?)?;
         }
-        ops::astype(ops::all(eq, None, false)?, Dtype::Bool)
+        ops::all(eq, None, false)
     })
     .map(PyArray::from)
 }

@@ -13,6 +13,19 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
+/// One int or a sequence of ints (`what` names the argument in the error).
+fn int_or_ints(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
+    if obj.is_instance_of::<PyInt>() {
+        return Ok(vec![obj.extract()?]);
+    }
+    obj.extract::<Vec<i64>>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be an int or a sequence of ints, got {}",
+            obj.get_type()
+        ))
+    })
+}
+
 /// An `axis` argument: one axis or a sequence of them.
 pub struct Axes(pub Vec<i64>);
 
@@ -20,15 +33,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Axes {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        if obj.is_instance_of::<PyInt>() {
-            return Ok(Axes(vec![obj.extract()?]));
-        }
-        obj.extract::<Vec<i64>>().map(Axes).map_err(|_| {
-            PyTypeError::new_err(format!(
-                "axis must be an int or a sequence of ints, got {}",
-                obj.get_type()
-            ))
-        })
+        int_or_ints(&obj, "axis").map(Axes)
     }
 }
 
@@ -39,16 +44,13 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Sizes {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        if obj.is_instance_of::<PyInt>() {
-            return Ok(Sizes(vec![obj.extract()?]));
-        }
-        obj.extract::<Vec<i64>>().map(Sizes).map_err(|_| {
-            PyTypeError::new_err(format!(
-                "shape must be an int or a sequence of ints, got {}",
-                obj.get_type()
-            ))
-        })
+        int_or_ints(&obj, "shape").map(Sizes)
     }
+}
+
+/// The kiln arrays of op operands.
+pub fn arrays(items: Vec<crate::convert::Operand>) -> Vec<kiln::Array> {
+    items.into_iter().map(|o| o.0).collect()
 }
 
 impl Sizes {

@@ -11,10 +11,6 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
-fn arrays(items: Vec<Operand>) -> Vec<Array> {
-    items.into_iter().map(|o| o.0).collect()
-}
-
 fn wrap_all(v: Vec<Array>) -> Vec<PyArray> {
     v.into_iter().map(PyArray::from).collect()
 }
@@ -118,7 +114,7 @@ pub fn broadcast_arrays(
     arrays: Vec<Operand>,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<Vec<PyArray>> {
-    let a = self::arrays(arrays);
+    let a = super::arrays(arrays);
     on(stream.as_ref(), || ops::broadcast_arrays(&a)).map(wrap_all)
 }
 
@@ -130,7 +126,7 @@ pub fn concatenate(
     axis: Option<i64>,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
-    let a = self::arrays(arrays);
+    let a = super::arrays(arrays);
     on(stream.as_ref(), || match axis {
         Some(ax) => ops::concatenate(&a, ax),
         None => ops::concatenate(
@@ -158,7 +154,7 @@ pub fn concat(
 #[pyfunction]
 #[pyo3(signature = (arrays, /, axis = 0, *, stream = None))]
 pub fn stack(arrays: Vec<Operand>, axis: i64, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    let a = self::arrays(arrays);
+    let a = super::arrays(arrays);
     on(stream.as_ref(), || ops::stack(&a, axis)).map(PyArray::from)
 }
 
@@ -377,13 +373,13 @@ pub fn put_along_axis(
     .map(PyArray::from)
 }
 
-/// The start of each dynamic slice along `axes`, one 0-d index each, clamped so that a slice
-/// of `sizes` fits (as JAX's dynamic slices are).
+/// The start of each dynamic slice along `axes` (normalized), one 0-d index each, clamped so
+/// that a slice of `sizes` fits (as JAX's dynamic slices are).
 fn dynamic_starts(
     op: &str,
     a: &Array,
     starts: &Array,
-    axes: &[i64],
+    axes: &[usize],
     sizes: &[usize],
 ) -> kiln::Result<Vec<Array>> {
     if starts.ndim() != 1 || starts.shape()[0] != axes.len() || !starts.dtype().is_integer() {
@@ -400,15 +396,7 @@ fn dynamic_starts(
     axes.iter()
         .enumerate()
         .map(|(i, &ax)| {
-            let ax = if ax < 0 { ax + a.ndim() as i64 } else { ax };
-            let dim = *a.shape().get(ax as usize).ok_or_else(|| {
-                kiln::Error::new(
-                    op,
-                    kiln::ErrorKind::Axis,
-                    format!("axis {ax} is out of range for {} dimensions", a.ndim()),
-                )
-            })?;
-            let size = sizes[ax as usize];
+            let (dim, size) = (a.shape()[ax], sizes[ax]);
             let start = ops::take(starts, Array::scalar(i as i32), Some(0))?;
             ops::clip(
                 &start,
@@ -417,6 +405,17 @@ fn dynamic_starts(
             )
         })
         .collect()
+}
+
+/// `axes` made non-negative, each checked against `ndim` (kiln's own axis check and message).
+fn normalize_axes(op: &str, axes: &[i64], ndim: usize) -> kiln::Result<Vec<usize>> {
+    axes.iter()
+        .map(|&a| kiln::shape::normalize_axis(op, a, ndim))
+        .collect()
+}
+
+fn as_i64(axes: &[usize]) -> Vec<i64> {
+    axes.iter().map(|&a| a as i64).collect()
 }
 
 /// A slice of `slice_size` along `axes` starting at `start_indices`, an array (so the start can
@@ -438,24 +437,22 @@ pub fn slice(
                 format!("{} slice sizes for {} axes", slice_size.len(), axes.len()),
             ));
         }
+        let axes = normalize_axes("slice", &axes, x.ndim())?;
         let mut sizes = x.shape().to_vec();
         for (&ax, &n) in axes.iter().zip(&slice_size) {
-            let ax = if ax < 0 { ax + x.ndim() as i64 } else { ax };
-            match sizes.get_mut(ax as usize) {
-                Some(d) if n <= *d => *d = n,
-                _ => {
-                    return Err(kiln::Error::shape(
-                        "slice",
-                        format!(
-                            "slice size {n} does not fit axis {ax} of shape {:?}",
-                            x.shape()
-                        ),
-                    ))
-                }
+            if n > sizes[ax] {
+                return Err(kiln::Error::shape(
+                    "slice",
+                    format!(
+                        "slice size {n} does not fit axis {ax} of shape {:?}",
+                        x.shape()
+                    ),
+                ));
             }
+            sizes[ax] = n;
         }
         let starts = dynamic_starts("slice", x, &start_indices.0, &axes, &sizes)?;
-        ops::gather(x, &starts, &axes, &sizes)
+        ops::gather(x, &starts, &as_i64(&axes), &sizes)
     })
     .map(PyArray::from)
 }
@@ -484,8 +481,9 @@ pub fn slice_update(
                 ),
             ));
         }
+        let axes = normalize_axes("slice_update", &axes, x.ndim())?;
         let starts = dynamic_starts("slice_update", x, &start_indices.0, &axes, u.shape())?;
-        ops::scatter(x, &starts, u, &axes)
+        ops::scatter(x, &starts, u, &as_i64(&axes))
     })
     .map(PyArray::from)
 }
@@ -508,7 +506,7 @@ pub fn meshgrid(
             )))
         }
     };
-    let a = self::arrays(arrays);
+    let a = super::arrays(arrays);
     if !sparse {
         return on(stream.as_ref(), || ops::meshgrid(&a, xy)).map(wrap_all);
     }
