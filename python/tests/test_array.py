@@ -181,3 +181,12 @@ def test_objects_with_only_dunder_array_convert_through_numpy():
 
     a = mx.array(Foreign())
     assert a.dtype == mx.int16 and a.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_dunder_array_refuses_copy_false_when_it_must_convert():
+    a = mx.array([1.0, 2.0])
+    np.testing.assert_array_equal(a.__array__(copy=False), [1.0, 2.0])
+    with pytest.raises(ValueError, match="copy=False"):
+        a.__array__(np.float64, copy=False)
+    with pytest.raises(ValueError, match="copy=False"):
+        mx.array([1.0], dtype=mx.bfloat16).__array__(copy=False)

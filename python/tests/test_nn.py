@@ -314,3 +314,17 @@ def test_dropout_in_a_compiled_step_draws_fresh_masks_with_random_state():
     assert fwd.trace_count == 1
     assert not np.array_equal(a, b)
     assert set(np.unique(a)) <= {0.0, 2.0}
+
+
+def test_apply_with_a_filter_and_strict_freeze():
+    model = nn.Linear(2, 3)
+    model.apply(lambda p: mx.zeros_like(p), filter_fn=lambda m, k, v: k == "bias")
+    assert np.all(np.array(model.bias) == 0) and np.any(np.array(model.weight) != 0)
+    model.apply(lambda p: p + 1)
+    assert np.all(np.array(model.bias) == 1)
+    model.freeze(keys=["bias"], strict=True)
+    assert set(model.trainable_parameters()) == {"weight"}
+    with pytest.raises(ValueError, match="no parameters"):
+        model.freeze(keys=["nonexistent"], strict=True)
+    with pytest.raises(ValueError, match="no parameters"):
+        model.unfreeze(keys=["nonexistent"], strict=True)

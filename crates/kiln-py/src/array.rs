@@ -345,6 +345,12 @@ impl PyArray {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let np = py.import("numpy")?;
+        let converts = self.array.dtype() == Dtype::BF16 || dtype.is_some_and(|d| !d.is_none());
+        if copy == Some(false) && converts {
+            return Err(PyValueError::new_err(
+                "__array__: a dtype conversion needs a copy, but copy=False was asked",
+            ));
+        }
         let a = match self.array.dtype() {
             Dtype::BF16 => kiln::ops::astype(&self.array, Dtype::F32).or_raise()?,
             _ => self.array.clone(),

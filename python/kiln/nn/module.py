@@ -142,22 +142,33 @@ class Module(dict):
         return self
 
     def apply(self, map_fn: Callable[[mx.array], mx.array], filter_fn: Optional[Callable] = None) -> "Module":
-        """Replaces every parameter ``p`` by ``map_fn(p)``."""
-        self.update(tree_map(lambda p: map_fn(p) if isinstance(p, mx.array) else p, self.parameters()))
+        """Replaces every parameter ``p`` by ``map_fn(p)``; with ``filter_fn(module, name, p)``
+        only the parameters it accepts."""
+        chosen = self._filtered(filter_fn or (lambda m, k, v: True))
+        self.update(tree_map(lambda p: map_fn(p) if isinstance(p, mx.array) else p, chosen))
         return self
+
+    def _targets(self, recurse: bool, keys: Optional[List[str]], strict: bool, what: str) -> List["Module"]:
+        """The modules ``freeze``/``unfreeze`` act on; with ``strict``, every key must name a
+        parameter of each of them."""
+        targets = self.modules() if recurse else [self]
+        if strict and keys is not None:
+            for m in targets:
+                missing = [k for k in keys if not isinstance(m.get(k), mx.array)]
+                if missing:
+                    raise ValueError(f"{what}: {type(m).__name__} has no parameters {missing}")
+        return targets
 
     def freeze(self, *, recurse: bool = True, keys: Optional[List[str]] = None, strict: bool = False) -> "Module":
         """Excludes parameters from ``trainable_parameters()`` (all, or those named ``keys``)."""
-        targets = self.modules() if recurse else [self]
-        for m in targets:
+        for m in self._targets(recurse, keys, strict, "freeze"):
             names = keys if keys is not None else [k for k, v in m.items() if isinstance(v, mx.array)]
             m._no_grad.update(names)
         return self
 
     def unfreeze(self, *, recurse: bool = True, keys: Optional[List[str]] = None, strict: bool = False) -> "Module":
         """Makes parameters trainable again."""
-        targets = self.modules() if recurse else [self]
-        for m in targets:
+        for m in self._targets(recurse, keys, strict, "unfreeze"):
             if keys is None:
                 m._no_grad.clear()
             else:
