@@ -1,5 +1,8 @@
 """The array type: construction, properties, conversion to Python and numpy, printing, errors."""
 
+import ctypes
+import io
+
 import numpy as np
 import pytest
 
@@ -98,6 +101,142 @@ def test_asarray_shares_memory_and_follows_strides():
     np.testing.assert_array_equal(v, np.arange(12).reshape(3, 4).T)
     # A view of a view: numpy reads the same block kiln holds.
     assert np.shares_memory(np.asarray(a), v)
+
+
+ALL_NUMPY_DTYPES = [
+    (np.bool_, mx.bool_, "?"),
+    (np.uint8, mx.uint8, "B"),
+    (np.uint16, mx.uint16, "H"),
+    (np.uint32, mx.uint32, "I"),
+    (np.uint64, mx.uint64, "Q"),
+    (np.int8, mx.int8, "b"),
+    (np.int16, mx.int16, "h"),
+    (np.int32, mx.int32, "i"),
+    (np.int64, mx.int64, "q"),
+    (np.float16, mx.float16, "e"),
+    (np.float32, mx.float32, "f"),
+    (np.float64, mx.float64, "d"),
+]
+
+
+@pytest.mark.parametrize("np_dtype, kiln_dtype, fmt", ALL_NUMPY_DTYPES)
+def test_memoryview_exports_every_dtype_in_place(rng, np_dtype, kiln_dtype, fmt):
+    x = (rng.standard_normal((3, 4)) * 10).astype(np_dtype)
+    a = mx.array(x, dtype=kiln_dtype)
+    m = memoryview(a)
+    assert (m.format, m.itemsize, m.shape, m.ndim) == (fmt, x.itemsize, (3, 4), 2)
+    assert m.strides == x.strides and m.nbytes == x.nbytes
+    assert m.readonly and m.c_contiguous
+    np.testing.assert_array_equal(np.asarray(m), x)
+    assert bytes(m) == x.tobytes()
+    # The view is kiln's own memory, not a copy.
+    assert np.asarray(m).__array_interface__["data"][0] == a.__array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("view", ["transpose", "step", "reverse", "column"])
+def test_memoryview_of_a_strided_view_follows_its_strides(rng, view):
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    a = mx.array(x)
+    make = {
+        "transpose": lambda v: v.T,
+        "step": lambda v: v[::2, 1::3],
+        "reverse": lambda v: v[::-1, ::-2],
+        "column": lambda v: v[:, 2],
+    }[view]
+    want, got = make(x), make(a)
+    m = memoryview(got)
+    assert m.shape == want.shape and m.strides == want.strides
+    np.testing.assert_array_equal(np.asarray(m), want)
+    assert m.tolist() == want.tolist()
+    # Consumers that need contiguous memory get it in logical (row-major) order.
+    assert bytes(got) == np.ascontiguousarray(want).tobytes()
+
+
+def test_memoryview_of_scalars_and_empty_arrays():
+    m = memoryview(mx.array(3.5))
+    assert (m.ndim, m.shape, m.format) == (0, (), "f")
+    assert np.asarray(m) == np.float32(3.5)
+    e = memoryview(mx.zeros((0, 3)))
+    assert e.shape == (0, 3) and e.nbytes == 0 and e.tolist() == []
+
+
+def test_memoryview_keeps_the_exported_data_alive():
+    a = mx.arange(6, dtype=mx.float32)
+    m = memoryview(a + 1)  # the temporary array dies here; its memory must not
+    a += 100  # in place: `a` now stands for new data; views of the old stay as they were
+    n = memoryview(mx.arange(6, dtype=mx.float32) * 0 - 7)
+    assert m.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert n.tolist() == [-7.0] * 6
+    m.release()
+    assert memoryview(a).tolist() == [100.0, 101.0, 102.0, 103.0, 104.0, 105.0]
+
+
+def test_memoryview_is_read_only():
+    a = mx.array([1.0, 2.0])
+    m = memoryview(a)
+    with pytest.raises(TypeError):
+        m[0] = 5.0
+    with pytest.raises((BufferError, TypeError)):
+        io.BytesIO(b"12345678").readinto(a)
+    assert a.tolist() == [1.0, 2.0]
+
+
+class _PyBuffer(ctypes.Structure):
+    """CPython's Py_buffer, to make buffer requests with explicit flags."""
+
+    _fields_ = [
+        ("buf", ctypes.c_void_p),
+        ("obj", ctypes.py_object),
+        ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t),
+        ("readonly", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p),
+        ("shape", ctypes.POINTER(ctypes.c_ssize_t)),
+        ("strides", ctypes.POINTER(ctypes.c_ssize_t)),
+        ("suboffsets", ctypes.POINTER(ctypes.c_ssize_t)),
+        ("internal", ctypes.c_void_p),
+    ]
+
+
+def _request(obj, flags):
+    """(data as bytes in memory order, strides or None) of a buffer request with `flags`."""
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+    release = ctypes.pythonapi.PyBuffer_Release
+    release.argtypes = [ctypes.POINTER(_PyBuffer)]
+    view = _PyBuffer()
+    get(obj, ctypes.byref(view), flags)
+    try:
+        strides = [view.strides[i] for i in range(view.ndim)] if view.strides else None
+        return ctypes.string_at(view.buf, view.len), strides
+    finally:
+        release(ctypes.byref(view))
+
+
+def test_buffer_requests_get_the_layout_they_ask_for(rng):
+    simple, strided, c_contig, f_contig, writable = 0, 0x18, 0x38, 0x58, 0x1
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    t = mx.array(x).T  # a transposed view: column-major in memory
+    want = x.T
+    data, strides = _request(t, strided)
+    assert strides == list(want.strides)  # in place: no copy was needed
+    data, strides = _request(t, simple)
+    assert strides is None and data == np.ascontiguousarray(want).tobytes()
+    data, strides = _request(t, c_contig)
+    assert strides == [12, 4] and data == np.ascontiguousarray(want).tobytes()
+    data, strides = _request(t, f_contig)
+    assert strides == [4, 20] and data == np.asfortranarray(want).tobytes(order="A")
+    step = mx.array(x)[:, ::2]
+    data, strides = _request(step, f_contig)
+    assert strides == [4, 12] and data == np.asfortranarray(x[:, ::2]).tobytes(order="A")
+    with pytest.raises(BufferError, match="read-only"):
+        _request(t, writable)
+
+
+def test_memoryview_refuses_bfloat16_with_the_conversion_to_use():
+    with pytest.raises(BufferError, match="astype"):
+        memoryview(mx.array([1.0], dtype=mx.bfloat16))
 
 
 def test_bfloat16_converts_to_float32_for_numpy():

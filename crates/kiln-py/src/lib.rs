@@ -4,6 +4,7 @@
 //! process: kiln errors become `ValueError`s (see `errors.rs`).
 
 mod array;
+mod buffer;
 mod compile;
 mod convert;
 mod device;

@@ -134,17 +134,24 @@ impl Source {
 
     /// Asks the cache to start loading the elements a later [`Source::read`] of positions
     /// `start..start+len` will touch, for inputs read in place, so that memory streams in while
-    /// the current tile computes.
-    pub(super) fn prefetch<S>(&self, start: usize, len: usize) {
+    /// the current tile computes: into L1 when `near` (the next tile), else into L2 (the next row
+    /// of a reduction, read only after this row's later passes, which would evict it from L1).
+    pub(super) fn prefetch<S>(&self, start: usize, len: usize, near: bool) {
         #[cfg(target_arch = "x86_64")]
         if let Source::Direct(base) = self {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T1};
             let size = std::mem::size_of::<S>();
             let (from, to) = (base + start * size, base + (start + len) * size);
             // Safety: prefetching is a hint; it never faults, even past the end of the input.
             let mut line = from & !63;
             while line < to {
-                unsafe { _mm_prefetch(line as *const i8, _MM_HINT_T0) };
+                unsafe {
+                    if near {
+                        _mm_prefetch(line as *const i8, _MM_HINT_T0)
+                    } else {
+                        _mm_prefetch(line as *const i8, _MM_HINT_T1)
+                    }
+                };
                 line += 64;
             }
         }

@@ -436,11 +436,12 @@ impl<'a> Shared<'a> {
         }
     }
 
-    /// Starts loading the input elements of the element positions `pos..pos+n` (the next tile).
-    fn prefetch(&self, pos: usize, n: usize) {
+    /// Starts loading the input elements of the element positions `pos..pos+n`: the next tile
+    /// into L1 when `near`, else the next row into L2.
+    fn prefetch(&self, pos: usize, n: usize, near: bool) {
         for (load, inst) in self.loads.iter().zip(&self.k.insts) {
             if let (Some(load), Level::Element) = (load, inst.level) {
-                crate::with_dtype!(load.dtype, S => load.source.prefetch::<S>(pos, n));
+                crate::with_dtype!(load.dtype, S => load.source.prefetch::<S>(pos, n, near));
             }
         }
     }
@@ -496,6 +497,11 @@ impl<'a> Shared<'a> {
             let mut off = 0;
             while off < self.len {
                 let n = TILE.min(self.len - off);
+                if p + 1 == self.k.passes {
+                    // The next row streams in while this one finishes: its first pass then
+                    // reads from L2 instead of waiting on memory.
+                    self.prefetch(base + self.len + off, n, false);
+                }
                 self.tile(t, p, base + off, off, n)?;
                 off += n;
             }
@@ -779,7 +785,7 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
         let mut pos = start;
         while pos < start + n {
             let m = TILE.min(start + n - pos);
-            shared.prefetch(pos + m, TILE.min(start + n - pos - m));
+            shared.prefetch(pos + m, TILE.min(start + n - pos - m), true);
             record(unsafe { shared.tile(t, 0, pos, 0, m) });
             pos += m;
         }
