@@ -112,7 +112,63 @@ pub(crate) fn elementwise(case: &str, reps: usize) -> Vec<Row> {
         || f(&args).unwrap().eval().unwrap(),
         || compiled.call(&args).unwrap()[0].eval().unwrap(),
     );
-    vec![Row::new(name, "eager", eager_ms).bytes(bytes), Row::new(name, "compiled", compiled_ms).bytes(bytes)]
+    let mut rows = vec![Row::new(name, "eager", eager_ms).bytes(bytes), Row::new(name, "compiled", compiled_ms).bytes(bytes)];
+    if name == "gelu" {
+        rows.push(Row::new(name, "handwritten", gelu_handwritten_ms(&args[0], &f(&args).unwrap(), reps)).bytes(bytes));
+    }
+    rows
+}
+
+/// Median ms of GELU written by hand as one loop (the same formula and the same erf
+/// approximation kiln's kernels use, built for AVX-512 or AVX2+FMA where the CPU has them),
+/// split across the cores, into an output allocated once: what register-level fused code could
+/// reach on this machine, the reference for how far `compiled` is from it. `eager` is the
+/// result it is checked against.
+fn gelu_handwritten_ms(x: &Array, eager: &Array, reps: usize) -> f64 {
+    use kiln::backend::cpu::math::{erf_f32, Fused, MulAdd, Unfused};
+    #[inline(always)]
+    fn body<M: MulAdd>(x: &[f32], out: &mut [f32]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = v * (1.0 + erf_f32::<M>(v / std::f32::consts::SQRT_2)) / 2.0;
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+    unsafe fn avx512(x: &[f32], out: &mut [f32]) {
+        body::<Fused>(x, out)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2(x: &[f32], out: &mut [f32]) {
+        body::<Fused>(x, out)
+    }
+    fn chunk(x: &[f32], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use kiln::backend::cpu::simd::{has_avx2_fma, has_avx512};
+            // Safety: each copy runs only where the CPU has its features.
+            if has_avx512() {
+                return unsafe { avx512(x, out) };
+            } else if has_avx2_fma() {
+                return unsafe { avx2(x, out) };
+            }
+        }
+        body::<Unfused>(x, out)
+    }
+    let input = x.to_vec::<f32>().unwrap();
+    let mut out = vec![0.0f32; input.len()];
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per = input.len().div_ceil(threads);
+    let mut run = || {
+        std::thread::scope(|s| {
+            for (xs, os) in input.chunks(per).zip(out.chunks_mut(per)) {
+                s.spawn(move || chunk(xs, os));
+            }
+        })
+    };
+    let ms = crate::median_ms(reps, &mut run);
+    check_close("gelu handwritten", std::slice::from_ref(eager), &[Array::from_slice(&out, x.shape()).unwrap()], 1e-5);
+    ms
 }
 
 /// Softmax cross-entropy of a relu MLP: args [w1, b1, w2, b2, x, one-hot labels].

@@ -13,7 +13,9 @@
 //! `softmax` (4096x4096, written with primitive ops), `mlp_step` (a whole SGD-with-momentum
 //! training step of a 784-256-10 MLP, with steps/s), `first_compile` (a fresh compiled GELU's
 //! first call: trace, simplify, fuse and run on 1000x1000) and `tiny_call` (per-call overhead on
-//! a 4-element input, in microseconds).
+//! a 4-element input, in microseconds). `gelu` adds `handwritten`: one loop written by hand over
+//! the same formula and erf approximation, split across the cores (what register-level code
+//! generation could reach), which `compiled` is read against.
 //!
 //! Usage: `kiln-bench [--json] [--reps N] [CASE...]`; cases: memcpy copy add gelu silu layernorm
 //! softmax sum matmul mlp_grad mlp_step first_compile tiny_call.
@@ -272,6 +274,9 @@ fn print_table(rows: &[Row]) {
             None => {}
         }
         if r.variant == "compiled" {
+            if let Some(hand) = rows.iter().find(|h| h.case == r.case && h.variant == "handwritten") {
+                notes.push(format!("{:.0}% of handwritten speed", 100.0 * hand.ms / r.ms));
+            }
             if let Some(eager) = rows.iter().find(|e| e.case == r.case && e.variant == "eager") {
                 let speedup = eager.ms / r.ms;
                 notes.push(if speedup >= 1.0 {
