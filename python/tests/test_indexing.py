@@ -48,6 +48,12 @@ SET_KEYS = [
     (slice(None), np.array([2, 0]), 1),
     (0, slice(None), np.array([3, 1]), np.array([0, 4])),
     (slice(1, None), np.array([0, 2])),
+    # New axes next to array indices: the value has the full result shape, new axes included.
+    (None, np.array([1, 0])),
+    (np.array([1, 0]), None, slice(None)),
+    (slice(None), np.array([0, 2]), None),
+    (0, None, slice(None), np.array([3, 1])),
+    (None, Ellipsis, np.array([1, 3])),
 ]
 
 

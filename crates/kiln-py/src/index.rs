@@ -293,6 +293,20 @@ pub fn get(x: &Array, key: &Bound<'_, PyAny>) -> PyResult<Array> {
     adv.gather(&y).or_raise()
 }
 
+/// `key` without its `None` entries.
+fn without_new_axes<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = key.py();
+    if key.is_none() {
+        return Ok(PyTuple::empty(py).into_any());
+    }
+    match key.cast::<PyTuple>() {
+        Ok(t) => {
+            Ok(PyTuple::new(py, t.iter().filter(|e| !e.is_none()).collect::<Vec<_>>())?.into_any())
+        }
+        Err(_) => Ok(key.clone()),
+    }
+}
+
 /// How an indexed update combines with the current values.
 #[derive(Clone, Copy)]
 pub enum Update {
@@ -308,7 +322,9 @@ pub enum Update {
 pub fn update(x: &Array, key: &Bound<'_, PyAny>, v: &Array, how: Update) -> PyResult<Array> {
     // New axes select nothing: drop them; `v` still broadcasts against the full result's shape.
     let target = get(x, key)?;
-    let entries: Vec<Entry> = parse_key(key)?
+    let entries = parse_key(key)?;
+    let has_new_axes = entries.iter().any(|e| matches!(e, Entry::NewAxis));
+    let entries: Vec<Entry> = entries
         .into_iter()
         .filter(|e| !matches!(e, Entry::NewAxis))
         .collect();
@@ -334,10 +350,21 @@ pub fn update(x: &Array, key: &Bound<'_, PyAny>, v: &Array, how: Update) -> PyRe
         .or_raise()?;
         return ops::slice_update(x, new, &specs).or_raise();
     }
+    // With array indices, `v` lines up with the result without its new axes (size 1, wherever
+    // numpy's rules put them): broadcast it to the full result first, then drop them.
+    let v = if has_new_axes {
+        let plain = get(x, &without_new_axes(key)?)?;
+        let shape: Vec<i64> = plain.shape().iter().map(|&d| d as i64).collect();
+        ops::broadcast_to(v, target.shape())
+            .and_then(|b| ops::reshape(b, &shape))
+            .or_raise()?
+    } else {
+        v.clone()
+    };
     let adv = advanced(axes, x.shape())?;
     let run = || -> kiln::Result<Array> {
         let region = ops::slice(x, &adv.specs)?;
-        let updates = adv.scatter_layout(&region, v)?;
+        let updates = adv.scatter_layout(&region, &v)?;
         let scattered = match how {
             Update::Set => ops::scatter(&region, &adv.indices, updates, &adv.axes)?,
             Update::Add => ops::scatter_add(&region, &adv.indices, updates, &adv.axes)?,
