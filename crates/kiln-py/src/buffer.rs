@@ -15,6 +15,7 @@
 
 use crate::array::{PyArray, Pyo3MethodsInventoryForPyArray};
 use crate::errors::OrRaise;
+use kiln::backend::cpu::strided::is_row_contiguous;
 use kiln::{ops, Array, Dtype};
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
@@ -91,25 +92,19 @@ fn format_of(dtype: Dtype) -> Option<&'static CStr> {
 /// Whether element strides `strides` lay out `shape` row-major (C) or, with `fortran`,
 /// column-major, ignoring axes of size 1.
 fn is_contiguous(shape: &[usize], strides: &[isize], fortran: bool) -> bool {
-    let mut expected = 1isize;
-    let axes: Vec<usize> = if fortran {
-        (0..shape.len()).collect()
+    if fortran {
+        let shape: Vec<usize> = shape.iter().rev().copied().collect();
+        let strides: Vec<isize> = strides.iter().rev().copied().collect();
+        is_row_contiguous(&shape, &strides)
     } else {
-        (0..shape.len()).rev().collect()
-    };
-    for a in axes {
-        if shape[a] != 1 && strides[a] != expected {
-            return false;
-        }
-        expected *= shape[a] as isize;
+        is_row_contiguous(shape, strides)
     }
-    true
 }
 
-/// The array to export for request `flags`: `a` itself when its layout satisfies the request,
-/// else a copy in the layout asked for.
-fn layout_for(a: &Array, flags: c_int) -> PyResult<Array> {
-    let (_, strides) = a.raw_parts().or_raise()?;
+/// The array to export for request `flags` with its data pointer and element strides: `a`
+/// itself when its layout satisfies the request, else a copy in the layout asked for.
+fn layout_for(a: &Array, flags: c_int) -> PyResult<(Array, *const u8, Vec<isize>)> {
+    let (ptr, strides) = a.raw_parts().or_raise()?;
     let shape = a.shape();
     let c = is_contiguous(shape, &strides, false);
     let f = is_contiguous(shape, &strides, true);
@@ -127,7 +122,7 @@ fn layout_for(a: &Array, flags: c_int) -> PyResult<Array> {
         true
     };
     if satisfied {
-        return Ok(a.clone());
+        return Ok((a.clone(), ptr, strides));
     }
     let copy = if fortran_only {
         let reversed: Vec<i64> = (0..shape.len() as i64).rev().collect();
@@ -139,13 +134,13 @@ fn layout_for(a: &Array, flags: c_int) -> PyResult<Array> {
         ops::copy(a)
     }
     .or_raise()?;
-    let (_, copied) = copy.raw_parts().or_raise()?;
+    let (ptr, copied) = copy.raw_parts().or_raise()?;
     if !is_contiguous(copy.shape(), &copied, fortran_only) {
         return Err(PyBufferError::new_err(
             "memoryview: could not lay the array out contiguously",
         ));
     }
-    Ok(copy)
+    Ok((copy, ptr, copied))
 }
 
 /// Fills `view` for `exporter` (a kiln array) as request `flags` asks, or raises.
@@ -171,8 +166,7 @@ unsafe fn fill(
             "memoryview: bfloat16 has no buffer format; convert first: memoryview(a.astype(kiln.core.float32))",
         ));
     };
-    let exported = layout_for(&array, flags)?;
-    let (ptr, strides) = exported.raw_parts().or_raise()?;
+    let (exported, ptr, strides) = layout_for(&array, flags)?;
     let itemsize = array.dtype().size() as ffi::Py_ssize_t;
     let mut export = Box::new(Export {
         shape: exported

@@ -275,11 +275,7 @@ impl Advanced {
 /// `x[key]`.
 pub fn get(x: &Array, key: &Bound<'_, PyAny>) -> PyResult<Array> {
     let (axes, new_axes) = resolve(parse_key(key)?, x.ndim())?;
-    let x = if new_axes.is_empty() {
-        x.clone()
-    } else {
-        ops::expand_dims(x, &new_axes).or_raise()?
-    };
+    let x = with_new_axes(x, &new_axes)?;
     if let Some((specs, ints)) = basic_specs(&axes, x.shape())? {
         let y = ops::slice(&x, &specs).or_raise()?;
         return if ints.is_empty() {
@@ -293,17 +289,12 @@ pub fn get(x: &Array, key: &Bound<'_, PyAny>) -> PyResult<Array> {
     adv.gather(&y).or_raise()
 }
 
-/// `key` without its `None` entries.
-fn without_new_axes<'py>(key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let py = key.py();
-    if key.is_none() {
-        return Ok(PyTuple::empty(py).into_any());
-    }
-    match key.cast::<PyTuple>() {
-        Ok(t) => {
-            Ok(PyTuple::new(py, t.iter().filter(|e| !e.is_none()).collect::<Vec<_>>())?.into_any())
-        }
-        Err(_) => Ok(key.clone()),
+/// `x` with size-1 axes inserted at `new_axes` (a key's `None`s), as indexing sees it.
+fn with_new_axes(x: &Array, new_axes: &[i64]) -> PyResult<Array> {
+    if new_axes.is_empty() {
+        Ok(x.clone())
+    } else {
+        ops::expand_dims(x, new_axes).or_raise()
     }
 }
 
@@ -320,15 +311,27 @@ pub enum Update {
 /// A copy of `x` with the elements `x[key]` combined with `v` by `how`. Repeated array indices
 /// accumulate for every `how` but `Set`.
 pub fn update(x: &Array, key: &Bound<'_, PyAny>, v: &Array, how: Update) -> PyResult<Array> {
-    // New axes select nothing: drop them; `v` still broadcasts against the full result's shape.
+    // The update runs on `x` with the key's new axes inserted, as `get` reads it, so `v` lines
+    // up with the full result (new axes included, wherever numpy's rules put them); the new
+    // axes are dropped again at the end.
     let target = get(x, key)?;
-    let entries = parse_key(key)?;
-    let has_new_axes = entries.iter().any(|e| matches!(e, Entry::NewAxis));
-    let entries: Vec<Entry> = entries
-        .into_iter()
-        .filter(|e| !matches!(e, Entry::NewAxis))
-        .collect();
-    let (axes, _) = resolve(entries, x.ndim())?;
+    let (axes, new_axes) = resolve(parse_key(key)?, x.ndim())?;
+    let updated = update_axes(&with_new_axes(x, &new_axes)?, axes, &target, v, how)?;
+    if new_axes.is_empty() {
+        Ok(updated)
+    } else {
+        ops::squeeze(updated, Some(&new_axes)).or_raise()
+    }
+}
+
+/// [`update`] once the key is resolved to one entry per axis of `x`; `target` is `x[key]`.
+fn update_axes(
+    x: &Array,
+    axes: Vec<AxisIndex>,
+    target: &Array,
+    v: &Array,
+    how: Update,
+) -> PyResult<Array> {
     let combine = |old: &Array, v: &Array| -> kiln::Result<Array> {
         match how {
             Update::Set => Ok(v.clone()),
@@ -340,7 +343,7 @@ pub fn update(x: &Array, key: &Bound<'_, PyAny>, v: &Array, how: Update) -> PyRe
     };
     if let Some((specs, _)) = basic_specs(&axes, x.shape())? {
         let region = ops::slice(x, &specs).or_raise()?;
-        let new = combine(&target, v)
+        let new = combine(target, v)
             .and_then(|n| ops::broadcast_to(ops::astype(n, x.dtype())?, target.shape()))
             .or_raise()?;
         let new = ops::reshape(
@@ -350,21 +353,10 @@ pub fn update(x: &Array, key: &Bound<'_, PyAny>, v: &Array, how: Update) -> PyRe
         .or_raise()?;
         return ops::slice_update(x, new, &specs).or_raise();
     }
-    // With array indices, `v` lines up with the result without its new axes (size 1, wherever
-    // numpy's rules put them): broadcast it to the full result first, then drop them.
-    let v = if has_new_axes {
-        let plain = get(x, &without_new_axes(key)?)?;
-        let shape: Vec<i64> = plain.shape().iter().map(|&d| d as i64).collect();
-        ops::broadcast_to(v, target.shape())
-            .and_then(|b| ops::reshape(b, &shape))
-            .or_raise()?
-    } else {
-        v.clone()
-    };
     let adv = advanced(axes, x.shape())?;
     let run = || -> kiln::Result<Array> {
         let region = ops::slice(x, &adv.specs)?;
-        let updates = adv.scatter_layout(&region, &v)?;
+        let updates = adv.scatter_layout(&region, v)?;
         let scattered = match how {
             Update::Set => ops::scatter(&region, &adv.indices, updates, &adv.axes)?,
             Update::Add => ops::scatter_add(&region, &adv.indices, updates, &adv.axes)?,
