@@ -13,6 +13,7 @@
 //! float64 and integers in 64 bits, as eager reductions do.
 
 use super::elementwise::{elements_of, InputScratch, Source};
+use super::native::{Loaded, Native, Read, Write};
 use super::parallel::{for_chunks, for_runs, SERIAL_BELOW};
 use super::reduce::{fold, Domain, Int64};
 use super::scalar::{CastTo, Compute, Scalar};
@@ -76,17 +77,22 @@ struct Program {
     /// Per element-level constant or broadcast: whether any instruction or output reads it as a
     /// tile (otherwise its tile is never filled).
     tile_needed: Vec<bool>,
+    /// The passes as native code (variant 0 without the row cache, 1 with it).
+    native: Native,
 }
 
-struct Pass {
-    insts: Vec<usize>,
+/// One pass's schedule: which element instructions it runs, where their tiles live, what it
+/// stores (the native lowering prints the same schedule as one loop).
+pub(super) struct Pass {
+    /// The element instructions, in order.
+    pub(super) insts: Vec<usize>,
     slot: Vec<usize>,
     /// (output index, instruction) stored at the end of each tile.
-    stores: Vec<(usize, usize)>,
+    pub(super) stores: Vec<(usize, usize)>,
     /// Per instruction: read from the row cache instead of computed (made in an earlier pass).
-    from_cache: Vec<bool>,
+    pub(super) from_cache: Vec<bool>,
     /// Per instruction: copied into the row cache once computed (a later pass reads it).
-    to_cache: Vec<bool>,
+    pub(super) to_cache: Vec<bool>,
 }
 
 /// Rows up to this many elements keep element values that later passes need in a per-task row
@@ -230,7 +236,13 @@ impl Program {
         for &o in &k.outputs {
             tile_needed[o] = true;
         }
-        Program { passes, cached_passes, cache_values, cached, row_steps, folds, slots, consts, scalar_operand, tile_needed }
+        let mut lowered: Vec<(usize, usize, &Pass, &[usize])> =
+            passes.iter().enumerate().map(|(p, pass)| (0, p, pass, folds[p].as_slice())).collect();
+        if cache_values > 0 && k.passes > 1 {
+            lowered.extend(cached_passes.iter().enumerate().map(|(p, pass)| (1, p, pass, folds[p].as_slice())));
+        }
+        let native = Native::new(k, &lowered);
+        Program { passes, cached_passes, cache_values, cached, row_steps, folds, slots, consts, scalar_operand, tile_needed, native }
     }
 }
 
@@ -284,6 +296,8 @@ struct Shared<'a> {
     use_cache: bool,
     /// Whether element outputs are large enough to be written with streaming stores.
     streaming: bool,
+    /// The native pass functions, when they run this kernel.
+    native: Option<&'a Loaded>,
 }
 
 /// Per-task state: tile slots, gather scratch per load, row values, accumulators.
@@ -302,6 +316,12 @@ struct Task {
     ptrs: Vec<*const u8>,
     /// Row cache: one row of values per cached instruction (empty otherwise).
     cache: Vec<Vec<u64>>,
+    /// Native runs: the argument arrays of a pass function, and a tile per write that is stored
+    /// after the call (streamed, or into a donated input).
+    reads: Vec<*const u8>,
+    writes: Vec<*mut u8>,
+    acc_bits: Vec<u64>,
+    written: Vec<Vec<u64>>,
 }
 
 /// A reduction's running value in its accumulation domain.
@@ -325,8 +345,9 @@ impl<'a> Shared<'a> {
                 _ => Vec::new(),
             })
             .collect::<Vec<_>>();
+        let native_writes = if self.native.is_some() { self.prog.native.max_writes() } else { 0 };
         let mut t = Task {
-            slots: (0..self.prog.slots).map(|_| words()).collect(),
+            slots: (0..if self.native.is_some() { 0 } else { self.prog.slots }).map(|_| words()).collect(),
             consts,
             filled: vec![None; k.insts.len()],
             scratch: k
@@ -344,6 +365,10 @@ impl<'a> Shared<'a> {
                 .iter()
                 .map(|&c| if c && self.use_cache { vec![0u64; self.len] } else { Vec::new() })
                 .collect(),
+            reads: vec![std::ptr::null(); k.insts.len()],
+            writes: vec![std::ptr::null_mut(); native_writes],
+            acc_bits: vec![0; k.insts.len()],
+            written: (0..native_writes).map(|_| words()).collect(),
         };
         for (i, inst) in k.insts.iter().enumerate() {
             if let InstOp::Const(_) = inst.op {
@@ -363,6 +388,10 @@ impl<'a> Shared<'a> {
 
     /// Runs element pass `p` over positions `pos..pos+n` (one tile), folding and storing.
     unsafe fn tile(&self, t: &mut Task, p: usize, pos: usize, off: usize, n: usize) -> Result<()> {
+        if let Some(loaded) = self.native {
+            self.native_tile(t, loaded, p, pos, off, n);
+            return Ok(());
+        }
         let k = self.k;
         let pass = if self.use_cache { &self.prog.cached_passes[p] } else { &self.prog.passes[p] };
         for &i in &pass.insts {
@@ -418,6 +447,54 @@ impl<'a> Shared<'a> {
             }
         }
         Ok(())
+    }
+
+    /// [`Shared::tile`] by the pass's native function: the same reads, one call, the same stores.
+    unsafe fn native_tile(&self, t: &mut Task, loaded: &Loaded, p: usize, pos: usize, off: usize, n: usize) {
+        let k = self.k;
+        let (f, layout) = self.prog.native.pass(loaded, usize::from(self.use_cache), p);
+        let cached = |t: &mut Task, i: usize| (t.cache[i].as_mut_ptr() as *mut u8).add(off * compute_size(k.insts[i].dtype));
+        for (j, r) in layout.reads.iter().enumerate() {
+            t.reads[j] = match *r {
+                Read::Load(i) => {
+                    let load = self.loads[i].as_ref().expect("loads are prepared");
+                    read(load, pos, n, &mut t.scratch[i], std::ptr::null_mut())
+                }
+                Read::Cache(i) => cached(t, i),
+            };
+        }
+        for (j, w) in layout.writes.iter().enumerate() {
+            t.writes[j] = match *w {
+                Write::Store { output, inst } if self.direct[inst] == Some(output) => {
+                    (self.outs[output] as *mut u8).add(pos * k.insts[inst].dtype.size())
+                }
+                Write::Store { .. } => t.written[j].as_mut_ptr() as *mut u8,
+                Write::Cache(i) => cached(t, i),
+            };
+        }
+        for (j, &r) in layout.folds.iter().enumerate() {
+            t.acc_bits[j] = match t.acc[r] {
+                Acc::F(a) => a.to_bits(),
+                Acc::I(a) => a as u64,
+                Acc::U(a) => a,
+            };
+        }
+        f(t.reads.as_ptr(), t.writes.as_ptr(), t.row.as_ptr(), t.acc_bits.as_mut_ptr(), n);
+        for (j, &r) in layout.folds.iter().enumerate() {
+            let bits = t.acc_bits[j];
+            t.acc[r] = match t.acc[r] {
+                Acc::F(_) => Acc::F(f64::from_bits(bits)),
+                Acc::I(_) => Acc::I(bits as i64),
+                Acc::U(_) => Acc::U(bits),
+            };
+        }
+        for (j, w) in layout.writes.iter().enumerate() {
+            if let Write::Store { output, inst } = *w {
+                if self.direct[inst] != Some(output) {
+                    store(k.insts[inst].dtype, t.written[j].as_ptr() as *const u8, self.outs[output], pos, n, self.streaming);
+                }
+            }
+        }
     }
 
     /// Ends a task's share of the work: its streaming stores become visible to the thread that
@@ -771,7 +848,8 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     }
     let outs: Vec<usize> = buffers.iter().map(|b| b.ptr::<u8>() as usize).collect();
     let use_cache = k.reduced > 0 && k.passes > 1 && len <= ROW_CACHE_MAX && prog.cache_values > 0;
-    let shared = Shared { k, prog: &prog, loads, outs, direct, len, use_cache, streaming };
+    let native = prog.native.select();
+    let shared = Shared { k, prog: &prog, loads, outs, direct, len, use_cache, streaming, native };
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
     let record = |r: Result<()>| {
         if let Err(e) = r {

@@ -4,6 +4,7 @@ pub mod elementwise;
 pub mod fused;
 pub mod math;
 pub mod matmul;
+pub mod native;
 pub mod parallel;
 pub mod scalar;
 pub mod simd;

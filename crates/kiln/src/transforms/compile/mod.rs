@@ -158,7 +158,7 @@ pub fn enable_compile() {
 }
 
 /// Whether `KILN_LOG` asks for compile logs (`KILN_LOG=compile`).
-fn log_enabled() -> bool {
+pub(crate) fn log_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("KILN_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim() == "compile")))
 }

@@ -1,0 +1,154 @@
+//! Turns C source into loaded functions: the system C compiler builds a shared library into an
+//! on-disk cache keyed by a hash of the source, the flags and the CPU, and `dlopen` loads it.
+//! A second process (or a second kernel with the same code) finds the library already built.
+//!
+//! The compiler is `$KILN_CC`, else `$CC`, else `cc`; the cache directory `$KILN_CACHE_DIR`, else
+//! `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`, else the temporary directory. The C source is
+//! kept beside each library, so what runs can be read.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Flags that keep C's arithmetic Rust's: no contraction into fused multiply-adds except the
+/// explicit ones, wrapping signed integers, no assumptions from type-based aliasing.
+const FLAGS: &[&str] = &[
+    "-O3",
+    "-march=native",
+    "-fPIC",
+    "-shared",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+    "-fwrapv",
+    "-fno-strict-aliasing",
+    "-w",
+];
+
+/// The C compiler to run.
+fn compiler() -> String {
+    std::env::var("KILN_CC").or_else(|_| std::env::var("CC")).unwrap_or_else(|_| "cc".into())
+}
+
+/// Where built libraries are kept.
+fn cache_dir() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("KILN_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("kiln")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache").join("kiln")))
+        .unwrap_or_else(|| std::env::temp_dir().join("kiln"))
+        .join("native")
+}
+
+/// The CPU's model and feature flags: `-march=native` code is only valid on the same CPU.
+fn cpu_signature() -> &'static str {
+    static SIG: OnceLock<String> = OnceLock::new();
+    SIG.get_or_init(|| {
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let line = |key: &str| info.lines().find(|l| l.starts_with(key)).unwrap_or_default().to_string();
+        format!("{}\n{}\n{}", line("model name"), line("flags"), line("Features"))
+    })
+}
+
+/// 64-bit FNV-1a: a stable hash for file names (std's hasher may change between releases).
+fn fnv1a(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in part.as_bytes().iter().chain(&[0u8]) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The path of the library built from `source`, building it if the cache lacks it.
+pub(super) fn build(source: &str) -> Result<PathBuf, String> {
+    let cc = compiler();
+    let key = fnv1a(&[source, &cc, &FLAGS.join(" "), cpu_signature()]);
+    let dir = cache_dir();
+    let lib = dir.join(format!("{key:016x}.so"));
+    if lib.exists() {
+        return Ok(lib);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the cache directory {}: {e}", dir.display()))?;
+    let c_file = dir.join(format!("{key:016x}.c"));
+    std::fs::write(&c_file, source).map_err(|e| format!("cannot write {}: {e}", c_file.display()))?;
+    // Built under a name of its own, then renamed: processes building the same kernel at once
+    // never load a half-written library.
+    static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!("{key:016x}.{}.{n}.tmp", std::process::id()));
+    let output = Command::new(&cc)
+        .args(FLAGS)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(&c_file)
+        .arg("-lm")
+        .output()
+        .map_err(|e| format!("cannot run the C compiler `{cc}` (set KILN_CC, or KILN_NATIVE=0 to stay interpreted): {e}"))?;
+    if !output.status.success() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!(
+            "`{cc}` failed on {}:\n{}",
+            c_file.display(),
+            String::from_utf8_lossy(&output.stderr).lines().take(20).collect::<Vec<_>>().join("\n")
+        ));
+    }
+    std::fs::rename(&tmp, &lib).map_err(|e| format!("cannot move the built library to {}: {e}", lib.display()))?;
+    Ok(lib)
+}
+
+#[cfg(unix)]
+#[link(name = "dl")]
+extern "C" {
+    fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    fn dlerror() -> *mut c_char;
+}
+
+/// The last `dlerror` text.
+#[cfg(unix)]
+fn last_error() -> String {
+    // Safety: dlerror returns null or a NUL-terminated string valid until the next dl call.
+    unsafe {
+        let e = dlerror();
+        if e.is_null() {
+            "unknown error".into()
+        } else {
+            std::ffi::CStr::from_ptr(e).to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// Loads `lib` and looks up `symbols`. The library stays loaded for the life of the process
+/// (kernels are cached; their code must outlive every plan that may still call it).
+#[cfg(unix)]
+pub(super) fn load(lib: &std::path::Path, symbols: &[String]) -> Result<Vec<*const c_void>, String> {
+    const RTLD_NOW: c_int = 2;
+    use std::os::unix::ffi::OsStrExt;
+    let path = CString::new(lib.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // Safety: a valid path; the library is ours and has no constructors.
+    let handle = unsafe { dlopen(path.as_ptr(), RTLD_NOW) };
+    if handle.is_null() {
+        return Err(format!("cannot load {}: {}", lib.display(), last_error()));
+    }
+    symbols
+        .iter()
+        .map(|s| {
+            let name = CString::new(s.as_str()).map_err(|e| e.to_string())?;
+            // Safety: a loaded handle and a NUL-terminated name.
+            let f = unsafe { dlsym(handle, name.as_ptr()) };
+            if f.is_null() {
+                Err(format!("{} has no symbol {s}: {}", lib.display(), last_error()))
+            } else {
+                Ok(f as *const c_void)
+            }
+        })
+        .collect()
+}
+
+/// Native code needs `dlopen`.
+#[cfg(not(unix))]
+pub(super) fn load(_lib: &std::path::Path, _symbols: &[String]) -> Result<Vec<*const c_void>, String> {
+    Err("native kernels need dlopen (unix)".into())
+}

@@ -1,0 +1,338 @@
+//! Native code for fused kernels computes exactly what the tile interpreter computes. Each test
+//! compiles a function, runs it once with the interpreter and once with native code built on
+//! the spot (`Engine::NativeNow`), checks that native code really ran, and compares the results
+//! bit for bit (NaN payloads aside) over swept and special values of every dtype C computes.
+//! Kernels the C lowering does not cover must stay interpreted, with the same results.
+//!
+//! Needs a C compiler (`cc`, or `KILN_CC`), as CI machines have.
+
+mod common;
+
+use common::Rng;
+use kiln::backend::cpu::native::{native_runs, with_engine, Engine};
+use kiln::{compile, ops, Array, Dtype, Element, Result};
+
+type Fn1 = fn(&Array) -> Result<Array>;
+
+/// Whether two outputs hold the same bits (any NaN equals any NaN).
+fn same_bits(got: &Array, want: &Array) -> std::result::Result<(), String> {
+    fn check<T: Element + PartialEq>(g: &Array, w: &Array, is_nan: impl Fn(&T) -> bool, bits: impl Fn(&T) -> u64) -> std::result::Result<(), String> {
+        let (g, w) = (g.to_vec::<T>().map_err(|e| e.to_string())?, w.to_vec::<T>().map_err(|e| e.to_string())?);
+        for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+            if !(is_nan(a) && is_nan(b)) && bits(a) != bits(b) {
+                return Err(format!("element {i}: native {:#x}, interpreter {:#x}", bits(a), bits(b)));
+            }
+        }
+        Ok(())
+    }
+    if got.shape() != want.shape() || got.dtype() != want.dtype() {
+        return Err(format!("native {:?} {}, interpreter {:?} {}", got.shape(), got.dtype(), want.shape(), want.dtype()));
+    }
+    match want.dtype() {
+        Dtype::F32 => check::<f32>(got, want, |v| v.is_nan(), |v| v.to_bits() as u64),
+        Dtype::F64 => check::<f64>(got, want, |v| v.is_nan(), |v| v.to_bits()),
+        Dtype::Bool => check::<bool>(got, want, |_| false, |v| *v as u64),
+        Dtype::U8 => check::<u8>(got, want, |_| false, |v| *v as u64),
+        Dtype::U16 => check::<u16>(got, want, |_| false, |v| *v as u64),
+        Dtype::U32 => check::<u32>(got, want, |_| false, |v| *v as u64),
+        Dtype::U64 => check::<u64>(got, want, |_| false, |v| *v),
+        Dtype::I8 => check::<i8>(got, want, |_| false, |v| *v as u64),
+        Dtype::I16 => check::<i16>(got, want, |_| false, |v| *v as u64),
+        Dtype::I32 => check::<i32>(got, want, |_| false, |v| *v as u64),
+        Dtype::I64 => check::<i64>(got, want, |_| false, |v| *v as u64),
+        d => Err(format!("no bitwise comparison for {d}")),
+    }
+}
+
+/// Runs `f` compiled on `args` with both engines; checks native code ran (or, when `native` is
+/// false, that it did not) and that the results are equal bit for bit.
+fn engines_agree(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static, args: &[Array], native: bool, what: &str) {
+    let c = compile(f);
+    let want = with_engine(Engine::Interpreter, || c.call(args)).unwrap_or_else(|e| panic!("{what}: interpreted: {e}"));
+    let before = native_runs();
+    let got = with_engine(Engine::NativeNow, || c.call(args)).unwrap_or_else(|e| panic!("{what}: native: {e}"));
+    let ran = native_runs() > before;
+    assert_eq!(
+        ran, native,
+        "{what}: native code {} (native kernels need a C compiler: cc, or set KILN_CC)",
+        if ran { "ran, but this kernel should stay interpreted" } else { "did not run" }
+    );
+    assert_eq!(got.len(), want.len(), "{what}: output count");
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        if let Err(e) = same_bits(g, w) {
+            panic!("{what}: output {k}: {e}");
+        }
+    }
+}
+
+/// Every 4099th float32 bit pattern (both signs, subnormals, infinities, NaNs) and special values.
+fn f32_sweep() -> Vec<f32> {
+    let mut v: Vec<f32> = (0..u32::MAX).step_by(4099).map(f32::from_bits).collect();
+    v.extend([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN_POSITIVE, f32::MAX, f32::MIN]);
+    v.extend((-2000..2000).map(|i| i as f32 * 0.01));
+    v
+}
+
+/// Float64 values: every float32 sweep value, plus random float64 bit patterns.
+fn f64_sweep() -> Vec<f64> {
+    let mut rng = Rng::new(7);
+    let mut v: Vec<f64> = f32_sweep().into_iter().map(f64::from).collect();
+    v.extend((0..50_000).map(|_| f64::from_bits(rng.next_u64())));
+    v
+}
+
+fn float_inputs(dtype: Dtype) -> Array {
+    match dtype {
+        Dtype::F32 => {
+            let v = f32_sweep();
+            Array::from_slice(&v, &[v.len()]).unwrap()
+        }
+        _ => {
+            let v = f64_sweep();
+            Array::from_slice(&v, &[v.len()]).unwrap()
+        }
+    }
+}
+
+const FLOAT_UNARY: [(&str, Fn1); 28] = [
+    ("abs", |x| ops::abs(x)),
+    ("sign", |x| ops::sign(x)),
+    ("exp", |x| ops::exp(x)),
+    ("expm1", |x| ops::expm1(x)),
+    ("log", |x| ops::log(x)),
+    ("log1p", |x| ops::log1p(x)),
+    ("log2", |x| ops::log2(x)),
+    ("log10", |x| ops::log10(x)),
+    ("sqrt", |x| ops::sqrt(x)),
+    ("rsqrt", |x| ops::rsqrt(x)),
+    ("square", |x| ops::square(x)),
+    ("reciprocal", |x| ops::reciprocal(x)),
+    ("sin", |x| ops::sin(x)),
+    ("cos", |x| ops::cos(x)),
+    ("tan", |x| ops::tan(x)),
+    ("arcsin", |x| ops::arcsin(x)),
+    ("arccos", |x| ops::arccos(x)),
+    ("arctan", |x| ops::arctan(x)),
+    ("sinh", |x| ops::sinh(x)),
+    ("cosh", |x| ops::cosh(x)),
+    ("tanh", |x| ops::tanh(x)),
+    ("erf", |x| ops::erf(x)),
+    ("erfinv", |x| ops::erfinv(x)),
+    ("sigmoid", |x| ops::sigmoid(x)),
+    ("floor", |x| ops::floor(x)),
+    ("ceil", |x| ops::ceil(x)),
+    ("round", |x| ops::round(x)),
+    ("negative", |x| ops::negative(x)),
+];
+
+/// Each float unary op (after a negation, so the kernel is a fused group of two) on float32 and
+/// float64; float64 erf and erfinv have no C form and stay interpreted.
+#[test]
+fn float_unary_ops_match_the_interpreter() {
+    for dtype in [Dtype::F32, Dtype::F64] {
+        let x = float_inputs(dtype);
+        for (name, op) in FLOAT_UNARY {
+            let native = !(dtype == Dtype::F64 && matches!(name, "erf" | "erfinv"));
+            engines_agree(move |a| Ok(vec![op(&ops::negative(&a[0])?)?]), std::slice::from_ref(&x), native, &format!("{name} {dtype}"));
+        }
+        // The inverse hyperbolics are Rust's own formulas, not libm's: interpreted.
+        engines_agree(|a| Ok(vec![ops::arcsinh(ops::negative(&a[0])?)?]), std::slice::from_ref(&x), false, &format!("arcsinh {dtype}"));
+        let predicates: [(&str, Fn1); 6] = [
+            ("isnan", |x| ops::isnan(x)),
+            ("isinf", |x| ops::isinf(x)),
+            ("isposinf", |x| ops::isposinf(x)),
+            ("isneginf", |x| ops::isneginf(x)),
+            ("isfinite", |x| ops::isfinite(x)),
+            ("logical_not", |x| ops::logical_not(x)),
+        ];
+        for (name, op) in predicates {
+            engines_agree(move |a| Ok(vec![op(&ops::negative(&a[0])?)?]), std::slice::from_ref(&x), true, &format!("{name} {dtype}"));
+        }
+    }
+}
+
+/// Each float binary op and comparison on pairs of swept and special values.
+#[test]
+fn float_binary_ops_match_the_interpreter() {
+    let specials = [0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -3.0, 1e-40, 1e30, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
+    let binaries: [(&str, fn(&Array, &Array) -> Result<Array>); 19] = [
+        ("add", |x, y| ops::add(x, y)),
+        ("subtract", |x, y| ops::subtract(x, y)),
+        ("multiply", |x, y| ops::multiply(x, y)),
+        ("divide", |x, y| ops::divide(x, y)),
+        ("floor_divide", |x, y| ops::floor_divide(x, y)),
+        ("remainder", |x, y| ops::remainder(x, y)),
+        ("power", |x, y| ops::power(x, y)),
+        ("maximum", |x, y| ops::maximum(x, y)),
+        ("minimum", |x, y| ops::minimum(x, y)),
+        ("arctan2", |x, y| ops::arctan2(x, y)),
+        ("logaddexp", |x, y| ops::logaddexp(x, y)),
+        ("equal", |x, y| ops::equal(x, y)),
+        ("not_equal", |x, y| ops::not_equal(x, y)),
+        ("less", |x, y| ops::less(x, y)),
+        ("less_equal", |x, y| ops::less_equal(x, y)),
+        ("greater", |x, y| ops::greater(x, y)),
+        ("greater_equal", |x, y| ops::greater_equal(x, y)),
+        ("logical_and", |x, y| ops::logical_and(x, y)),
+        ("logical_or", |x, y| ops::logical_or(x, y)),
+    ];
+    let mut rng = Rng::new(11);
+    let mut xs: Vec<f64> = specials.iter().flat_map(|&a| specials.iter().map(move |_| a)).collect();
+    let mut ys: Vec<f64> = specials.iter().flat_map(|_| specials.iter().copied()).collect();
+    xs.extend((0..20_000).map(|_| rng.uniform(-20.0, 20.0)));
+    ys.extend((0..20_000).map(|_| rng.uniform(-20.0, 20.0)));
+    for dtype in [Dtype::F32, Dtype::F64] {
+        let args = [common::array(&xs, &[xs.len()], dtype), common::array(&ys, &[ys.len()], dtype)];
+        for (name, op) in binaries {
+            engines_agree(move |a| Ok(vec![op(&ops::negative(&a[0])?, &a[1])?]), &args, true, &format!("{name} {dtype}"));
+        }
+    }
+}
+
+/// Integer and bool arithmetic: wrapping, division and remainder by zero and of MIN by -1,
+/// shifts out of range, negative powers.
+#[test]
+fn integer_and_bool_ops_match_the_interpreter() {
+    let binaries: [(&str, fn(&Array, &Array) -> Result<Array>); 14] = [
+        ("add", |x, y| ops::add(x, y)),
+        ("subtract", |x, y| ops::subtract(x, y)),
+        ("multiply", |x, y| ops::multiply(x, y)),
+        ("floor_divide", |x, y| ops::floor_divide(x, y)),
+        ("remainder", |x, y| ops::remainder(x, y)),
+        ("power", |x, y| ops::power(x, y)),
+        ("maximum", |x, y| ops::maximum(x, y)),
+        ("minimum", |x, y| ops::minimum(x, y)),
+        ("bitwise_and", |x, y| ops::bitwise_and(x, y)),
+        ("bitwise_or", |x, y| ops::bitwise_or(x, y)),
+        ("bitwise_xor", |x, y| ops::bitwise_xor(x, y)),
+        ("left_shift", |x, y| ops::left_shift(x, y)),
+        ("right_shift", |x, y| ops::right_shift(x, y)),
+        ("less", |x, y| ops::less(x, y)),
+    ];
+    let unaries: [(&str, Fn1); 5] = [
+        ("abs", |x| ops::abs(x)),
+        ("negative", |x| ops::negative(x)),
+        ("sign", |x| ops::sign(x)),
+        ("square", |x| ops::square(x)),
+        ("bitwise_invert", |x| ops::bitwise_invert(x)),
+    ];
+    let mut rng = Rng::new(3);
+    for dtype in [Dtype::I8, Dtype::I16, Dtype::I32, Dtype::I64, Dtype::U8, Dtype::U16, Dtype::U32, Dtype::U64] {
+        // Extremes and small values (shift amounts, exponents, divisors), in all pairings.
+        let bits = 8 * dtype.size() as u32;
+        let (lo, hi): (i128, i128) = if dtype.is_unsigned() { (0, (1i128 << bits) - 1) } else { (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1) };
+        let mut pool: Vec<i128> = vec![lo, lo + 1, hi, hi - 1, 0, 1, 2, 3, 7, bits as i128 - 1, bits as i128, bits as i128 + 1];
+        if !dtype.is_unsigned() {
+            pool.extend([-1, -2, -3, -7, -(bits as i128)]);
+        }
+        pool.extend((0..20).map(|_| lo + (rng.next_u64() as i128).rem_euclid(hi - lo + 1)));
+        let xs: Vec<i128> = pool.iter().flat_map(|&a| pool.iter().map(move |_| a)).collect();
+        let ys: Vec<i128> = pool.iter().flat_map(|_| pool.iter().copied()).collect();
+        let make = |v: &[i128]| -> Array {
+            let wide: Vec<i64> = v.iter().map(|&x| x as i64).collect();
+            let u: Vec<u64> = v.iter().map(|&x| x as u64).collect();
+            let a = if dtype == Dtype::U64 { Array::from_slice(&u, &[u.len()]) } else { Array::from_slice(&wide, &[wide.len()]) };
+            ops::astype(a.unwrap(), dtype).unwrap()
+        };
+        let args = [make(&xs), make(&ys)];
+        for (name, op) in binaries {
+            engines_agree(move |a| Ok(vec![op(&ops::bitwise_xor(&a[0], &a[1])?, &a[1])?]), &args, true, &format!("{name} {dtype}"));
+        }
+        for (name, op) in unaries {
+            engines_agree(move |a| Ok(vec![op(&ops::bitwise_xor(&a[0], &a[1])?)?]), &args, true, &format!("{name} {dtype}"));
+        }
+    }
+    let bools = [common::array(&[0.0, 0.0, 1.0, 1.0], &[4], Dtype::Bool), common::array(&[0.0, 1.0, 0.0, 1.0], &[4], Dtype::Bool)];
+    for (name, op) in binaries.iter().filter(|(n, _)| matches!(*n, "add" | "multiply" | "maximum" | "minimum" | "bitwise_and" | "bitwise_or" | "bitwise_xor" | "less")) {
+        let op = *op;
+        engines_agree(move |a| Ok(vec![op(&ops::logical_not(&a[0])?, &a[1])?]), &bools, true, &format!("{name} bool"));
+    }
+}
+
+/// astype between every pair of the dtypes C computes, from values that saturate, truncate,
+/// wrap and round.
+#[test]
+fn casts_match_the_interpreter() {
+    let dtypes = [Dtype::Bool, Dtype::U8, Dtype::U16, Dtype::U32, Dtype::U64, Dtype::I8, Dtype::I16, Dtype::I32, Dtype::I64, Dtype::F32, Dtype::F64];
+    let mut values: Vec<f64> = vec![0.0, -0.0, 0.5, -0.5, 0.99, -0.99, 1.0, -1.0, 127.5, 128.0, -128.9, -129.0, 255.9, 256.0, 65535.5, 65536.0,
+        2147483647.5, 2147483648.0, -2147483648.9, -2147483649.0, 4294967296.0, 9.2233720368547758e18, -9.2233720368547758e18,
+        1.8446744073709552e19, 1e30, -1e30, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 16777217.0, 9007199254740993.0];
+    let mut rng = Rng::new(5);
+    values.extend((0..2000).map(|_| rng.uniform(-3e9, 3e9).round()));
+    for from in dtypes {
+        let x = common::array(&values, &[values.len()], Dtype::F64);
+        // Integers come from the wide values by astype (wrapping), floats keep them.
+        let x = if from.is_float() { ops::astype(&x, from).unwrap() } else { ops::astype(ops::astype(&x, Dtype::I64).unwrap(), from).unwrap() };
+        for to in dtypes.into_iter().filter(|&to| to != from) {
+            engines_agree(move |a| Ok(vec![ops::astype(ops::square(&a[0])?, to)?]), std::slice::from_ref(&x), true, &format!("{from} -> {to}"));
+        }
+    }
+}
+
+/// Reductions with their prologues and epilogues, over rows of many lengths (whole blocks of
+/// sixteen and tails, rows long enough to skip the row cache, few long rows split across
+/// threads), in float and integer dtypes.
+#[test]
+fn reducing_kernels_match_the_interpreter() {
+    let mut rng = Rng::new(9);
+    let reductions: [(&str, Fn1); 10] = [
+        ("softmax", |x| ops::softmax(x, Some(&[-1]), false)),
+        ("logsumexp", |x| ops::logsumexp(x, Some(&[-1]), true)),
+        ("sum", |x| ops::sum(ops::square(x)?, Some(&[-1]), false)),
+        ("mean", |x| ops::mean(ops::abs(x)?, Some(&[-1]), true)),
+        ("var", |x| ops::var(x, Some(&[-1]), false, 0)),
+        ("max", |x| ops::max(ops::negative(x)?, Some(&[-1]), false)),
+        ("min", |x| ops::min(ops::negative(x)?, Some(&[-1]), false)),
+        ("prod", |x| ops::prod(ops::add(ops::multiply(x, 0.01)?, 1.0)?, Some(&[-1]), false)),
+        ("all", |x| ops::all(ops::greater(x, -1.5)?, Some(&[-1]), false)),
+        ("any", |x| ops::any(ops::greater(x, 1.9)?, Some(&[-1]), false)),
+    ];
+    for (rows, len) in [(5, 2), (7, 15), (3, 16), (4, 17), (9, 1000), (3, 20_000), (1, 300_000)] {
+        for dtype in [Dtype::F32, Dtype::F64, Dtype::I32, Dtype::U8] {
+            let values = common::random_values(&mut rng, rows * len, dtype, -2.0, 2.0);
+            let x = common::array(&values, &[rows, len], dtype);
+            for (name, op) in reductions {
+                let what = format!("{name} {dtype} {rows}x{len}");
+                engines_agree(move |a| Ok(vec![op(&a[0])?]), std::slice::from_ref(&x), true, &what);
+            }
+        }
+    }
+    // Layer norm: two reductions, then the normalised row.
+    let x = common::array(&rng.vec(64 * 700, -3.0, 3.0), &[64, 700], Dtype::F32);
+    engines_agree(
+        |a| {
+            let m = ops::mean(&a[0], Some(&[-1]), true)?;
+            let c = ops::subtract(&a[0], &m)?;
+            let v = ops::mean(ops::square(&c)?, Some(&[-1]), true)?;
+            Ok(vec![ops::multiply(&c, ops::rsqrt(ops::add(&v, 1e-5)?)?)?, v])
+        },
+        std::slice::from_ref(&x),
+        true,
+        "layer norm",
+    );
+}
+
+/// Strided, broadcast and donated inputs, several outputs, and outputs large enough to be
+/// written with streaming stores.
+#[test]
+fn layouts_and_outputs_match_the_interpreter() {
+    let mut rng = Rng::new(13);
+    let x = common::array(&rng.vec(300 * 200, -3.0, 3.0), &[300, 200], Dtype::F32);
+    let row = common::array(&rng.vec(200, -1.0, 1.0), &[200], Dtype::F32);
+    let xt = ops::transpose(&x, None).unwrap();
+    let gelu = |x: &Array| -> Result<Array> { ops::multiply(ops::multiply(x, 0.5)?, ops::add(ops::erf(ops::multiply(x, std::f32::consts::FRAC_1_SQRT_2)?)?, 1.0)?) };
+    engines_agree(move |a| Ok(vec![gelu(&ops::add(&a[0], &a[1])?)?]), &[x.clone(), row.clone()], true, "broadcast row");
+    engines_agree(move |a| Ok(vec![gelu(&a[0])?, ops::tanh(&a[0])?]), std::slice::from_ref(&xt), true, "transposed, two outputs");
+    let big = common::array(&rng.vec(1 << 22, -3.0, 3.0), &[1 << 22], Dtype::F32);
+    engines_agree(move |a| Ok(vec![gelu(&a[0])?]), std::slice::from_ref(&big), true, "streamed output");
+    // An intermediate the function creates itself is donated to the next kernel's output.
+    engines_agree(
+        move |a| {
+            let s = ops::sort(ops::exp(&a[0])?, Some(-1))?;
+            Ok(vec![ops::sigmoid(ops::add(&s, 1.0)?)?])
+        },
+        std::slice::from_ref(&x),
+        true,
+        "donated input",
+    );
+}
