@@ -15,7 +15,10 @@
 //! first call: trace, simplify, fuse and run on 1000x1000) and `tiny_call` (per-call overhead on
 //! a 4-element input, in microseconds). `gelu` adds `handwritten`: one loop written by hand over
 //! the same formula and erf approximation, split across the cores (what register-level code
-//! generation could reach), which `compiled` is read against.
+//! generation could reach), which `compiled` is read against. The compile cases wait for the
+//! background builds of native kernel code after the first call, and `gelu`, `silu`,
+//! `layernorm` and `softmax` add `interpreted`: the same compiled plan run by the tile
+//! interpreter, without native code.
 //!
 //! Usage: `kiln-bench [--json] [--reps N] [CASE...]`; cases: memcpy copy add gelu silu layernorm
 //! softmax sum matmul mlp_grad mlp_step first_compile tiny_call.
@@ -273,7 +276,7 @@ fn print_table(rows: &[Row]) {
             Some((k, v)) => notes.push(format!("{k} {v:.3}")),
             None => {}
         }
-        if r.variant == "compiled" {
+        if matches!(r.variant, "compiled" | "interpreted") {
             if let Some(hand) = rows.iter().find(|h| h.case == r.case && h.variant == "handwritten") {
                 notes.push(format!("{:.0}% of handwritten speed", 100.0 * hand.ms / r.ms));
             }

@@ -1045,6 +1045,38 @@ fn random_graphs_match_eager() {
     assert!(per200(kernels) >= 200 && per200(reducing) >= 50 && per200(multipass) >= 20, "too little fusion exercised");
 }
 
+/// Native kernel code (`backend::cpu::native`) gives the interpreter's results bit for bit on
+/// the random graphs: each is run compiled with both engines on the same inputs.
+#[test]
+fn random_graphs_run_natively_exactly_as_interpreted() {
+    use kiln::backend::cpu::native::{native_runs, with_engine, Engine};
+    let count = 80;
+    let before = native_runs();
+    let mut failures = Vec::new();
+    for seed in 0..count {
+        let prog = Arc::new(Program::generate(seed));
+        let mut rng = Rng::new(seed ^ 0x5EED_D1FF);
+        let dims = prog.dims(&mut rng);
+        let inputs = prog.make_inputs(&mut rng, &dims);
+        let p = prog.clone();
+        let c = compile(move |a: &[Array]| p.run(a));
+        let interpreted = with_engine(Engine::Interpreter, || c.call(&inputs));
+        let native = with_engine(Engine::NativeNow, || c.call(&inputs));
+        match (interpreted, native) {
+            (Ok(want), Ok(got)) => {
+                if let Err(e) = compare_outputs(&got, &want, true) {
+                    failures.push(format!("seed {seed}: {e}\n  dims {dims:?}\n  {prog:?}"));
+                }
+            }
+            (Err(_), Err(_)) => {}
+            (a, b) => failures.push(format!("seed {seed}: interpreter {:?}, native {:?}", a.err(), b.err())),
+        }
+    }
+    assert!(failures.is_empty(), "{} of {count} random graphs differ between the engines:\n{}", failures.len(), failures.join("\n\n"));
+    let runs = native_runs() - before;
+    assert!(runs >= count / 2, "only {runs} of {count} graphs ran native kernels (is a C compiler installed? KILN_CC)");
+}
+
 /// The generator covers what it should: every op family and reduction kind appear, and some
 /// programs are shapeless-replayable.
 #[test]

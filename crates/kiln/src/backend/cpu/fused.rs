@@ -33,6 +33,10 @@ use std::sync::{Arc, Mutex};
 /// Elements per tile: a few float64 registers of this size stay in L1.
 pub const TILE: usize = 1024;
 
+/// Elements per call of a native elementwise pass whose inputs are all read in place: its
+/// values stay in registers, so only the call overhead bounds the run.
+const NATIVE_SPAN: usize = 16 * TILE;
+
 /// Runs `f` with `$T` bound to the type `dtype` computes in (float32 for the half types).
 macro_rules! with_compute {
     ($dtype:expr, $T:ident => $body:expr) => {
@@ -453,6 +457,7 @@ impl<'a> Shared<'a> {
     unsafe fn native_tile(&self, t: &mut Task, loaded: &Loaded, p: usize, pos: usize, off: usize, n: usize) {
         let k = self.k;
         let (f, layout) = self.prog.native.pass(loaded, usize::from(self.use_cache), p);
+        debug_assert!(n <= TILE || layout.folds.is_empty(), "folding pass functions take at most a tile");
         let cached = |t: &mut Task, i: usize| (t.cache[i].as_mut_ptr() as *mut u8).add(off * compute_size(k.insts[i].dtype));
         for (j, r) in layout.reads.iter().enumerate() {
             t.reads[j] = match *r {
@@ -516,6 +521,10 @@ impl<'a> Shared<'a> {
     /// Starts loading the input elements of the element positions `pos..pos+n`: the next tile
     /// into L1 when `near`, else the next row into L2.
     fn prefetch(&self, pos: usize, n: usize, near: bool) {
+        // Native loops are fast enough for the hardware prefetcher to keep up within a run.
+        if near && self.native.is_some() {
+            return;
+        }
         for (load, inst) in self.loads.iter().zip(&self.k.insts) {
             if let (Some(load), Level::Element) = (load, inst.level) {
                 crate::with_dtype!(load.dtype, S => load.source.prefetch::<S>(pos, n, near));
@@ -837,9 +846,12 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     drop(donors);
     let element_bytes: usize =
         k.outputs.iter().filter(|&&o| k.insts[o].level == Level::Element).map(|&o| k.insts[o].dtype.size()).sum();
+    let native = prog.native.select();
     // Blocked walks (transposed inputs) store runs of at most a block's width: too short for
-    // whole-line streaming, and each would need its own fence.
-    let streaming = element_bytes * numel(space) >= STREAM_ABOVE && !(k.reduced == 0 && blocked);
+    // whole-line streaming, and each would need its own fence. Native elementwise loops store
+    // straight into the outputs: measured faster than computing into a tile and streaming it
+    // out (which pays for the interpreter's slower loops, and for kernels with reductions).
+    let streaming = !(native.is_some() && k.reduced == 0) && element_bytes * numel(space) >= STREAM_ABOVE && !(k.reduced == 0 && blocked);
     if any_donated || streaming {
         // A donated output aliases an input that later instructions of the tile may still read,
         // and streaming stores copy whole tiles: results then go through the tile slots and are
@@ -848,7 +860,6 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     }
     let outs: Vec<usize> = buffers.iter().map(|b| b.ptr::<u8>() as usize).collect();
     let use_cache = k.reduced > 0 && k.passes > 1 && len <= ROW_CACHE_MAX && prog.cache_values > 0;
-    let native = prog.native.select();
     let shared = Shared { k, prog: &prog, loads, outs, direct, len, use_cache, streaming, native };
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
     let record = |r: Result<()>| {
@@ -859,10 +870,15 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     if numel(space) == 0 && (k.reduced == 0 || rows == 0) {
         return Ok(buffers);
     }
+    // Native elementwise passes that read their inputs in place and write their outputs in
+    // place (no tile-sized scratch either way) take longer runs per call.
+    let in_place = shared.loads.iter().flatten().all(|l| matches!(l.source, Source::Direct(_)))
+        && k.outputs.iter().enumerate().all(|(n, &o)| shared.direct[o] == Some(n));
+    let span = if shared.native.is_some() && k.reduced == 0 && in_place { NATIVE_SPAN } else { TILE };
     let tiles = |t: &mut Task, start: usize, n: usize| {
         let mut pos = start;
         while pos < start + n {
-            let m = TILE.min(start + n - pos);
+            let m = span.min(start + n - pos);
             shared.prefetch(pos + m, TILE.min(start + n - pos - m), true);
             record(unsafe { shared.tile(t, 0, pos, 0, m) });
             pos += m;

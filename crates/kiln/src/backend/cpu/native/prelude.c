@@ -200,3 +200,18 @@ K_INT_POW(uint8_t, k_pow_u8)
 K_INT_POW(uint16_t, k_pow_u16)
 K_INT_POW(uint32_t, k_pow_u32)
 K_INT_POW(uint64_t, k_pow_u64)
+
+/* Eight values of each compute type, for folds written lane by lane. */
+#define K_VEC(T, name) typedef T name __attribute__((vector_size(8 * sizeof(T))));
+K_VEC(float, k_f32x8)
+K_VEC(double, k_f64x8)
+K_VEC(int8_t, k_i8x8)
+K_VEC(int16_t, k_i16x8)
+K_VEC(int32_t, k_i32x8)
+K_VEC(int64_t, k_i64x8)
+K_VEC(uint8_t, k_u8x8)
+K_VEC(uint16_t, k_u16x8)
+K_VEC(uint32_t, k_u32x8)
+K_VEC(uint64_t, k_u64x8)
+/* mask ? a : b per lane, for vectors of type V whose comparison masks have type M. */
+#define K_SEL(M, V, m, a, b) ((V)(((M)(m) & (M)(a)) | (~(M)(m) & (M)(b))))

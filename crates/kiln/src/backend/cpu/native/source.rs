@@ -62,6 +62,22 @@ fn c_type(d: Dtype) -> Option<&'static str> {
     })
 }
 
+/// The prelude's type of eight values of a dtype's compute type.
+fn vector_type(d: Dtype) -> &'static str {
+    match d {
+        Dtype::Bool | Dtype::U8 => "k_u8x8",
+        Dtype::U16 => "k_u16x8",
+        Dtype::U32 => "k_u32x8",
+        Dtype::U64 => "k_u64x8",
+        Dtype::I8 => "k_i8x8",
+        Dtype::I16 => "k_i16x8",
+        Dtype::I32 => "k_i32x8",
+        Dtype::I64 => "k_i64x8",
+        Dtype::F64 => "k_f64x8",
+        _ => "k_f32x8",
+    }
+}
+
 /// The smallest and largest value of an integer dtype, as C expressions.
 fn int_range(d: Dtype) -> (&'static str, &'static str) {
     match d {
@@ -268,6 +284,33 @@ impl Fold {
         Fold { acc, load, identity, op, widen: acc == "float" }
     }
 
+    /// The vector type of eight of the sixteen accumulators.
+    fn vector(&self) -> &'static str {
+        match self.acc {
+            "float" => "k_f32x8",
+            "double" => "k_f64x8",
+            "uint64_t" => "k_u64x8",
+            _ => "k_i64x8",
+        }
+    }
+
+    /// [`Fold::combine`] lane by lane on vectors `a`, `b` of [`Fold::vector`] type (a select is
+    /// a blend through the comparison mask).
+    fn combine_vector(&self, a: &str, b: &str) -> String {
+        let (vec, mask) = (self.vector(), if self.acc == "float" { "k_i32x8" } else { "k_i64x8" });
+        let float = matches!(self.acc, "float" | "double");
+        match self.op {
+            ReduceOp::Sum => format!("{a} + {b}"),
+            ReduceOp::Prod => format!("{a} * {b}"),
+            ReduceOp::Max if float => format!("K_SEL({mask}, {vec}, ({a} > {b}) | ({a} != {a}), {a}, {b})"),
+            ReduceOp::Min if float => format!("K_SEL({mask}, {vec}, ({a} < {b}) | ({a} != {a}), {a}, {b})"),
+            ReduceOp::Max => format!("K_SEL({mask}, {vec}, {a} > {b}, {a}, {b})"),
+            ReduceOp::Min => format!("K_SEL({mask}, {vec}, {a} < {b}, {a}, {b})"),
+            ReduceOp::All => format!("__builtin_convertvector(-(({a} != 0) & ({b} != 0)), {vec})"),
+            ReduceOp::Any => format!("__builtin_convertvector(-(({a} != 0) | ({b} != 0)), {vec})"),
+        }
+    }
+
     /// `a` combined with `b`, as the reduction domains of `reduce.rs` combine.
     fn combine(&self, a: &str, b: &str) -> String {
         let float = matches!(self.acc, "float" | "double");
@@ -364,49 +407,58 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
     let indent = |text: &str, depth: usize| -> String {
         text.lines().map(|l| format!("{}{l}\n", "    ".repeat(depth))).collect()
     };
-    if folds.is_empty() {
-        let _ = write!(s, "    for (size_t e = 0; e < n; e++) {{\n{}    }}\n", indent(&body, 2));
-    } else {
-        // Sixteen accumulators over whole blocks, combined in order, then the tail: the order
-        // of `reduce::fold`.
-        let plans: Vec<(Fold, usize)> = folds
-            .iter()
-            .map(|&r| match k.insts[r].op {
-                InstOp::Reduce(op, v) => c_type(k.insts[v].dtype).map(|_| (Fold::new(op, k.insts[v].dtype), v)),
-                _ => None,
-            })
-            .collect::<Option<_>>()?;
-        for (f, (fold, _)) in plans.iter().enumerate() {
-            let _ = writeln!(s, "    {} f{f}[16];\n    for (int j = 0; j < 16; j++) f{f}[j] = {};", fold.acc, fold.identity);
+    let plans: Vec<(Fold, usize)> = folds
+        .iter()
+        .map(|&r| match k.insts[r].op {
+            InstOp::Reduce(op, v) => c_type(k.insts[v].dtype).map(|_| (Fold::new(op, k.insts[v].dtype), v)),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    // What each reduction folds: a read in place, or a tile buffer the element loop fills.
+    let mut sources = Vec::new();
+    for (f, (_, v)) in plans.iter().enumerate() {
+        match layout.reads.iter().position(|r| matches!(*r, Read::Load(i) | Read::Cache(i) if i == *v)) {
+            Some(j) => sources.push(format!("r{j}")),
+            None => {
+                let _ = writeln!(s, "    {} fv{f}[KILN_TILE];", c_type(k.insts[*v].dtype)?);
+                let _ = writeln!(body, "fv{f}[e] = v{v};");
+                sources.push(format!("fv{f}"));
+            }
         }
-        let mut block = format!("size_t e = i + j;\n{body}");
-        for (f, (fold, v)) in plans.iter().enumerate() {
-            let _ = writeln!(block, "f{f}[j] = {};", fold.combine(&format!("f{f}[j]"), &(fold.load)(&format!("v{v}"))));
+    }
+    let _ = write!(s, "    for (size_t e = 0; e < n; e++) {{\n{}    }}\n", indent(&body, 2));
+    // Sixteen accumulators (lane j folds elements 16 m + j), combined in order, then the tail:
+    // the order of `reduce::fold`, written with vector types so the fold vectorises.
+    for (f, ((fold, v), src)) in plans.iter().zip(&sources).enumerate() {
+        let (acc, vec) = (fold.acc, fold.vector());
+        let element = vector_type(k.insts[*v].dtype);
+        let widened = if element == vec { "x".to_string() } else { format!("__builtin_convertvector(x, {vec})") };
+        // Two vectors of eight lanes each: wider generic vectors are kept in memory by gcc.
+        for half in ["l", "h"] {
+            let _ = writeln!(s, "    {vec} f{f}{half} = ({vec}){{0}} + ({acc}){};", fold.identity);
         }
-        let _ = write!(
-            s,
-            "    size_t i = 0;\n    for (; i + 16 <= n; i += 16) {{\n        for (size_t j = 0; j < 16; j++) {{\n{}        }}\n    }}\n",
-            indent(&block, 3)
-        );
-        for (f, (fold, _)) in plans.iter().enumerate() {
-            let _ = writeln!(s, "    {} g{f} = {};", fold.acc, fold.identity);
-            let _ = writeln!(s, "    for (int j = 0; j < 16; j++) g{f} = {};", fold.combine(&format!("g{f}"), &format!("f{f}[j]")));
-        }
-        let mut tail = format!("size_t e = i;\n{body}");
-        for (f, (fold, v)) in plans.iter().enumerate() {
-            let _ = writeln!(tail, "g{f} = {};", fold.combine(&format!("g{f}"), &(fold.load)(&format!("v{v}"))));
-        }
-        let _ = write!(s, "    for (; i < n; i++) {{\n{}    }}\n", indent(&tail, 2));
-        for (f, (fold, v)) in plans.iter().enumerate() {
-            // float32 max and min fold in float32 and widen the tile's result.
-            let whole = Fold::new(fold.op, if fold.widen { Dtype::F64 } else { k.insts[*v].dtype });
-            let part = if fold.widen { format!("(double)g{f}") } else { format!("g{f}") };
-            let (acc, combined) = (whole.acc, whole.combine(&format!("a{f}"), &part));
+        let _ = writeln!(s, "    size_t i{f} = 0;");
+        let _ = writeln!(s, "    for (; i{f} + 16 <= n; i{f} += 16) {{");
+        for (half, at) in [("l", 0), ("h", 8)] {
             let _ = writeln!(
                 s,
-                "    {{ {acc} a{f}; memcpy(&a{f}, &acc[{f}], sizeof a{f}); a{f} = {combined}; memcpy(&acc[{f}], &a{f}, sizeof a{f}); }}"
+                "        {{ {element} x; memcpy(&x, {src} + i{f} + {at}, sizeof x); {vec} y = {widened}; f{f}{half} = {}; }}",
+                fold.combine_vector(&format!("f{f}{half}"), "y")
             );
         }
+        let _ = writeln!(s, "    }}\n    {acc} g{f} = {};", fold.identity);
+        for half in ["l", "h"] {
+            let _ = writeln!(s, "    for (int j = 0; j < 8; j++) g{f} = {};", fold.combine(&format!("g{f}"), &format!("f{f}{half}[j]")));
+        }
+        let _ = writeln!(s, "    for (; i{f} < n; i{f}++) g{f} = {};", fold.combine(&format!("g{f}"), &(fold.load)(&format!("{src}[i{f}]"))));
+        // float32 max and min fold in float32 and widen the tile's result.
+        let whole = Fold::new(fold.op, if fold.widen { Dtype::F64 } else { k.insts[*v].dtype });
+        let part = if fold.widen { format!("(double)g{f}") } else { format!("g{f}") };
+        let (acc, combined) = (whole.acc, whole.combine(&format!("a{f}"), &part));
+        let _ = writeln!(
+            s,
+            "    {{ {acc} a{f}; memcpy(&a{f}, &acc[{f}], sizeof a{f}); a{f} = {combined}; memcpy(&acc[{f}], &a{f}, sizeof a{f}); }}"
+        );
     }
     s.push_str("}\n");
     Some((s, layout))
@@ -419,7 +471,13 @@ pub(in crate::backend::cpu) fn kernel_source(
     passes: &[(usize, usize, &Pass, &[usize])],
     fma: bool,
 ) -> Option<(String, Vec<Layout>)> {
-    let mut source = format!("#define KILN_FMA {}\n{}\n/* {} */\n", u8::from(fma), include_str!("prelude.c"), k.name.replace("*/", "* /"));
+    let mut source = format!(
+        "#define KILN_FMA {}\n#define KILN_TILE {}\n{}\n/* {} */\n",
+        u8::from(fma),
+        crate::backend::cpu::fused::TILE,
+        include_str!("prelude.c"),
+        k.name.replace("*/", "* /")
+    );
     let mut layouts = Vec::new();
     for &(variant, p, pass, folds) in passes {
         let (text, layout) = pass_function(k, pass, folds, &symbol(variant, p))?;

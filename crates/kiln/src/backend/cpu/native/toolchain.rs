@@ -12,7 +12,10 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Flags that keep C's arithmetic Rust's: no contraction into fused multiply-adds except the
-/// explicit ones, wrapping signed integers, no assumptions from type-based aliasing.
+/// explicit ones, wrapping signed integers, no assumptions from type-based aliasing. Without
+/// jump threading, gcc keeps chained clamps as selects and the loops vectorise. (Not
+/// `-fno-trapping-math`: it lets gcc turn `(float)(int)x` into `truncf(x)`, which keeps the sign
+/// of a negative zero.)
 const FLAGS: &[&str] = &[
     "-O3",
     "-march=native",
@@ -20,6 +23,7 @@ const FLAGS: &[&str] = &[
     "-shared",
     "-ffp-contract=off",
     "-fno-math-errno",
+    "-fno-thread-jumps",
     "-fwrapv",
     "-fno-strict-aliasing",
     "-w",
@@ -61,23 +65,34 @@ fn fnv1a(parts: &[&str]) -> u64 {
     h
 }
 
+/// Where the library built from `source` is kept: named by a hash of everything it depends on.
+fn library_path(source: &str) -> PathBuf {
+    let key = fnv1a(&[source, &compiler(), &FLAGS.join(" "), cpu_signature()]);
+    cache_dir().join(format!("{key:016x}.so"))
+}
+
+/// Whether the library of `source` is already in the on-disk cache.
+pub(super) fn is_built(source: &str) -> bool {
+    library_path(source).exists()
+}
+
 /// The path of the library built from `source`, building it if the cache lacks it.
 pub(super) fn build(source: &str) -> Result<PathBuf, String> {
     let cc = compiler();
-    let key = fnv1a(&[source, &cc, &FLAGS.join(" "), cpu_signature()]);
-    let dir = cache_dir();
-    let lib = dir.join(format!("{key:016x}.so"));
+    let lib = library_path(source);
     if lib.exists() {
         return Ok(lib);
     }
+    let dir = lib.parent().expect("a cache file has a directory").to_path_buf();
+    let key = lib.file_stem().expect("a cache file has a name").to_string_lossy().into_owned();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the cache directory {}: {e}", dir.display()))?;
-    let c_file = dir.join(format!("{key:016x}.c"));
+    let c_file = dir.join(format!("{key}.c"));
     std::fs::write(&c_file, source).map_err(|e| format!("cannot write {}: {e}", c_file.display()))?;
     // Built under a name of its own, then renamed: processes building the same kernel at once
     // never load a half-written library.
     static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!("{key:016x}.{}.{n}.tmp", std::process::id()));
+    let tmp = dir.join(format!("{key}.{}.{n}.tmp", std::process::id()));
     let output = Command::new(&cc)
         .args(FLAGS)
         .arg("-o")
