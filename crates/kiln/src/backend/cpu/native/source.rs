@@ -414,12 +414,16 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
             _ => None,
         })
         .collect::<Option<_>>()?;
-    // What each reduction folds: a read in place, or a tile buffer the element loop fills.
+    // What each reduction folds: a read in place, what the loop wrote to the row cache, or a
+    // tile buffer the element loop fills.
     let mut sources = Vec::new();
     for (f, (_, v)) in plans.iter().enumerate() {
-        match layout.reads.iter().position(|r| matches!(*r, Read::Load(i) | Read::Cache(i) if i == *v)) {
-            Some(j) => sources.push(format!("r{j}")),
-            None => {
+        let read = layout.reads.iter().position(|r| matches!(*r, Read::Load(i) | Read::Cache(i) if i == *v));
+        let cached = layout.writes.iter().position(|w| *w == Write::Cache(*v));
+        match (read, cached) {
+            (Some(j), _) => sources.push(format!("r{j}")),
+            (None, Some(j)) => sources.push(format!("w{j}")),
+            (None, None) => {
                 let _ = writeln!(s, "    {} fv{f}[KILN_TILE];", c_type(k.insts[*v].dtype)?);
                 let _ = writeln!(body, "fv{f}[e] = v{v};");
                 sources.push(format!("fv{f}"));
