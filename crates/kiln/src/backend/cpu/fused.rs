@@ -340,12 +340,14 @@ impl<'a> Shared<'a> {
     fn task(&self) -> Task {
         let k = self.k;
         let words = || vec![0u64; TILE];
+        // Native code has constants as literals and broadcasts in registers: no tiles of them.
+        let tile_needed = |i: usize| self.native.is_none() && self.prog.tile_needed[i];
         let consts = k
             .insts
             .iter()
             .enumerate()
             .map(|(i, inst)| match (inst.op, inst.level) {
-                (InstOp::Const(_) | InstOp::Broadcast(_), Level::Element) if self.prog.tile_needed[i] => vec![0u64; TILE],
+                (InstOp::Const(_) | InstOp::Broadcast(_), Level::Element) if tile_needed(i) => vec![0u64; TILE],
                 _ => Vec::new(),
             })
             .collect::<Vec<_>>();
@@ -377,7 +379,7 @@ impl<'a> Shared<'a> {
         for (i, inst) in k.insts.iter().enumerate() {
             if let InstOp::Const(_) = inst.op {
                 let c = self.prog.consts[i];
-                if inst.level == Level::Element && self.prog.tile_needed[i] {
+                if inst.level == Level::Element && tile_needed(i) {
                     with_compute!(inst.dtype, C => {
                         let v: C = unsafe { std::ptr::read_unaligned(&c as *const u64 as *const C) };
                         elements_of::<C>(&mut t.consts[i], TILE).fill(v);

@@ -18,6 +18,7 @@ use crate::backend::cpu::fused::Pass;
 use crate::fused::Kernel;
 pub(in crate::backend::cpu) use source::{Layout, Read, Write};
 use std::cell::Cell;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -79,6 +80,8 @@ pub(in crate::backend::cpu) struct Native {
 
 struct Lowered {
     source: Arc<str>,
+    /// Where its library is (or will be) in the on-disk cache: hashed once, when first needed.
+    library: OnceLock<Arc<Path>>,
     /// `(variant, pass)` of each layout and function.
     index: Vec<(usize, usize)>,
     layouts: Vec<Layout>,
@@ -93,14 +96,16 @@ struct Builds {
 
 struct Job {
     source: Arc<str>,
+    library: Arc<Path>,
     symbols: Vec<String>,
     loaded: Arc<OnceLock<Option<Loaded>>>,
 }
 
-/// Builds and loads `source`'s `symbols`; None (logged) when that fails.
-fn build_and_load(source: &str, symbols: &[String]) -> Option<Loaded> {
+/// Builds `source` into `library` (unless it is there) and loads its `symbols`; None (logged)
+/// when that fails.
+fn build_and_load(source: &str, library: &Path, symbols: &[String]) -> Option<Loaded> {
     let start = std::time::Instant::now();
-    let result = toolchain::build(source).and_then(|lib| toolchain::load(&lib, symbols));
+    let result = toolchain::build(source, library).and_then(|()| toolchain::load(library, symbols));
     let log = crate::transforms::compile::log_enabled();
     match result {
         Ok(ptrs) => {
@@ -128,7 +133,7 @@ fn builds() -> &'static Builds {
             .name("kiln-native-build".into())
             .spawn(move || {
                 for job in rx {
-                    job.loaded.get_or_init(|| build_and_load(&job.source, &job.symbols));
+                    job.loaded.get_or_init(|| build_and_load(&job.source, &job.library, &job.symbols));
                     let b = builds();
                     *b.pending.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
                     b.done.notify_all();
@@ -153,11 +158,10 @@ impl Native {
     /// The native form of kernel `k`, whose passes are `(variant, pass, schedule, folds)`.
     pub(in crate::backend::cpu) fn new(k: &Kernel, passes: &[(usize, usize, &Pass, &[usize])]) -> Native {
         let lowered = source::kernel_source(k, passes, crate::backend::cpu::simd::has_avx2_fma()).map(|(source, layouts)| {
-            Lowered { source: source.into(), index: passes.iter().map(|&(v, p, ..)| (v, p)).collect(), layouts }
+            Lowered { source: source.into(), library: OnceLock::new(), index: passes.iter().map(|&(v, p, ..)| (v, p)).collect(), layouts }
         });
         Native { lowered, loaded: Arc::new(OnceLock::new()), queued: AtomicBool::new(false) }
     }
-
 
     /// The loaded functions to run with now, following the thread's [`Engine`]: may queue a
     /// background build, or build on this thread.
@@ -168,19 +172,26 @@ impl Native {
             return None;
         }
         let symbols = || lowered.index.iter().map(|&(v, p)| source::symbol(v, p)).collect::<Vec<_>>();
+        let library = || lowered.library.get_or_init(|| toolchain::library_path(&lowered.source).into());
+        let now = || build_and_load(&lowered.source, library(), &symbols());
         let loaded = match engine {
-            Engine::NativeNow => self.loaded.get_or_init(|| build_and_load(&lowered.source, &symbols())).as_ref(),
+            Engine::NativeNow => self.loaded.get_or_init(now).as_ref(),
             _ => {
                 if let Some(done) = self.loaded.get() {
                     done.as_ref()
-                } else if !self.queued.load(Ordering::Relaxed) && toolchain::is_built(&lowered.source) {
+                } else if !self.queued.load(Ordering::Relaxed) && library().exists() {
                     // Built by an earlier process or kernel: loading is quick.
-                    self.loaded.get_or_init(|| build_and_load(&lowered.source, &symbols())).as_ref()
+                    self.loaded.get_or_init(now).as_ref()
                 } else {
                     if !self.queued.swap(true, Ordering::Relaxed) {
                         let b = builds();
                         *b.pending.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                        let job = Job { source: lowered.source.clone(), symbols: symbols(), loaded: self.loaded.clone() };
+                        let job = Job {
+                            source: lowered.source.clone(),
+                            library: library().clone(),
+                            symbols: symbols(),
+                            loaded: self.loaded.clone(),
+                        };
                         if b.queue.lock().unwrap_or_else(|e| e.into_inner()).send(job).is_err() {
                             *b.pending.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
                         }

@@ -294,35 +294,36 @@ impl Fold {
         }
     }
 
-    /// [`Fold::combine`] lane by lane on vectors `a`, `b` of [`Fold::vector`] type (a select is
-    /// a blend through the comparison mask).
-    fn combine_vector(&self, a: &str, b: &str) -> String {
+    /// `a` combined with `b`, as the reduction domains of `reduce.rs` combine: on scalars of
+    /// type `acc`, or lane by lane on vectors of [`Fold::vector`] type when `lanes` (there a
+    /// select is a blend through the comparison mask).
+    fn combine(&self, a: &str, b: &str, lanes: bool) -> String {
         let (vec, mask) = (self.vector(), if self.acc == "float" { "k_i32x8" } else { "k_i64x8" });
+        let select = |cond: String| {
+            if lanes {
+                format!("K_SEL({mask}, {vec}, {cond}, {a}, {b})")
+            } else {
+                format!("({cond}) ? {a} : {b}")
+            }
+        };
+        // A comparison's truth as 1 or 0 of the accumulator type (vector masks are -1 or 0).
+        let truth = |cond: String| {
+            if lanes {
+                format!("__builtin_convertvector(-({cond}), {vec})")
+            } else {
+                format!("({})({cond})", self.acc)
+            }
+        };
         let float = matches!(self.acc, "float" | "double");
         match self.op {
             ReduceOp::Sum => format!("{a} + {b}"),
             ReduceOp::Prod => format!("{a} * {b}"),
-            ReduceOp::Max if float => format!("K_SEL({mask}, {vec}, ({a} > {b}) | ({a} != {a}), {a}, {b})"),
-            ReduceOp::Min if float => format!("K_SEL({mask}, {vec}, ({a} < {b}) | ({a} != {a}), {a}, {b})"),
-            ReduceOp::Max => format!("K_SEL({mask}, {vec}, {a} > {b}, {a}, {b})"),
-            ReduceOp::Min => format!("K_SEL({mask}, {vec}, {a} < {b}, {a}, {b})"),
-            ReduceOp::All => format!("__builtin_convertvector(-(({a} != 0) & ({b} != 0)), {vec})"),
-            ReduceOp::Any => format!("__builtin_convertvector(-(({a} != 0) | ({b} != 0)), {vec})"),
-        }
-    }
-
-    /// `a` combined with `b`, as the reduction domains of `reduce.rs` combine.
-    fn combine(&self, a: &str, b: &str) -> String {
-        let float = matches!(self.acc, "float" | "double");
-        match self.op {
-            ReduceOp::Sum => format!("{a} + {b}"),
-            ReduceOp::Prod => format!("{a} * {b}"),
-            ReduceOp::Max if float => format!("({a} > {b} || {a} != {a}) ? {a} : {b}"),
-            ReduceOp::Min if float => format!("({a} < {b} || {a} != {a}) ? {a} : {b}"),
-            ReduceOp::Max => format!("{a} > {b} ? {a} : {b}"),
-            ReduceOp::Min => format!("{a} < {b} ? {a} : {b}"),
-            ReduceOp::All => format!("({})(({a} != 0) & ({b} != 0))", self.acc),
-            ReduceOp::Any => format!("({})(({a} != 0) | ({b} != 0))", self.acc),
+            ReduceOp::Max if float => select(format!("({a} > {b}) | ({a} != {a})")),
+            ReduceOp::Min if float => select(format!("({a} < {b}) | ({a} != {a})")),
+            ReduceOp::Max => select(format!("{a} > {b}")),
+            ReduceOp::Min => select(format!("{a} < {b}")),
+            ReduceOp::All => truth(format!("({a} != 0) & ({b} != 0)")),
+            ReduceOp::Any => truth(format!("({a} != 0) | ({b} != 0)")),
         }
     }
 }
@@ -333,18 +334,13 @@ fn statement(k: &Kernel, i: usize, reads: &[Read]) -> Option<String> {
     let t = c_type(inst.dtype)?;
     let v = |j: usize| format!("v{j}");
     let operand_type = |j: usize| c_type(k.insts[j].dtype);
+    let read = reads.iter().position(|r| *r == Read::Cache(i) || *r == Read::Load(i));
     let rhs = match inst.op {
-        _ if reads.contains(&Read::Cache(i)) || reads.contains(&Read::Load(i)) => {
-            let slot = reads.iter().position(|r| *r == Read::Cache(i) || *r == Read::Load(i)).expect("checked");
-            format!("r{slot}[e]")
-        }
+        _ if read.is_some() => format!("r{}[e]", read.expect("checked")),
         InstOp::Load(_) => unreachable!("loads are reads"),
         InstOp::Const(bits) => literal(bits, inst.dtype, t),
         InstOp::Broadcast(_) => format!("b{i}"),
-        InstOp::Unary(u, a) => {
-            operand_type(a)?;
-            unary(u, k.insts[a].dtype, operand_type(a)?, &v(a))?
-        }
+        InstOp::Unary(u, a) => unary(u, k.insts[a].dtype, operand_type(a)?, &v(a))?,
         InstOp::Binary(b, x, y) => binary(b, k.insts[x].dtype, operand_type(x)?, &v(x), &v(y))?,
         InstOp::Select(c, a, b) => format!("({} ? {} : {})", v(c), v(a), v(b)),
         InstOp::Cast(a) => {
@@ -447,18 +443,18 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
             let _ = writeln!(
                 s,
                 "        {{ {element} x; memcpy(&x, {src} + i{f} + {at}, sizeof x); {vec} y = {widened}; f{f}{half} = {}; }}",
-                fold.combine_vector(&format!("f{f}{half}"), "y")
+                fold.combine(&format!("f{f}{half}"), "y", true)
             );
         }
         let _ = writeln!(s, "    }}\n    {acc} g{f} = {};", fold.identity);
         for half in ["l", "h"] {
-            let _ = writeln!(s, "    for (int j = 0; j < 8; j++) g{f} = {};", fold.combine(&format!("g{f}"), &format!("f{f}{half}[j]")));
+            let _ = writeln!(s, "    for (int j = 0; j < 8; j++) g{f} = {};", fold.combine(&format!("g{f}"), &format!("f{f}{half}[j]"), false));
         }
-        let _ = writeln!(s, "    for (; i{f} < n; i{f}++) g{f} = {};", fold.combine(&format!("g{f}"), &(fold.load)(&format!("{src}[i{f}]"))));
+        let _ = writeln!(s, "    for (; i{f} < n; i{f}++) g{f} = {};", fold.combine(&format!("g{f}"), &(fold.load)(&format!("{src}[i{f}]")), false));
         // float32 max and min fold in float32 and widen the tile's result.
         let whole = Fold::new(fold.op, if fold.widen { Dtype::F64 } else { k.insts[*v].dtype });
         let part = if fold.widen { format!("(double)g{f}") } else { format!("g{f}") };
-        let (acc, combined) = (whole.acc, whole.combine(&format!("a{f}"), &part));
+        let (acc, combined) = (whole.acc, whole.combine(&format!("a{f}"), &part, false));
         let _ = writeln!(
             s,
             "    {{ {acc} a{f}; memcpy(&a{f}, &acc[{f}], sizeof a{f}); a{f} = {combined}; memcpy(&acc[{f}], &a{f}, sizeof a{f}); }}"

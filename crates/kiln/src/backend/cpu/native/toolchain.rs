@@ -66,23 +66,17 @@ fn fnv1a(parts: &[&str]) -> u64 {
 }
 
 /// Where the library built from `source` is kept: named by a hash of everything it depends on.
-fn library_path(source: &str) -> PathBuf {
+pub(super) fn library_path(source: &str) -> PathBuf {
     let key = fnv1a(&[source, &compiler(), &FLAGS.join(" "), cpu_signature()]);
     cache_dir().join(format!("{key:016x}.so"))
 }
 
-/// Whether the library of `source` is already in the on-disk cache.
-pub(super) fn is_built(source: &str) -> bool {
-    library_path(source).exists()
-}
-
-/// The path of the library built from `source`, building it if the cache lacks it.
-pub(super) fn build(source: &str) -> Result<PathBuf, String> {
-    let cc = compiler();
-    let lib = library_path(source);
+/// Builds `source` into `lib` (its [`library_path`]) unless the cache already has it.
+pub(super) fn build(source: &str, lib: &std::path::Path) -> Result<(), String> {
     if lib.exists() {
-        return Ok(lib);
+        return Ok(());
     }
+    let cc = compiler();
     let dir = lib.parent().expect("a cache file has a directory").to_path_buf();
     let key = lib.file_stem().expect("a cache file has a name").to_string_lossy().into_owned();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the cache directory {}: {e}", dir.display()))?;
@@ -109,8 +103,7 @@ pub(super) fn build(source: &str) -> Result<PathBuf, String> {
             String::from_utf8_lossy(&output.stderr).lines().take(20).collect::<Vec<_>>().join("\n")
         ));
     }
-    std::fs::rename(&tmp, &lib).map_err(|e| format!("cannot move the built library to {}: {e}", lib.display()))?;
-    Ok(lib)
+    std::fs::rename(&tmp, lib).map_err(|e| format!("cannot move the built library to {}: {e}", lib.display()))
 }
 
 #[cfg(unix)]
