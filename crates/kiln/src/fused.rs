@@ -109,27 +109,35 @@ fn const_text(bits: u64, dtype: Dtype) -> String {
     })
 }
 
+impl Kernel {
+    /// Instruction `i` as a line of IR text: `%i: dtype level @phase = op operands`.
+    pub fn inst_text(&self, i: usize) -> String {
+        let inst = &self.insts[i];
+        let v = |j: usize| format!("%{j}");
+        let rhs = match inst.op {
+            InstOp::Load(k) => format!("load in{k}"),
+            InstOp::Const(bits) => format!("const {}", const_text(bits, inst.dtype)),
+            InstOp::Unary(u, a) => format!("{} {}", u.name(), v(a)),
+            InstOp::Binary(b, x, y) => format!("{} {}, {}", b.name(), v(x), v(y)),
+            InstOp::Select(c, a, b) => format!("where {}, {}, {}", v(c), v(a), v(b)),
+            InstOp::Cast(a) => format!("astype {}", v(a)),
+            InstOp::Reduce(r, a) => format!("reduce_{} {}", crate::primitive::Op::Reduce { op: r, axes: vec![], identity_if_empty: true }.name(), v(a)),
+            InstOp::Broadcast(a) => format!("broadcast {}", v(a)),
+        };
+        let level = match inst.level {
+            Level::Element => "elem",
+            Level::Row => "row",
+        };
+        format!("%{i}: {} {level} @{} = {rhs}", inst.dtype, inst.phase)
+    }
+}
+
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inputs: Vec<String> = self.inputs.iter().enumerate().map(|(i, d)| format!("in{i}: {d}")).collect();
         writeln!(f, "kernel {}({}) reduced_axes={} passes={} {{", self.name, inputs.join(", "), self.reduced, self.passes)?;
-        for (i, inst) in self.insts.iter().enumerate() {
-            let v = |j: usize| format!("%{j}");
-            let rhs = match inst.op {
-                InstOp::Load(k) => format!("load in{k}"),
-                InstOp::Const(bits) => format!("const {}", const_text(bits, inst.dtype)),
-                InstOp::Unary(u, a) => format!("{} {}", u.name(), v(a)),
-                InstOp::Binary(b, x, y) => format!("{} {}, {}", b.name(), v(x), v(y)),
-                InstOp::Select(c, a, b) => format!("where {}, {}, {}", v(c), v(a), v(b)),
-                InstOp::Cast(a) => format!("astype {}", v(a)),
-                InstOp::Reduce(r, a) => format!("reduce_{} {}", crate::primitive::Op::Reduce { op: r, axes: vec![], identity_if_empty: true }.name(), v(a)),
-                InstOp::Broadcast(a) => format!("broadcast {}", v(a)),
-            };
-            let level = match inst.level {
-                Level::Element => "elem",
-                Level::Row => "row",
-            };
-            writeln!(f, "  %{i}: {} {level} @{} = {rhs}", inst.dtype, inst.phase)?;
+        for i in 0..self.insts.len() {
+            writeln!(f, "  {}", self.inst_text(i))?;
         }
         let outs: Vec<String> = self.outputs.iter().map(|o| format!("%{o}")).collect();
         writeln!(f, "  store {}", outs.join(", "))?;

@@ -337,3 +337,32 @@ fn layouts_and_outputs_match_the_interpreter() {
         "donated input",
     );
 }
+
+/// `inspect` says how each kernel runs: interpreted until built, then native with its C source
+/// on disk (holding the pass functions); kernels C can't express name the instruction why.
+#[test]
+fn inspect_reports_how_each_kernel_runs() {
+    let x = Array::from_slice(&[0.5f32, -1.0, 2.0, 3.5], &[2, 2]).unwrap();
+    let c = compile(|a: &[Array]| Ok(vec![ops::exp(ops::subtract(&a[0], ops::max(&a[0], Some(&[-1]), true)?)?)?]));
+    let report = c.inspect(std::slice::from_ref(&x), &[]).unwrap();
+    let engine = &report.groups[0].engine;
+    assert!(
+        engine.starts_with("interpreted until its native code is built") || engine.starts_with("native code"),
+        "before any run: {engine}"
+    );
+    with_engine(Engine::NativeNow, || c.call(std::slice::from_ref(&x))).unwrap();
+    let report = c.inspect(std::slice::from_ref(&x), &[]).unwrap();
+    let engine = &report.groups[0].engine;
+    let source = engine
+        .strip_prefix("native code (C source: ")
+        .and_then(|s| s.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("after a native run: {engine} (native kernels need a C compiler: cc, or set KILN_CC)"));
+    let text = std::fs::read_to_string(source).unwrap_or_else(|e| panic!("reading {source}: {e}"));
+    assert!(text.contains("void kiln_p0_0(") && text.contains("k_exp_f32("), "C source at {source}:\n{text}");
+    assert!(report.to_string().contains(&format!("runs as: {engine}")), "{report}");
+
+    let h = ops::astype(&x, Dtype::F16).unwrap();
+    let c = compile(|a: &[Array]| Ok(vec![ops::multiply(ops::exp(&a[0])?, 2.0)?]));
+    let engine = &c.inspect(&[h], &[]).unwrap().groups[0].engine;
+    assert!(engine.starts_with("interpreted: `%0: float16 elem @0 = load in0` has no exact C form"), "float16: {engine}");
+}

@@ -196,6 +196,10 @@ impl Program {
                 cached[i] |= arithmetic && k.insts[i].phase < p;
             }
         }
+        // Of those, keep the ones a later pass still reads once the others come from the cache
+        // (softmax's x - max is needed again only to recompute exp(x - max), which is cached).
+        let first: Vec<Pass> = (0..k.passes).map(|p| Pass::new(k, p, &cached)).collect();
+        let cached: Vec<bool> = (0..k.insts.len()).map(|i| first.iter().any(|pass| pass.from_cache[i])).collect();
         let cached_passes: Vec<Pass> = (0..k.passes).map(|p| Pass::new(k, p, &cached)).collect();
         let slots = passes.iter().chain(&cached_passes).map(Pass::slots).max().unwrap_or(0);
         let cache_values = cached.iter().filter(|&&c| c).count();
@@ -773,6 +777,11 @@ fn finish(dtype: Dtype, acc: Acc) -> u64 {
         unsafe { std::ptr::write_unaligned(&mut out as *mut u64 as *mut <O as Compute>::C, c) };
     });
     out
+}
+
+/// How the CPU runs kernel `k` now: as native code, or interpreted and why.
+pub fn engine(k: &Kernel) -> super::native::Status {
+    program(k).native.status()
 }
 
 /// Runs `kernel` over the space `space` on `inputs`; returns one buffer per kernel output

@@ -18,6 +18,8 @@ pub struct GroupReport {
     pub members: Vec<String>,
     /// The kernel's fused IR as text.
     pub ir: String,
+    /// How the CPU runs it: as native code (and where its C source is), or interpreted and why.
+    pub engine: String,
 }
 
 /// What compile did for one input signature.
@@ -110,6 +112,7 @@ impl Report {
                 name: g.kernel.name.clone(),
                 members: g.members.iter().map(|&m| node_line(simplified, m)).collect(),
                 ir: g.kernel.to_string(),
+                engine: crate::backend::cpu::fused::engine(&g.kernel).to_string(),
             })
             .collect();
         let boundaries = grouping
@@ -146,6 +149,7 @@ impl fmt::Display for Report {
                 writeln!(f, "  {m}")?;
             }
             writeln!(f, "{}", g.ir)?;
+            writeln!(f, "runs as: {}", g.engine)?;
         }
         if !self.boundaries.is_empty() {
             writeln!(f, "single ops (not fused):")?;

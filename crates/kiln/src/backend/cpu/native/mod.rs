@@ -18,7 +18,7 @@ use crate::backend::cpu::fused::Pass;
 use crate::fused::Kernel;
 pub(in crate::backend::cpu) use source::{Layout, Read, Write};
 use std::cell::Cell;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -68,12 +68,36 @@ pub(in crate::backend::cpu) struct Loaded {
     fns: Vec<PassFn>,
 }
 
+/// How the CPU runs a fused kernel, for introspection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// As native code built from the C source at `source`.
+    Native { source: PathBuf },
+    /// Interpreted until its native code is built in the background (or loaded from the on-disk
+    /// cache on its next run); `source` is where its C source is (or will be) kept.
+    Pending { source: PathBuf },
+    /// Interpreted, for the reason given.
+    Interpreted(String),
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Native { source } => write!(f, "native code (C source: {})", source.display()),
+            Status::Pending { source } => {
+                write!(f, "interpreted until its native code is built in the background (C source: {})", source.display())
+            }
+            Status::Interpreted(why) => write!(f, "interpreted: {why}"),
+        }
+    }
+}
+
 /// The native form of one kernel: its C source and layouts, and the loaded library once built.
 pub(in crate::backend::cpu) struct Native {
-    /// None when some instruction has no exact C form.
-    lowered: Option<Lowered>,
-    /// Set once: the loaded functions, or None when building failed.
-    loaded: Arc<OnceLock<Option<Loaded>>>,
+    /// Err (why) when some instruction has no exact C form.
+    lowered: std::result::Result<Lowered, String>,
+    /// Set once: the loaded functions, or why building or loading failed.
+    loaded: Arc<OnceLock<std::result::Result<Loaded, String>>>,
     /// Whether a background build was queued.
     queued: AtomicBool,
 }
@@ -94,16 +118,23 @@ struct Builds {
     done: Condvar,
 }
 
+impl Lowered {
+    /// Where its library is (or will be) in the on-disk cache.
+    fn library(&self) -> &Arc<Path> {
+        self.library.get_or_init(|| toolchain::library_path(&self.source).into())
+    }
+}
+
 struct Job {
     source: Arc<str>,
     library: Arc<Path>,
     symbols: Vec<String>,
-    loaded: Arc<OnceLock<Option<Loaded>>>,
+    loaded: Arc<OnceLock<std::result::Result<Loaded, String>>>,
 }
 
-/// Builds `source` into `library` (unless it is there) and loads its `symbols`; None (logged)
-/// when that fails.
-fn build_and_load(source: &str, library: &Path, symbols: &[String]) -> Option<Loaded> {
+/// Builds `source` into `library` (unless it is there) and loads its `symbols`; the error (also
+/// logged) when that fails.
+fn build_and_load(source: &str, library: &Path, symbols: &[String]) -> std::result::Result<Loaded, String> {
     let start = std::time::Instant::now();
     let result = toolchain::build(source, library).and_then(|()| toolchain::load(library, symbols));
     let log = crate::transforms::compile::log_enabled();
@@ -114,13 +145,13 @@ fn build_and_load(source: &str, library: &Path, symbols: &[String]) -> Option<Lo
             }
             // Safety: each symbol is a pass function printed with the PassFn signature.
             let fns = ptrs.into_iter().map(|p| unsafe { std::mem::transmute::<*const std::ffi::c_void, PassFn>(p) }).collect();
-            Some(Loaded { fns })
+            Ok(Loaded { fns })
         }
         Err(e) => {
             if log {
                 eprintln!("[kiln compile] native kernel unavailable, staying interpreted: {e}");
             }
-            None
+            Err(e)
         }
     }
 }
@@ -166,22 +197,22 @@ impl Native {
     /// The loaded functions to run with now, following the thread's [`Engine`]: may queue a
     /// background build, or build on this thread.
     pub(in crate::backend::cpu) fn select(&self) -> Option<&Loaded> {
-        let lowered = self.lowered.as_ref()?;
+        let lowered = self.lowered.as_ref().ok()?;
         let engine = ENGINE.with(|e| e.get());
         if engine == Engine::Interpreter || (engine == Engine::Auto && disabled()) {
             return None;
         }
         let symbols = || lowered.index.iter().map(|&(v, p)| source::symbol(v, p)).collect::<Vec<_>>();
-        let library = || lowered.library.get_or_init(|| toolchain::library_path(&lowered.source).into());
+        let library = || lowered.library();
         let now = || build_and_load(&lowered.source, library(), &symbols());
         let loaded = match engine {
-            Engine::NativeNow => self.loaded.get_or_init(now).as_ref(),
+            Engine::NativeNow => self.loaded.get_or_init(now).as_ref().ok(),
             _ => {
                 if let Some(done) = self.loaded.get() {
-                    done.as_ref()
+                    done.as_ref().ok()
                 } else if !self.queued.load(Ordering::Relaxed) && library().exists() {
                     // Built by an earlier process or kernel: loading is quick.
-                    self.loaded.get_or_init(now).as_ref()
+                    self.loaded.get_or_init(now).as_ref().ok()
                 } else {
                     if !self.queued.swap(true, Ordering::Relaxed) {
                         let b = builds();
@@ -206,9 +237,26 @@ impl Native {
         loaded
     }
 
+    /// How this kernel runs now (on a thread with the default engine).
+    pub(in crate::backend::cpu) fn status(&self) -> Status {
+        let lowered = match &self.lowered {
+            Ok(l) => l,
+            Err(why) => return Status::Interpreted(format!("{why} has no exact C form")),
+        };
+        if disabled() {
+            return Status::Interpreted("KILN_NATIVE=0 turns native code off".into());
+        }
+        let source = lowered.library().with_extension("c");
+        match self.loaded.get() {
+            Some(Ok(_)) => Status::Native { source },
+            Some(Err(e)) => Status::Interpreted(format!("building its native code failed: {e}")),
+            None => Status::Pending { source },
+        }
+    }
+
     /// The function and layout of pass `p` of row-cache variant `variant`.
     pub(in crate::backend::cpu) fn pass<'a>(&'a self, loaded: &'a Loaded, variant: usize, p: usize) -> (PassFn, &'a Layout) {
-        let lowered = self.lowered.as_ref().expect("loaded kernels are lowered");
+        let lowered = self.lowered.as_ref().ok().expect("loaded kernels are lowered");
         let j = lowered.index.iter().position(|&x| x == (variant, p)).expect("every pass is lowered");
         (loaded.fns[j], &lowered.layouts[j])
     }

@@ -465,12 +465,12 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
 }
 
 /// The whole C source of a kernel's pass functions: `kiln_p{pass}_{variant}` for each
-/// `(variant, pass, schedule, folds)`.
+/// `(variant, pass, schedule, folds)`; else the first instruction with no exact C form.
 pub(in crate::backend::cpu) fn kernel_source(
     k: &Kernel,
     passes: &[(usize, usize, &Pass, &[usize])],
     fma: bool,
-) -> Option<(String, Vec<Layout>)> {
+) -> Result<(String, Vec<Layout>), String> {
     let mut source = format!(
         "#define KILN_FMA {}\n#define KILN_TILE {}\n{}\n/* {} */\n",
         u8::from(fma),
@@ -480,11 +480,22 @@ pub(in crate::backend::cpu) fn kernel_source(
     );
     let mut layouts = Vec::new();
     for &(variant, p, pass, folds) in passes {
-        let (text, layout) = pass_function(k, pass, folds, &symbol(variant, p))?;
+        let (text, layout) = pass_function(k, pass, folds, &symbol(variant, p)).ok_or_else(|| without_c_form(k))?;
         source.push_str(&text);
         layouts.push(layout);
     }
-    Some((source, layouts))
+    Ok((source, layouts))
+}
+
+/// The first instruction of `k` that C can't compute exactly, as IR text (why it stays
+/// interpreted).
+fn without_c_form(k: &Kernel) -> String {
+    let expressible = |i: usize| match k.insts[i].op {
+        InstOp::Load(_) | InstOp::Const(_) | InstOp::Broadcast(_) | InstOp::Reduce(..) => c_type(k.insts[i].dtype).is_some(),
+        _ => statement(k, i, &[]).is_some(),
+    };
+    let first = (0..k.insts.len()).find(|&i| !expressible(i));
+    first.map_or_else(|| "an instruction".to_string(), |i| format!("`{}`", k.inst_text(i)))
 }
 
 /// The symbol of pass `p` of row-cache variant `variant`.
