@@ -66,6 +66,7 @@ def test_gelu_fuses_to_one_kernel_and_matches_eager():
     np.testing.assert_allclose(np.array(c(x)), np.array(gelu(x)), rtol=1e-6, atol=1e-7)
     report = c.explain(x)
     assert "1 compiled" in report and "eager" in report
+    assert "runs as: native code (C source: " in report or "runs as: interpreted until" in report, report
 
 
 def test_constants_are_part_of_the_key_and_reach_the_function():
