@@ -18,8 +18,15 @@
 static inline uint32_t k_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float k_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
+/* x > hi ? hi : (x < lo ? lo : x), as math.rs clamps (NaN stays NaN), written as two selects
+ * in the operand order of vminps/vmaxps so each vectorises to one compare and one blend. */
+static inline float k_clampf(float x, float lo, float hi) {
+    float below = hi < x ? hi : x;
+    return lo > below ? lo : below;
+}
+
 static inline float k_exp_f32(float x) {
-    float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
+    float xc = k_clampf(x, -104.0f, 89.0f);
     const float magic = 12582912.0f;
     float t = xc * 1.44269504088896340736f + magic;
     float n = t - magic;
@@ -84,7 +91,7 @@ static inline float k_log1p_f32(float x) {
 }
 
 static inline float k_tanh_f32(float x) {
-    float xc = x > 9.0f ? 9.0f : (x < -9.0f ? -9.0f : x);
+    float xc = k_clampf(x, -9.0f, 9.0f);
     float e = k_expm1_f32(2.0f * xc);
     return e / (e + 2.0f);
 }
@@ -102,7 +109,7 @@ static inline double k_sigmoid_f64(double x) {
 }
 
 static inline float k_erf_f32(float x) {
-    float xc = x > 4.0f ? 4.0f : (x < -4.0f ? -4.0f : x);
+    float xc = k_clampf(x, -4.0f, 4.0f);
     float z = xc * xc;
     float p = -1.8333765e-8f;
     p = K_MA(p, z, 6.5698346e-6f);
@@ -118,7 +125,7 @@ static inline float k_erf_f32(float x) {
     q = K_MA(q, z, 7.044412e-1f);
     q = K_MA(q, z, 1.4164575f);
     float r = xc * p / q;
-    return r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r);
+    return k_clampf(r, -1.0f, 1.0f);
 }
 
 static inline float k_erfinv_f32(float x) {
