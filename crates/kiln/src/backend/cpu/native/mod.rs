@@ -256,7 +256,7 @@ impl Native {
 
     /// The function and layout of pass `p` of row-cache variant `variant`.
     pub(in crate::backend::cpu) fn pass<'a>(&'a self, loaded: &'a Loaded, variant: usize, p: usize) -> (PassFn, &'a Layout) {
-        let lowered = self.lowered.as_ref().ok().expect("loaded kernels are lowered");
+        let lowered = self.lowered.as_ref().expect("loaded kernels are lowered");
         let j = lowered.index.iter().position(|&x| x == (variant, p)).expect("every pass is lowered");
         (loaded.fns[j], &lowered.layouts[j])
     }
