@@ -246,7 +246,7 @@ impl Native {
         if disabled() {
             return Status::Interpreted("KILN_NATIVE=0 turns native code off".into());
         }
-        let source = lowered.library().with_extension("c");
+        let source = toolchain::source_path(lowered.library());
         match self.loaded.get() {
             Some(Ok(_)) => Status::Native { source },
             Some(Err(e)) => Status::Interpreted(format!("building its native code failed: {e}")),

@@ -71,6 +71,11 @@ pub(super) fn library_path(source: &str) -> PathBuf {
     cache_dir().join(format!("{key:016x}.so"))
 }
 
+/// Where the C source of library `lib` is kept, beside it (so what runs can be read).
+pub(super) fn source_path(lib: &std::path::Path) -> PathBuf {
+    lib.with_extension("c")
+}
+
 /// Builds `source` into `lib` (its [`library_path`]) unless the cache already has it.
 pub(super) fn build(source: &str, lib: &std::path::Path) -> Result<(), String> {
     if lib.exists() {
@@ -80,7 +85,7 @@ pub(super) fn build(source: &str, lib: &std::path::Path) -> Result<(), String> {
     let dir = lib.parent().expect("a cache file has a directory").to_path_buf();
     let key = lib.file_stem().expect("a cache file has a name").to_string_lossy().into_owned();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the cache directory {}: {e}", dir.display()))?;
-    let c_file = dir.join(format!("{key}.c"));
+    let c_file = source_path(lib);
     std::fs::write(&c_file, source).map_err(|e| format!("cannot write {}: {e}", c_file.display()))?;
     // Built under a name of its own, then renamed: processes building the same kernel at once
     // never load a half-written library.
