@@ -29,6 +29,15 @@ const FLAGS: &[&str] = &[
     "-w",
 ];
 
+/// Flags for this architecture. On x86-64, gcc's tuning for many AVX-512 CPUs (Rocket Lake,
+/// Ice Lake, Sapphire Rapids, Zen 4) still prefers 256-bit vectors; the fused kernels are
+/// compute-bound loops of transcendentals, which run about a quarter faster with 512-bit ones
+/// (the interpreter's own 16-lane copies do the same).
+#[cfg(target_arch = "x86_64")]
+const ARCH_FLAGS: &[&str] = &["-mprefer-vector-width=512"];
+#[cfg(not(target_arch = "x86_64"))]
+const ARCH_FLAGS: &[&str] = &[];
+
 /// The C compiler to run.
 fn compiler() -> String {
     std::env::var("KILN_CC").or_else(|_| std::env::var("CC")).unwrap_or_else(|_| "cc".into())
@@ -67,7 +76,7 @@ fn fnv1a(parts: &[&str]) -> u64 {
 
 /// Where the library built from `source` is kept: named by a hash of everything it depends on.
 pub(super) fn library_path(source: &str) -> PathBuf {
-    let key = fnv1a(&[source, &compiler(), &FLAGS.join(" "), cpu_signature()]);
+    let key = fnv1a(&[source, &compiler(), &FLAGS.join(" "), &ARCH_FLAGS.join(" "), cpu_signature()]);
     cache_dir().join(format!("{key:016x}.so"))
 }
 
@@ -94,6 +103,7 @@ pub(super) fn build(source: &str, lib: &std::path::Path) -> Result<(), String> {
     let tmp = dir.join(format!("{key}.{}.{n}.tmp", std::process::id()));
     let output = Command::new(&cc)
         .args(FLAGS)
+        .args(ARCH_FLAGS)
         .arg("-o")
         .arg(&tmp)
         .arg(&c_file)
