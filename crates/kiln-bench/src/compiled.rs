@@ -131,8 +131,9 @@ pub(crate) fn elementwise(case: &str, reps: usize) -> Vec<Row> {
 
 /// Median ms of GELU written by hand as one loop (the same formula and the same erf
 /// approximation kiln's kernels use, built for AVX-512 or AVX2+FMA where the CPU has them),
-/// split across the cores, into an output allocated once: what register-level fused code could
-/// reach on this machine, the reference for how far `compiled` is from it. `eager` is the
+/// split across the cores, into an output allocated once: what Rust's own vectoriser makes of
+/// register-level fused code on this machine, the reference for how far `compiled` is from it
+/// (native code, built by the C compiler with 512-bit vectors, can beat it). `eager` is the
 /// result it is checked against.
 fn gelu_handwritten_ms(x: &Array, eager: &Array, reps: usize) -> f64 {
     use kiln::backend::cpu::math::{erf_f32, Fused, MulAdd, Unfused};
