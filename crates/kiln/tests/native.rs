@@ -276,7 +276,7 @@ fn casts_match_the_interpreter() {
 #[test]
 fn reducing_kernels_match_the_interpreter() {
     let mut rng = Rng::new(9);
-    let reductions: [(&str, Fn1); 10] = [
+    let reductions: [(&str, Fn1); 11] = [
         ("softmax", |x| ops::softmax(x, Some(&[-1]), false)),
         ("logsumexp", |x| ops::logsumexp(x, Some(&[-1]), true)),
         ("sum", |x| ops::sum(ops::square(x)?, Some(&[-1]), false)),
@@ -287,9 +287,12 @@ fn reducing_kernels_match_the_interpreter() {
         ("prod", |x| ops::prod(ops::add(ops::multiply(x, 0.01)?, 1.0)?, Some(&[-1]), false)),
         ("all", |x| ops::all(ops::greater(x, -1.5)?, Some(&[-1]), false)),
         ("any", |x| ops::any(ops::greater(x, 1.9)?, Some(&[-1]), false)),
+        ("count", |x| ops::sum(ops::greater(x, 0.5)?, Some(&[-1]), false)),
     ];
     for (rows, len) in [(5, 2), (7, 15), (3, 16), (4, 17), (9, 1000), (3, 20_000), (1, 300_000)] {
-        for dtype in [Dtype::F32, Dtype::F64, Dtype::I32, Dtype::U8] {
+        // Every width a fold widens from: float32, the integers and bool (in `count`).
+        let dtypes = [Dtype::F32, Dtype::F64, Dtype::I8, Dtype::I16, Dtype::I32, Dtype::U8, Dtype::U16, Dtype::U32];
+        for dtype in dtypes {
             let values = common::random_values(&mut rng, rows * len, dtype, -2.0, 2.0);
             let x = common::array(&values, &[rows, len], dtype);
             for (name, op) in reductions {

@@ -78,6 +78,21 @@ fn vector_type(d: Dtype) -> &'static str {
     }
 }
 
+/// The prelude's function that widens eight values of `d` to 64-bit lanes (`k_widen_*`), for the
+/// dtypes narrower than 64 bits.
+fn widen_function(d: Dtype) -> Option<&'static str> {
+    Some(match d {
+        Dtype::F32 => "k_widen_f32",
+        Dtype::I32 => "k_widen_i32",
+        Dtype::U32 => "k_widen_u32",
+        Dtype::I16 => "k_widen_i16",
+        Dtype::U16 => "k_widen_u16",
+        Dtype::I8 => "k_widen_i8",
+        Dtype::Bool | Dtype::U8 => "k_widen_u8",
+        _ => return None,
+    })
+}
+
 /// The smallest and largest value of an integer dtype, as C expressions.
 fn int_range(d: Dtype) -> (&'static str, &'static str) {
     match d {
@@ -432,7 +447,11 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
     for (f, ((fold, v), src)) in plans.iter().zip(&sources).enumerate() {
         let (acc, vec) = (fold.acc, fold.vector());
         let element = vector_type(k.insts[*v].dtype);
-        let widened = if element == vec { "x".to_string() } else { format!("__builtin_convertvector(x, {vec})") };
+        let widened = match widen_function(k.insts[*v].dtype) {
+            _ if element == vec => "x".to_string(),
+            Some(widen) => format!("({vec}){widen}(x)"),
+            None => format!("__builtin_convertvector(x, {vec})"),
+        };
         // Two vectors of eight lanes each: wider generic vectors are kept in memory by gcc.
         for half in ["l", "h"] {
             let _ = writeln!(s, "    {vec} f{f}{half} = ({vec}){{0}} + ({acc}){};", fold.identity);
