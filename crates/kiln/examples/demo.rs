@@ -89,6 +89,8 @@ fn main() -> kiln::Result<()> {
     println!("\n== views are zero-copy ==");
     let t = ops::transpose(&x, None)?;
     let r = ops::slice(&t, &[ops::SliceSpec { start: None, stop: None, step: -1 }])?;
+    // Evaluated first: only an evaluated array has a buffer to share.
+    r.eval()?;
     println!("x.T[::-1] =\n{r}\nshares memory with x: {}", r.shares_memory(&x));
 
     println!("\n== reductions and matmul ==");
