@@ -48,8 +48,9 @@ pub(super) struct InputScratch {
 }
 
 impl InputScratch {
-    pub(super) fn new(element_size: usize) -> InputScratch {
-        InputScratch { tile: vec![0u64; (TILE * element_size).div_ceil(8)], ..InputScratch::default() }
+    /// Scratch for tiles of up to `elements` elements of `element_size` bytes.
+    pub(super) fn new(element_size: usize, elements: usize) -> InputScratch {
+        InputScratch { tile: vec![0u64; (elements * element_size).div_ceil(8)], ..InputScratch::default() }
     }
 }
 
@@ -233,7 +234,7 @@ impl Scratch {
     fn new<I: Compute, O: Compute>(inputs: usize) -> Scratch {
         let words = |size: usize| vec![0u64; (TILE * size).div_ceil(8)];
         Scratch {
-            inputs: (0..inputs).map(|_| InputScratch::new(std::mem::size_of::<I>())).collect(),
+            inputs: (0..inputs).map(|_| InputScratch::new(std::mem::size_of::<I>(), TILE)).collect(),
             conv: (0..if I::CONVERTS { inputs } else { 0 }).map(|_| words(std::mem::size_of::<I::C>())).collect(),
             out: if O::CONVERTS { words(std::mem::size_of::<O::C>()) } else { Vec::new() },
         }
@@ -358,7 +359,7 @@ fn round_once<H: Compute>(x: &Input, shape: &[usize]) -> Result<Buffer> {
     let out = alloc(shape, H::DTYPE);
     let source = Source::new::<f64>(x, shape, &x.strides_for(shape), false);
     let base = out.ptr::<H>() as usize;
-    let scratch = || if source.is_direct() { InputScratch::default() } else { InputScratch::new(8) };
+    let scratch = || if source.is_direct() { InputScratch::default() } else { InputScratch::new(8, TILE) };
     for_runs(1, numel(shape), false, scratch, |scratch, start, len| unsafe {
         let mut pos = start;
         while pos < start + len {

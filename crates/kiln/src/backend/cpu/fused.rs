@@ -300,6 +300,9 @@ struct Shared<'a> {
     /// a dtype that needs no conversion), so the tile is not copied again.
     direct: Vec<Option<usize>>,
     len: usize,
+    /// Elements per tile buffer: [`TILE`], or fewer when the whole run has fewer elements (a
+    /// call on a tiny input then allocates and zeroes a few words, not kilobytes per buffer).
+    tile: usize,
     /// Whether rows are short enough for the row cache.
     use_cache: bool,
     /// Whether element outputs are large enough to be written with streaming stores.
@@ -343,7 +346,7 @@ enum Acc {
 impl<'a> Shared<'a> {
     fn task(&self) -> Task {
         let k = self.k;
-        let words = || vec![0u64; TILE];
+        let words = || vec![0u64; self.tile];
         // Native code has constants as literals and broadcasts in registers: no tiles of them.
         let tile_needed = |i: usize| self.native.is_none() && self.prog.tile_needed[i];
         let consts = k
@@ -351,7 +354,7 @@ impl<'a> Shared<'a> {
             .iter()
             .enumerate()
             .map(|(i, inst)| match (inst.op, inst.level) {
-                (InstOp::Const(_) | InstOp::Broadcast(_), Level::Element) if tile_needed(i) => vec![0u64; TILE],
+                (InstOp::Const(_) | InstOp::Broadcast(_), Level::Element) if tile_needed(i) => words(),
                 _ => Vec::new(),
             })
             .collect::<Vec<_>>();
@@ -363,11 +366,11 @@ impl<'a> Shared<'a> {
             scratch: k
                 .insts
                 .iter()
-                .map(|i| if let InstOp::Load(_) = i.op { InputScratch::new(8) } else { InputScratch::default() })
+                .map(|i| if let InstOp::Load(_) = i.op { InputScratch::new(8, self.tile) } else { InputScratch::default() })
                 .collect(),
             row: vec![0; k.insts.len()],
             acc: vec![Acc::U(0); k.insts.len()],
-            half: vec![0; TILE],
+            half: vec![0; self.tile],
             ptrs: vec![std::ptr::null(); k.insts.len()],
             cache: self
                 .prog
@@ -386,7 +389,7 @@ impl<'a> Shared<'a> {
                 if inst.level == Level::Element && tile_needed(i) {
                     with_compute!(inst.dtype, C => {
                         let v: C = unsafe { std::ptr::read_unaligned(&c as *const u64 as *const C) };
-                        elements_of::<C>(&mut t.consts[i], TILE).fill(v);
+                        elements_of::<C>(&mut t.consts[i], self.tile).fill(v);
                     });
                 } else {
                     t.row[i] = c;
@@ -429,7 +432,7 @@ impl<'a> Shared<'a> {
                     if self.prog.tile_needed[i] && t.filled[i] != Some(v) {
                         with_compute!(inst.dtype, C => {
                             let v: C = std::ptr::read_unaligned(&v as *const u64 as *const C);
-                            elements_of::<C>(&mut t.consts[i], TILE).fill(v);
+                            elements_of::<C>(&mut t.consts[i], self.tile).fill(v);
                         });
                         t.filled[i] = Some(v);
                     }
@@ -871,7 +874,8 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     }
     let outs: Vec<usize> = buffers.iter().map(|b| b.ptr::<u8>() as usize).collect();
     let use_cache = k.reduced > 0 && k.passes > 1 && len <= ROW_CACHE_MAX && prog.cache_values > 0;
-    let shared = Shared { k, prog: &prog, loads, outs, direct, len, use_cache, streaming, native };
+    let tile = TILE.min(numel(space)).max(1);
+    let shared = Shared { k, prog: &prog, loads, outs, direct, len, tile, use_cache, streaming, native };
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
     let record = |r: Result<()>| {
         if let Err(e) = r {
