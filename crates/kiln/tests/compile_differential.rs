@@ -1594,9 +1594,40 @@ fn sum_all(a: &[Array]) -> Outputs {
     Ok(vec![acc])
 }
 
+/// Branches that start at inputs and meet: exp(-x) + 2x, and a momentum update b m + (1 - b) g
+/// (each multiply of an input starts a group of its own).
+fn branches_meet(a: &[Array]) -> Outputs {
+    let y = ops::add(ops::exp(ops::negative(&a[0])?)?, ops::multiply(&a[0], 2.0)?)?;
+    let m = ops::add(ops::multiply(&a[1], 0.9)?, ops::multiply(&a[2], 0.1)?)?;
+    Ok(vec![ops::multiply(&y, &m)?, m])
+}
+
+/// Two branches that meet, one of which also feeds the other through a sort (not fusible).
+fn branches_meet_through_a_sort(a: &[Array]) -> Outputs {
+    let doubled = ops::multiply(&a[0], 2.0)?;
+    let sorted = ops::exp(ops::sort(&doubled, Some(-1))?)?;
+    Ok(vec![ops::add(&sorted, &doubled)?])
+}
+
+#[test]
+fn branches_that_meet_fuse_into_one_kernel_unless_a_boundary_lies_between() {
+    let mut rng = Rng::new(31);
+    let args: Vec<Array> = (0..3).map(|_| laid_out(&mut rng, &[16, 70], Lay::Contig, Dtype::F32, false)).collect();
+    check_both(branches_meet, &args, true, "branches that meet");
+    let report = compile(branches_meet).inspect(&args, &[]).unwrap();
+    assert_eq!((report.groups.len(), report.compiled_kernels, report.eager_kernels), (1, 1, 8), "{report}");
+    assert_eq!(report.groups[0].members.len(), 8, "{report}");
+    // Merging `doubled` into the group of exp(sort(doubled)) would make that group wait for itself.
+    check_both(branches_meet_through_a_sort, &args[..1], true, "branches that meet through a sort");
+    let report = compile(branches_meet_through_a_sort).inspect(&args[..1], &[]).unwrap();
+    assert_eq!((report.groups.len(), report.compiled_kernels), (1, 3), "{report}");
+    assert!(report.groups[0].members.iter().all(|m| !m.contains("multiply")), "{report}");
+}
+
 fn weighted_softmax_of_all(a: &[Array]) -> Outputs {
-    // Every op has the running value as an operand, so the whole chain is one group (an op of an
-    // input alone, such as sin(x_i), would start a group of its own).
+    // Every op has the running value as an operand, so the whole chain grows one group (an op of
+    // an input alone, such as sin(x_i), would start a group of its own, merged in where it meets
+    // the chain).
     let mut acc = ops::sin(&a[0])?;
     for (i, x) in a[1..].iter().enumerate() {
         acc = match i % 3 {

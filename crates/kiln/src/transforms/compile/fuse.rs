@@ -11,6 +11,10 @@
 //!
 //! A node never joins a group that one of its other operands depends on through a node outside
 //! the group: that would make the group wait for itself.
+//!
+//! Where an elementwise node's operands come from two groups of the same space (two branches that
+//! meet, as in `exp(-x) + 2 * x` or `b1 * m + (1 - b1) * g`), the node joins the larger group and
+//! the other is merged into it, unless a node outside both lies on a path between them.
 
 use super::trace::{Tape, Value};
 use crate::fused::{InstOp, Inst, Kernel, Level};
@@ -52,7 +56,13 @@ pub(crate) struct Grouping {
 struct Building {
     space: Shape,
     reduced: usize,
+    /// Member nodes (sorted into tape order once grouping ends).
     members: Vec<usize>,
+    /// The group this one was merged into, if any (`holder` follows these).
+    merged_into: Option<usize>,
+    /// Groups that the operands from outside this group depend on (as they were numbered then;
+    /// `holder` maps them to the groups that hold those nodes now).
+    waits: BTreeSet<usize>,
 }
 
 impl Building {
@@ -75,6 +85,19 @@ impl Building {
             None
         }
     }
+}
+
+/// The group that holds the nodes of group `g` now: `g`, or the group it was merged into.
+fn holder(groups: &[Building], mut g: usize) -> usize {
+    while let Some(next) = groups[g].merged_into {
+        g = next;
+    }
+    g
+}
+
+/// Whether a node with ancestor groups `deps` depends on group `g` (or on a group merged into it).
+fn depends_on(groups: &[Building], deps: &BTreeSet<usize>, g: usize) -> bool {
+    deps.iter().any(|&d| holder(groups, d) == g)
 }
 
 fn is_elementwise(op: &Op) -> bool {
@@ -111,18 +134,28 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
             continue;
         }
         // A group may take this node only if no other operand waits for that group.
-        let acyclic = |g: usize| inputs.iter().all(|&i| group_of[i] == Some(g) || !deps[i].contains(&g));
+        let acyclic = |g: usize| inputs.iter().all(|&i| group_of[i] == Some(g) || !depends_on(&groups, &deps[i], g));
         if is_elementwise(op) {
-            let joined = inputs.iter().filter_map(|&i| group_of[i]).find_map(|g| {
+            // The largest group that fits (merging the smaller ones into it moves fewer nodes).
+            let joined = inputs.iter().filter_map(|&i| group_of[i]).filter_map(|g| {
                 let lv = groups[g].level_of(&node.shape)?;
                 let operands_fit = inputs.iter().all(|&i| group_of[i] != Some(g) || lv == Level::Element || level[i] == Level::Row);
                 (operands_fit && acyclic(g)).then_some((g, lv))
-            });
+            }).rev().max_by_key(|&(g, _)| groups[g].members.len());
             let (g, lv) = joined.unwrap_or_else(|| {
-                groups.push(Building { space: node.shape.clone(), reduced: 0, members: Vec::new() });
+                groups.push(Building::new(node.shape.clone(), 0));
                 (groups.len() - 1, Level::Element)
             });
-            groups[g].members.push(id);
+            if joined.is_some() && lv == Level::Element {
+                for &i in inputs {
+                    if let Some(h) = group_of[i] {
+                        if mergeable(&groups, &group_of, &deps, inputs, g, h) {
+                            merge(&mut groups, &mut group_of, g, h);
+                        }
+                    }
+                }
+            }
+            join(&mut groups[g], inputs, id, g, &group_of, &deps);
             group_of[id] = Some(g);
             level[id] = lv;
         } else if let Some(k) = inputs.first().and_then(|&x| trailing_reduction(op, &tape.nodes[x].shape)) {
@@ -132,14 +165,17 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
                 b.space == tape.nodes[x].shape && (b.reduced == 0 || b.reduced == k) && level[x] == Level::Element && acyclic(g)
             });
             let g = joined.unwrap_or_else(|| {
-                groups.push(Building { space: tape.nodes[x].shape.clone(), reduced: k, members: Vec::new() });
+                groups.push(Building::new(tape.nodes[x].shape.clone(), k));
                 groups.len() - 1
             });
             groups[g].reduced = k;
-            groups[g].members.push(id);
+            join(&mut groups[g], inputs, id, g, &group_of, &deps);
             group_of[id] = Some(g);
             level[id] = Level::Row;
         }
+    }
+    for b in &mut groups {
+        b.members.sort_unstable();
     }
     // Groups of one node run as that op's own kernel.
     let mut kernel_of: Vec<Option<usize>> = vec![None; groups.len()];
@@ -177,6 +213,47 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
         // Two groups that each grew to need the other: run every op alone rather than fail.
         None => fuse(tape, false),
     }
+}
+
+impl Building {
+    fn new(space: Shape, reduced: usize) -> Building {
+        Building { space, reduced, members: Vec::new(), merged_into: None, waits: BTreeSet::new() }
+    }
+}
+
+/// Adds node `id` with operands `inputs` to group `b` (numbered `g`).
+fn join(b: &mut Building, inputs: &[usize], id: usize, g: usize, group_of: &[Option<usize>], deps: &[BTreeSet<usize>]) {
+    b.members.push(id);
+    for &i in inputs {
+        if group_of[i] != Some(g) {
+            b.waits.extend(deps[i].iter().copied());
+        }
+    }
+}
+
+/// Whether group `h`, holding an operand of a node that joins group `g`, can merge into `g`: an
+/// elementwise group of the same space, with no path between the two through a node outside
+/// both (neither group, nor the joining node, reads an outside value that depends on the other).
+fn mergeable(groups: &[Building], group_of: &[Option<usize>], deps: &[BTreeSet<usize>], inputs: &[usize], g: usize, h: usize) -> bool {
+    let waits_on = |b: usize, other: usize| groups[b].waits.iter().any(|&d| holder(groups, d) == other);
+    h != g
+        && groups[h].reduced == 0
+        && groups[h].space == groups[g].space
+        && !waits_on(h, g)
+        && !waits_on(g, h)
+        && inputs.iter().all(|&i| group_of[i] == Some(g) || group_of[i] == Some(h) || !depends_on(groups, &deps[i], h))
+}
+
+/// Moves the members of group `h` into group `g`.
+fn merge(groups: &mut [Building], group_of: &mut [Option<usize>], g: usize, h: usize) {
+    let members = std::mem::take(&mut groups[h].members);
+    for &m in &members {
+        group_of[m] = Some(g);
+    }
+    let waits = std::mem::take(&mut groups[h].waits);
+    groups[g].members.extend(members);
+    groups[g].waits.extend(waits);
+    groups[h].merged_into = Some(g);
 }
 
 /// Orders the units so that each runs after the units producing its inputs (Kahn's algorithm,
