@@ -66,6 +66,11 @@ struct Building {
 }
 
 impl Building {
+    /// An empty group over `space` that folds its `reduced` trailing axes.
+    fn new(space: Shape, reduced: usize) -> Building {
+        Building { space, reduced, members: Vec::new(), merged_into: None, waits: BTreeSet::new() }
+    }
+
     /// The row shape: the space with its reduced axes set to 1.
     fn row_shape(&self) -> Shape {
         let mut r = self.space.clone();
@@ -95,7 +100,8 @@ fn holder(groups: &[Building], mut g: usize) -> usize {
     g
 }
 
-/// Whether a node with ancestor groups `deps` depends on group `g` (or on a group merged into it).
+/// Whether a node with ancestor groups `deps` (or a group waiting on `deps`) depends on group `g`
+/// or on a group merged into it.
 fn depends_on(groups: &[Building], deps: &BTreeSet<usize>, g: usize) -> bool {
     deps.iter().any(|&d| holder(groups, d) == g)
 }
@@ -215,12 +221,6 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
     }
 }
 
-impl Building {
-    fn new(space: Shape, reduced: usize) -> Building {
-        Building { space, reduced, members: Vec::new(), merged_into: None, waits: BTreeSet::new() }
-    }
-}
-
 /// Adds node `id` with operands `inputs` to group `b` (numbered `g`).
 fn join(b: &mut Building, inputs: &[usize], id: usize, g: usize, group_of: &[Option<usize>], deps: &[BTreeSet<usize>]) {
     b.members.push(id);
@@ -235,12 +235,11 @@ fn join(b: &mut Building, inputs: &[usize], id: usize, g: usize, group_of: &[Opt
 /// elementwise group of the same space, with no path between the two through a node outside
 /// both (neither group, nor the joining node, reads an outside value that depends on the other).
 fn mergeable(groups: &[Building], group_of: &[Option<usize>], deps: &[BTreeSet<usize>], inputs: &[usize], g: usize, h: usize) -> bool {
-    let waits_on = |b: usize, other: usize| groups[b].waits.iter().any(|&d| holder(groups, d) == other);
     h != g
         && groups[h].reduced == 0
         && groups[h].space == groups[g].space
-        && !waits_on(h, g)
-        && !waits_on(g, h)
+        && !depends_on(groups, &groups[h].waits, g)
+        && !depends_on(groups, &groups[g].waits, h)
         && inputs.iter().all(|&i| group_of[i] == Some(g) || group_of[i] == Some(h) || !depends_on(groups, &deps[i], h))
 }
 
