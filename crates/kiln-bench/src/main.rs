@@ -241,6 +241,9 @@ fn main() {
     if !cases.iter().any(|c| c == "memcpy") {
         cases.insert(0, "memcpy".into());
     }
+    if as_json {
+        println!("{{\"case\": \"native_target\", \"variant\": \"{}\"}}", kiln::backend::cpu::native::target_name());
+    }
     let mut rows = Vec::new();
     for case in &cases {
         for row in run_case(case, reps) {
@@ -260,6 +263,7 @@ fn print_table(rows: &[Row]) {
     let direct = rows.iter().find(|r| r.variant == "gemm_direct").and_then(|r| r.gflops);
     let forward = rows.iter().find(|r| r.case == "mlp_grad" && r.variant == "forward").map(|r| r.ms);
     println!("kiln benchmark ({} threads, float32, {:?} elements; matmul {n}x{n})", kiln_threads(), SHAPE, n = MATMUL_N);
+    println!("native code built for: {}", kiln::backend::cpu::native::target_name());
     println!("{:<13} {:<14} {:>10} {:>10} {:>10}  ratio", "case", "variant", "ms", "GB/s", "GFLOP/s");
     for r in rows {
         let mut notes = Vec::new();
@@ -276,7 +280,7 @@ fn print_table(rows: &[Row]) {
             Some((k, v)) => notes.push(format!("{k} {v:.3}")),
             None => {}
         }
-        if matches!(r.variant, "compiled" | "interpreted") {
+        if matches!(r.variant, "compiled" | "native" | "interpreted") {
             if let Some(hand) = rows.iter().find(|h| h.case == r.case && h.variant == "handwritten") {
                 notes.push(format!("{:.0}% of handwritten speed", 100.0 * hand.ms / r.ms));
             }

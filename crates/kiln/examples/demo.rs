@@ -45,9 +45,13 @@ fn compare(name: &str, f: fn(&[Array]) -> kiln::Result<Vec<Array>>, x: &Array) -
     let compiled = compile(f);
     let args = std::slice::from_ref(x);
     let eager_ms = median_ms(|| f(args)?[0].eval())?;
-    // The first call queues the kernels' native builds in the background; time what runs after.
+    // The first call queues the kernels' native builds in the background; once they are loaded,
+    // the next runs time native code against the interpreter. Time what runs after.
     compiled.call(args)?;
     kiln::backend::cpu::native::wait_for_builds();
+    for _ in 0..2 * kiln::backend::cpu::native::TRIAL_RUNS {
+        compiled.call(args)?;
+    }
     let compiled_ms = median_ms(|| compiled.call(args).map(|_| ()))?;
     let diff = ops::max(ops::abs(ops::subtract(&f(args)?[0], &compiled.call(args)?[0])?)?, None, false)?;
     let report = compiled.inspect(args, &[])?;

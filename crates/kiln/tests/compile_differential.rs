@@ -1046,10 +1046,13 @@ fn random_graphs_match_eager() {
 }
 
 /// Native kernel code (`backend::cpu::native`) gives the interpreter's results bit for bit on
-/// the random graphs: each is run compiled with both engines on the same inputs.
+/// the random graphs: each is run compiled with both engines on the same inputs, its native code
+/// built for one of the instruction-set levels this CPU runs, in turn.
 #[test]
 fn random_graphs_run_natively_exactly_as_interpreted() {
-    use kiln::backend::cpu::native::{native_runs, with_engine, Engine};
+    use kiln::backend::cpu::native::{levels, native_runs, with_arch, with_engine, Engine};
+    let mut all_levels = levels();
+    all_levels.push("native");
     let count = 80;
     let before = native_runs();
     let mut failures = Vec::new();
@@ -1059,13 +1062,15 @@ fn random_graphs_run_natively_exactly_as_interpreted() {
         let dims = prog.dims(&mut rng);
         let inputs = prog.make_inputs(&mut rng, &dims);
         let p = prog.clone();
-        let c = compile(move |a: &[Array]| p.run(a));
-        let interpreted = with_engine(Engine::Interpreter, || c.call(&inputs));
-        let native = with_engine(Engine::NativeNow, || c.call(&inputs));
+        let level = all_levels[seed as usize % all_levels.len()];
+        let (interpreted, native) = with_arch(level, || {
+            let c = compile(move |a: &[Array]| p.run(a));
+            (with_engine(Engine::Interpreter, || c.call(&inputs)), with_engine(Engine::NativeNow, || c.call(&inputs)))
+        });
         match (interpreted, native) {
             (Ok(want), Ok(got)) => {
                 if let Err(e) = compare_outputs(&got, &want, true) {
-                    failures.push(format!("seed {seed}: {e}\n  dims {dims:?}\n  {prog:?}"));
+                    failures.push(format!("seed {seed} at {level}: {e}\n  dims {dims:?}\n  {prog:?}"));
                 }
             }
             (Err(_), Err(_)) => {}

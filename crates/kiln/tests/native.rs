@@ -4,12 +4,16 @@
 //! bit for bit (NaN payloads aside) over swept and special values of every dtype C computes.
 //! Kernels the C lowering does not cover must stay interpreted, with the same results.
 //!
+//! Every comparison runs at each instruction-set level this CPU can execute (`x86-64-v2`, `-v3`
+//! and `-v4` where it has them, and the host's own `native`), so the SSE, AVX2 and AVX-512
+//! forms of the generated vector code are all checked on one machine.
+//!
 //! Needs a C compiler (`cc`, or `KILN_CC`), as CI machines have.
 
 mod common;
 
 use common::Rng;
-use kiln::backend::cpu::native::{native_runs, with_engine, Engine};
+use kiln::backend::cpu::native::{levels, native_runs, with_arch, with_engine, Engine};
 use kiln::{compile, ops, Array, Dtype, Element, Result};
 
 type Fn1 = fn(&Array) -> Result<Array>;
@@ -45,9 +49,24 @@ fn same_bits(got: &Array, want: &Array) -> std::result::Result<(), String> {
     }
 }
 
-/// Runs `f` compiled on `args` with both engines; checks native code ran (or, when `native` is
-/// false, that it did not) and that the results are equal bit for bit.
-fn engines_agree(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static, args: &[Array], native: bool, what: &str) {
+/// Every level native code is built for in these tests: each this CPU runs, and its own.
+fn all_levels() -> Vec<&'static str> {
+    let mut all = levels();
+    all.push("native");
+    all
+}
+
+/// Runs `f` compiled on `args` with both engines, native code built for each of [`all_levels`];
+/// checks native code ran (or, when `native` is false, that it did not) and that the results
+/// are equal bit for bit.
+fn engines_agree(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Clone + Send + Sync + 'static, args: &[Array], native: bool, what: &str) {
+    for level in all_levels() {
+        with_arch(level, || engines_agree_at(f.clone(), args, native, &format!("{what} [{level}]")));
+    }
+}
+
+/// [`engines_agree`] for the level the thread builds for.
+fn engines_agree_at(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static, args: &[Array], native: bool, what: &str) {
     let c = compile(f);
     let want = with_engine(Engine::Interpreter, || c.call(args)).unwrap_or_else(|e| panic!("{what}: interpreted: {e}"));
     let before = native_runs();
@@ -358,7 +377,8 @@ fn inspect_reports_how_each_kernel_runs() {
     let engine = &report.groups[0].engine;
     let source = engine
         .strip_prefix("native code (C source: ")
-        .and_then(|s| s.strip_suffix(')'))
+        .and_then(|s| s.split_once(") built for native ("))
+        .map(|(path, _)| path)
         .unwrap_or_else(|| panic!("after a native run: {engine} (native kernels need a C compiler: cc, or set KILN_CC)"));
     let text = std::fs::read_to_string(source).unwrap_or_else(|e| panic!("reading {source}: {e}"));
     assert!(text.contains("void kiln_p0_0(") && text.contains("k_exp_f32("), "C source at {source}:\n{text}");
@@ -368,4 +388,98 @@ fn inspect_reports_how_each_kernel_runs() {
     let c = compile(|a: &[Array]| Ok(vec![ops::multiply(ops::exp(&a[0])?, 2.0)?]));
     let engine = &c.inspect(&[h], &[]).unwrap().groups[0].engine;
     assert!(engine.starts_with("interpreted: `%0: float16 elem @0 = load in0` has no exact C form"), "float16: {engine}");
+}
+
+/// A level this CPU lacks, or a name no compiler knows, keeps kernels interpreted with the reason
+/// in `inspect`, and the results stay right.
+#[test]
+fn an_unusable_native_arch_stays_interpreted_and_says_why() {
+    let x = Array::from_slice(&[0.5f32, -1.0, 2.0, 3.5], &[4]).unwrap();
+    let f = |a: &[Array]| Ok(vec![ops::exp(ops::negative(&a[0])?)?]);
+    let want = with_engine(Engine::Interpreter, || compile(f).call(std::slice::from_ref(&x))).unwrap();
+    let mut cases = vec![("pentium-9000", "is not a level native code can be built for here")];
+    if cfg!(target_arch = "x86_64") && !levels().contains(&"x86-64-v4") {
+        cases.push(("x86-64-v4", "needs CPU features this machine lacks (avx512f"));
+    }
+    for (arch, why) in cases {
+        with_arch(arch, || {
+            let c = compile(f);
+            let before = native_runs();
+            let got = with_engine(Engine::NativeNow, || c.call(std::slice::from_ref(&x))).unwrap();
+            assert_eq!(native_runs(), before, "{arch}: native code ran");
+            same_bits(&got[0], &want[0]).unwrap_or_else(|e| panic!("{arch}: {e}"));
+            let engine = &c.inspect(std::slice::from_ref(&x), &[]).unwrap().groups[0].engine;
+            assert!(engine.starts_with(&format!("interpreted: KILN_NATIVE_ARCH={arch} ")) && engine.contains(why), "{arch}: {engine}");
+        });
+    }
+}
+
+/// With the default engine, a kernel's native code runs only once it was timed against the
+/// interpreter: the first runs after the build alternate between the engines, then `inspect`
+/// gives the verdict (native with its measured speed-up, or interpreted because it was slower).
+#[test]
+fn native_code_replaces_the_interpreter_only_after_timing_both() {
+    let mut rng = Rng::new(5);
+    let x = common::array(&rng.vec(1 << 16, -3.0, 3.0), &[1 << 16], Dtype::F32);
+    let c = compile(|a: &[Array]| Ok(vec![ops::erf(ops::multiply(ops::tanh(&a[0])?, 3.0)?)?]));
+    let args = std::slice::from_ref(&x);
+    let want = with_engine(Engine::Interpreter, || c.call(args)).unwrap();
+    // Built on the spot, so the trial starts at the next default-engine run.
+    with_engine(Engine::NativeNow, || c.call(args)).unwrap();
+    let before = native_runs();
+    for _ in 0..2 * kiln::backend::cpu::native::TRIAL_RUNS {
+        same_bits(&c.call(args).unwrap()[0], &want[0]).unwrap();
+    }
+    let trial_runs = native_runs() - before;
+    assert!(trial_runs >= 1 && trial_runs < u64::from(2 * kiln::backend::cpu::native::TRIAL_RUNS), "{trial_runs} native runs in the trial");
+    let engine = c.inspect(args, &[]).unwrap().groups[0].engine.clone();
+    let before = native_runs();
+    same_bits(&c.call(args).unwrap()[0], &want[0]).unwrap();
+    let native_after = native_runs() > before;
+    if native_after {
+        assert!(engine.contains("built for native (") && engine.contains("x the interpreter's speed"), "{engine}");
+    } else {
+        assert!(engine.starts_with("interpreted: its native code (built for native (") && engine.contains("was measured slower"), "{engine}");
+    }
+}
+
+/// The generated C builds for aarch64 too (NEON vectors of four float32 lanes): the sources of a
+/// few kernels are cross-compiled when Debian's `gcc-aarch64-linux-gnu` is installed.
+#[test]
+fn kernels_build_for_aarch64_with_a_cross_compiler() {
+    let cross = std::env::var("KILN_AARCH64_CC").unwrap_or_else(|_| "aarch64-linux-gnu-gcc".into());
+    if std::process::Command::new(&cross).arg("--version").output().is_err() {
+        println!("skipped: no {cross} (apt-get install gcc-aarch64-linux-gnu, or set KILN_AARCH64_CC)");
+        return;
+    }
+    let mut rng = Rng::new(17);
+    let x = common::array(&rng.vec(64 * 48, -3.0, 3.0), &[64, 48], Dtype::F32);
+    let kernels: Vec<Box<dyn Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync>> = vec![
+        Box::new(|a| Ok(vec![ops::multiply(&a[0], ops::add(ops::erf(ops::multiply(&a[0], 0.7)?)?, 1.0)?)?])),
+        Box::new(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?])),
+        Box::new(|a| Ok(vec![ops::astype(ops::greater(ops::log1p(ops::abs(&a[0])?)?, 0.5)?, Dtype::I32)?])),
+        Box::new(|a| Ok(vec![ops::sum(ops::astype(&a[0], Dtype::I8)?, Some(&[-1]), false)?])),
+    ];
+    let dir = std::env::temp_dir().join(format!("kiln-aarch64-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (n, f) in kernels.into_iter().enumerate() {
+        let c = compile(f);
+        with_engine(Engine::NativeNow, || c.call(std::slice::from_ref(&x))).unwrap();
+        let report = c.inspect(std::slice::from_ref(&x), &[]).unwrap();
+        for g in &report.groups {
+            let Some((source, _)) = g.engine.strip_prefix("native code (C source: ").and_then(|s| s.split_once(") built for")) else {
+                panic!("kernel {n}: {}", g.engine)
+            };
+            let object = dir.join(format!("k{n}.o"));
+            let out = std::process::Command::new(&cross)
+                .args(kiln::backend::cpu::native::compiler_flags())
+                .args(["-march=armv8-a", "-c", "-o"])
+                .arg(&object)
+                .arg(source)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "kernel {n}: {cross} failed on {source}:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

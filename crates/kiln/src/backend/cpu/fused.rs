@@ -791,6 +791,17 @@ pub fn engine(k: &Kernel) -> super::native::Status {
 /// (element outputs of shape `space`, row outputs with the reduced axes kept as size 1).
 pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
     let prog = program(k);
+    let choice = prog.native.select();
+    let start = std::time::Instant::now();
+    let result = run_with(k, &prog, choice.loaded, inputs, space);
+    if result.is_ok() {
+        prog.native.record(&choice, numel(space), start.elapsed());
+    }
+    result
+}
+
+/// [`run`] with the engine chosen: native code when `native`, else the interpreter.
+fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
     let nd = space.len();
     let split = nd - k.reduced.min(nd);
     let rows: usize = space[..split].iter().product();
@@ -860,7 +871,6 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     drop(donors);
     let element_bytes: usize =
         k.outputs.iter().filter(|&&o| k.insts[o].level == Level::Element).map(|&o| k.insts[o].dtype.size()).sum();
-    let native = prog.native.select();
     // Blocked walks (transposed inputs) store runs of at most a block's width: too short for
     // whole-line streaming, and each would need its own fence. Native elementwise loops store
     // straight into the outputs: measured faster than computing into a tile and streaming it
@@ -875,7 +885,7 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     let outs: Vec<usize> = buffers.iter().map(|b| b.ptr::<u8>() as usize).collect();
     let use_cache = k.reduced > 0 && k.passes > 1 && len <= ROW_CACHE_MAX && prog.cache_values > 0;
     let tile = TILE.min(numel(space)).max(1);
-    let shared = Shared { k, prog: &prog, loads, outs, direct, len, tile, use_cache, streaming, native };
+    let shared = Shared { k, prog, loads, outs, direct, len, tile, use_cache, streaming, native };
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
     let record = |r: Result<()>| {
         if let Err(e) = r {

@@ -9,7 +9,14 @@
 //! are the same either way, bit for bit. Kernels C can't express exactly (float16/bfloat16 values
 //! and a few ops, see [`source`]) and machines without a compiler stay interpreted.
 //!
-//! `KILN_NATIVE=0` turns native code off; `KILN_LOG=compile` logs each build.
+//! Native code replaces the interpreter only once it is measured no slower ([`Trial`]): the
+//! interpreted runs seen while it builds, and a few runs alternating between the two engines
+//! once it is loaded, are timed; a kernel whose native code was slower stays interpreted.
+//!
+//! The instruction set is the host's (`-march=native`) unless `KILN_NATIVE_ARCH` (or
+//! [`with_arch`]) names a lower level, so the code of every level this CPU can run is built,
+//! tested and benchmarked on it. `KILN_NATIVE=0` turns native code off; `KILN_LOG=compile` logs
+//! each build and each verdict.
 
 mod source;
 mod toolchain;
@@ -17,10 +24,12 @@ mod toolchain;
 use crate::backend::cpu::fused::Pass;
 use crate::fused::Kernel;
 pub(in crate::backend::cpu) use source::{Layout, Read, Write};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use toolchain::Target;
 
 /// A pass function: `(in, out, row, acc, n)`, see [`source::pass_function`].
 pub(in crate::backend::cpu) type PassFn =
@@ -41,6 +50,42 @@ pub enum Engine {
 thread_local! {
     static ENGINE: Cell<Engine> = const { Cell::new(Engine::Auto) };
     static NATIVE_RUNS: Cell<u64> = const { Cell::new(0) };
+    static ARCH: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the native kernels it creates on this thread built for level `arch` (as
+/// `KILN_NATIVE_ARCH=arch` would), for tests and benchmarks that compare levels.
+pub fn with_arch<R>(arch: &str, f: impl FnOnce() -> R) -> R {
+    let before = ARCH.with(|a| a.replace(Some(arch.to_string())));
+    let result = f();
+    ARCH.with(|a| *a.borrow_mut() = before);
+    result
+}
+
+/// The instruction-set levels this CPU can run native code of, lowest first (`x86-64-v2`,
+/// `x86-64-v3`, `x86-64-v4`; `armv8-a`): each is a valid [`with_arch`] / `KILN_NATIVE_ARCH`.
+pub fn levels() -> Vec<&'static str> {
+    toolchain::levels()
+}
+
+/// The flags every native build passes to the C compiler besides the target's (for tests that
+/// build the generated sources with another compiler, such as a cross compiler).
+pub fn compiler_flags() -> &'static [&'static str] {
+    toolchain::FLAGS
+}
+
+/// What native kernels created on this thread are built for: [`with_arch`]'s level, else
+/// `KILN_NATIVE_ARCH`, else the host's own CPU; why not when that level is unknown or too high.
+fn target() -> std::result::Result<Target, String> {
+    let chosen = ARCH.with(|a| a.borrow().clone()).or_else(|| std::env::var("KILN_NATIVE_ARCH").ok());
+    let name = chosen.as_deref().map(str::trim).filter(|n| !n.is_empty()).unwrap_or("native");
+    Target::named(name)
+}
+
+/// The name of the level native kernels are built for now (e.g. `native (x86-64-v3)`), or why
+/// none can be: for benchmarks and reports.
+pub fn target_name() -> String {
+    target().map_or_else(|why| format!("none: {why}"), |t| t.name)
 }
 
 /// Runs `f` with fused kernels run by `engine` on this thread (for tests and benchmarks that
@@ -69,10 +114,11 @@ pub(in crate::backend::cpu) struct Loaded {
 }
 
 /// How the CPU runs a fused kernel, for introspection.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Status {
-    /// As native code built from the C source at `source`.
-    Native { source: PathBuf },
+    /// As native code built for `target` from the C source at `source`; `speedup` is its
+    /// measured speed over the interpreter's, once measured.
+    Native { source: PathBuf, target: String, speedup: Option<f64> },
     /// Interpreted until its native code is built in the background (or loaded from the on-disk
     /// cache on its next run); `source` is where its C source is (or will be) kept.
     Pending { source: PathBuf },
@@ -83,7 +129,13 @@ pub enum Status {
 impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Status::Native { source } => write!(f, "native code (C source: {})", source.display()),
+            Status::Native { source, target, speedup } => {
+                write!(f, "native code (C source: {}) built for {target}, ", source.display())?;
+                match speedup {
+                    Some(x) => write!(f, "measured {x:.2}x the interpreter's speed"),
+                    None => write!(f, "being timed against the interpreter"),
+                }
+            }
             Status::Pending { source } => {
                 write!(f, "interpreted until its native code is built in the background (C source: {})", source.display())
             }
@@ -94,16 +146,19 @@ impl std::fmt::Display for Status {
 
 /// The native form of one kernel: its C source and layouts, and the loaded library once built.
 pub(in crate::backend::cpu) struct Native {
-    /// Err (why) when some instruction has no exact C form.
+    /// Err (why) when some instruction has no exact C form or no target can be built for.
     lowered: std::result::Result<Lowered, String>,
     /// Set once: the loaded functions, or why building or loading failed.
     loaded: Arc<OnceLock<std::result::Result<Loaded, String>>>,
     /// Whether a background build was queued.
     queued: AtomicBool,
+    /// Whether the loaded code is measured no slower than the interpreter.
+    trial: Trial,
 }
 
 struct Lowered {
     source: Arc<str>,
+    target: Target,
     /// Where its library is (or will be) in the on-disk cache: hashed once, when first needed.
     library: OnceLock<Arc<Path>>,
     /// `(variant, pass)` of each layout and function.
@@ -121,12 +176,13 @@ struct Builds {
 impl Lowered {
     /// Where its library is (or will be) in the on-disk cache.
     fn library(&self) -> &Arc<Path> {
-        self.library.get_or_init(|| toolchain::library_path(&self.source).into())
+        self.library.get_or_init(|| toolchain::library_path(&self.source, &self.target).into())
     }
 }
 
 struct Job {
     source: Arc<str>,
+    target: Target,
     library: Arc<Path>,
     symbols: Vec<String>,
     loaded: Arc<OnceLock<std::result::Result<Loaded, String>>>,
@@ -134,14 +190,19 @@ struct Job {
 
 /// Builds `source` into `library` (unless it is there) and loads its `symbols`; the error (also
 /// logged) when that fails.
-fn build_and_load(source: &str, library: &Path, symbols: &[String]) -> std::result::Result<Loaded, String> {
-    let start = std::time::Instant::now();
-    let result = toolchain::build(source, library).and_then(|()| toolchain::load(library, symbols));
+fn build_and_load(source: &str, target: &Target, library: &Path, symbols: &[String]) -> std::result::Result<Loaded, String> {
+    let start = Instant::now();
+    let result = toolchain::build(source, target, library).and_then(|()| toolchain::load(library, symbols));
     let log = crate::transforms::compile::log_enabled();
     match result {
         Ok(ptrs) => {
             if log {
-                eprintln!("[kiln compile] native kernel ready ({} functions, {:.0} ms)", symbols.len(), start.elapsed().as_secs_f64() * 1e3);
+                eprintln!(
+                    "[kiln compile] native kernel ready ({} functions for {}, {:.0} ms)",
+                    symbols.len(),
+                    target.name,
+                    start.elapsed().as_secs_f64() * 1e3
+                );
             }
             // Safety: each symbol is a pass function printed with the PassFn signature.
             let fns = ptrs.into_iter().map(|p| unsafe { std::mem::transmute::<*const std::ffi::c_void, PassFn>(p) }).collect();
@@ -164,7 +225,7 @@ fn builds() -> &'static Builds {
             .name("kiln-native-build".into())
             .spawn(move || {
                 for job in rx {
-                    job.loaded.get_or_init(|| build_and_load(&job.source, &job.library, &job.symbols));
+                    job.loaded.get_or_init(|| build_and_load(&job.source, &job.target, &job.library, &job.symbols));
                     let b = builds();
                     *b.pending.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
                     b.done.notify_all();
@@ -185,72 +246,169 @@ pub fn wait_for_builds() {
     }
 }
 
+/// Runs timed per engine before a kernel's verdict: the best of these is compared. A kernel's
+/// first `2 * TRIAL_RUNS` runs after its build are the trial; benchmarks timing the steady state
+/// run that many first.
+pub const TRIAL_RUNS: u32 = 3;
+
+/// The timing of one engine's runs of a kernel: the count and the fastest time per element.
+#[derive(Clone, Copy, Default)]
+struct Timings {
+    runs: u32,
+    best: f64,
+}
+
+impl Timings {
+    fn add(&mut self, ns_per_element: f64) {
+        self.best = if self.runs == 0 { ns_per_element } else { self.best.min(ns_per_element) };
+        self.runs += 1;
+    }
+}
+
+/// The measurement that decides whether a kernel's native code replaces the interpreter: its
+/// interpreted runs (while the build runs, then alternating with native runs once loaded) and
+/// its native runs are timed, [`TRIAL_RUNS`] or more of each; native code is kept only when its
+/// best time per element is no worse than the interpreter's.
+#[derive(Default)]
+struct Trial {
+    /// `UNDECIDED`, `KEPT` or `DROPPED`.
+    verdict: AtomicU8,
+    /// `(interpreted, native)` timings until the verdict.
+    timings: Mutex<(Timings, Timings)>,
+    /// The verdict's numbers: native speed over the interpreter's, and the two times.
+    result: OnceLock<(f64, f64, f64)>,
+}
+
+const UNDECIDED: u8 = 0;
+const KEPT: u8 = 1;
+const DROPPED: u8 = 2;
+
+/// Which engine a kernel run uses, and whether its time goes into the [`Trial`].
+pub(in crate::backend::cpu) struct Choice<'a> {
+    /// The native functions to run with; None to interpret.
+    pub loaded: Option<&'a Loaded>,
+    timed: bool,
+}
+
 impl Native {
     /// The native form of kernel `k`, whose passes are `(variant, pass, schedule, folds)`.
     pub(in crate::backend::cpu) fn new(k: &Kernel, passes: &[(usize, usize, &Pass, &[usize])]) -> Native {
-        let lowered = source::kernel_source(k, passes, crate::backend::cpu::simd::has_avx2_fma()).map(|(source, layouts)| {
-            Lowered { source: source.into(), library: OnceLock::new(), index: passes.iter().map(|&(v, p, ..)| (v, p)).collect(), layouts }
+        let fma = crate::backend::cpu::simd::has_avx2_fma();
+        let lowered = target().and_then(|target| {
+            let (source, layouts) = source::kernel_source(k, passes, fma).map_err(|inst| format!("{inst} has no exact C form"))?;
+            let index = passes.iter().map(|&(v, p, ..)| (v, p)).collect();
+            Ok(Lowered { source: source.into(), target, library: OnceLock::new(), index, layouts })
         });
-        Native { lowered, loaded: Arc::new(OnceLock::new()), queued: AtomicBool::new(false) }
+        Native { lowered, loaded: Arc::new(OnceLock::new()), queued: AtomicBool::new(false), trial: Trial::default() }
     }
 
-    /// The loaded functions to run with now, following the thread's [`Engine`]: may queue a
-    /// background build, or build on this thread.
-    pub(in crate::backend::cpu) fn select(&self) -> Option<&Loaded> {
-        let lowered = self.lowered.as_ref().ok()?;
-        let engine = ENGINE.with(|e| e.get());
-        if engine == Engine::Interpreter || (engine == Engine::Auto && disabled()) {
-            return None;
-        }
+    /// The loaded functions, once built (or loaded from the on-disk cache); queues a background
+    /// build, or builds on this thread when `now`.
+    fn ready(&self, lowered: &Lowered, now: bool) -> Option<&Loaded> {
         let symbols = || lowered.index.iter().map(|&(v, p)| source::symbol(v, p)).collect::<Vec<_>>();
-        let library = || lowered.library();
-        let now = || build_and_load(&lowered.source, library(), &symbols());
-        let loaded = match engine {
-            Engine::NativeNow => self.loaded.get_or_init(now).as_ref().ok(),
-            _ => {
-                if let Some(done) = self.loaded.get() {
-                    done.as_ref().ok()
-                } else if !self.queued.load(Ordering::Relaxed) && library().exists() {
-                    // Built by an earlier process or kernel: loading is quick.
-                    self.loaded.get_or_init(now).as_ref().ok()
-                } else {
-                    if !self.queued.swap(true, Ordering::Relaxed) {
-                        let b = builds();
-                        *b.pending.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                        let job = Job {
-                            source: lowered.source.clone(),
-                            library: library().clone(),
-                            symbols: symbols(),
-                            loaded: self.loaded.clone(),
-                        };
-                        if b.queue.lock().unwrap_or_else(|e| e.into_inner()).send(job).is_err() {
-                            *b.pending.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-                        }
-                    }
-                    None
-                }
+        let build_here = || build_and_load(&lowered.source, &lowered.target, lowered.library(), &symbols());
+        if now {
+            return self.loaded.get_or_init(build_here).as_ref().ok();
+        }
+        if let Some(done) = self.loaded.get() {
+            return done.as_ref().ok();
+        }
+        if !self.queued.load(Ordering::Relaxed) && lowered.library().exists() {
+            // Built by an earlier process or kernel: loading is quick.
+            return self.loaded.get_or_init(build_here).as_ref().ok();
+        }
+        if !self.queued.swap(true, Ordering::Relaxed) {
+            let b = builds();
+            *b.pending.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            let job = Job {
+                source: lowered.source.clone(),
+                target: lowered.target.clone(),
+                library: lowered.library().clone(),
+                symbols: symbols(),
+                loaded: self.loaded.clone(),
+            };
+            if b.queue.lock().unwrap_or_else(|e| e.into_inner()).send(job).is_err() {
+                *b.pending.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
             }
+        }
+        None
+    }
+
+    /// The engine for the next run, following the thread's [`Engine`] and the [`Trial`]: may
+    /// queue a background build, or build on this thread.
+    pub(in crate::backend::cpu) fn select(&self) -> Choice<'_> {
+        let interpret = Choice { loaded: None, timed: false };
+        let Ok(lowered) = self.lowered.as_ref() else { return interpret };
+        let engine = ENGINE.with(|e| e.get());
+        let choice = match engine {
+            Engine::Interpreter => return interpret,
+            Engine::Auto if disabled() => return interpret,
+            Engine::NativeNow => Choice { loaded: self.ready(lowered, true), timed: false },
+            Engine::Auto => match self.trial.verdict.load(Ordering::Acquire) {
+                KEPT => Choice { loaded: self.ready(lowered, false), timed: false },
+                DROPPED => interpret,
+                _ => {
+                    let loaded = self.ready(lowered, false);
+                    // Interpreted runs first, then alternating, so both engines see alike machines.
+                    let (interpreted, native) = *self.trial.timings.lock().unwrap_or_else(|e| e.into_inner());
+                    let native_turn = loaded.is_some() && interpreted.runs >= TRIAL_RUNS.min(native.runs + 1);
+                    Choice { loaded: if native_turn { loaded } else { None }, timed: true }
+                }
+            },
         };
-        if loaded.is_some() {
+        if choice.loaded.is_some() {
             NATIVE_RUNS.with(|n| n.set(n.get() + 1));
         }
-        loaded
+        choice
+    }
+
+    /// Records a run's time on `elements` elements for the [`Trial`] when `choice` was timed;
+    /// decides once both engines have enough runs.
+    pub(in crate::backend::cpu) fn record(&self, choice: &Choice<'_>, elements: usize, time: Duration) {
+        if !choice.timed || elements == 0 {
+            return;
+        }
+        let per_element = time.as_secs_f64() * 1e9 / elements as f64;
+        let mut timings = self.trial.timings.lock().unwrap_or_else(|e| e.into_inner());
+        if choice.loaded.is_some() { &mut timings.1 } else { &mut timings.0 }.add(per_element);
+        let (interpreted, native) = *timings;
+        if native.runs < TRIAL_RUNS || interpreted.runs < TRIAL_RUNS || self.trial.verdict.load(Ordering::Acquire) != UNDECIDED {
+            return;
+        }
+        let speedup = interpreted.best / native.best;
+        let _ = self.trial.result.set((speedup, native.best, interpreted.best));
+        let kept = native.best <= interpreted.best;
+        self.trial.verdict.store(if kept { KEPT } else { DROPPED }, Ordering::Release);
+        if crate::transforms::compile::log_enabled() {
+            eprintln!(
+                "[kiln compile] native kernel {}: {:.3} ns per element against {:.3} interpreted ({speedup:.2}x)",
+                if kept { "kept" } else { "dropped, staying interpreted" },
+                native.best,
+                interpreted.best
+            );
+        }
     }
 
     /// How this kernel runs now (on a thread with the default engine).
     pub(in crate::backend::cpu) fn status(&self) -> Status {
         let lowered = match &self.lowered {
             Ok(l) => l,
-            Err(why) => return Status::Interpreted(format!("{why} has no exact C form")),
+            Err(why) => return Status::Interpreted(why.clone()),
         };
         if disabled() {
             return Status::Interpreted("KILN_NATIVE=0 turns native code off".into());
         }
         let source = toolchain::source_path(lowered.library());
-        match self.loaded.get() {
-            Some(Ok(_)) => Status::Native { source },
-            Some(Err(e)) => Status::Interpreted(format!("building its native code failed: {e}")),
-            None => Status::Pending { source },
+        let target = lowered.target.name.clone();
+        let measured = self.trial.result.get().copied();
+        match (self.loaded.get(), self.trial.verdict.load(Ordering::Acquire), measured) {
+            (Some(Err(e)), ..) => Status::Interpreted(format!("building its native code failed: {e}")),
+            (Some(Ok(_)), DROPPED, Some((_, native, interpreted))) => Status::Interpreted(format!(
+                "its native code (built for {target}, C source: {}) was measured slower: {native:.3} ns per element against {interpreted:.3} interpreted",
+                source.display()
+            )),
+            (Some(Ok(_)), _, measured) => Status::Native { source, target, speedup: measured.map(|m| m.0) },
+            (None, ..) => Status::Pending { source },
         }
     }
 

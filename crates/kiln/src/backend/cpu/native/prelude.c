@@ -1,157 +1,219 @@
-/* The helpers every generated kernel starts with: the float32 transcendentals of
- * backend/cpu/math.rs, step for step (same constants, same order of operations, the same
- * fused multiply-adds where the interpreter's loops use them, selects instead of branches so
- * loops vectorise), and conversions with astype semantics. Compiled with -ffp-contract=off, so
- * every rounding is the one the Rust code does and results are equal bit for bit. */
+/* The helpers every generated kernel starts with. Element loops run on explicit vectors of
+ * K_LANES values (GCC vector extensions), so vectorisation is a property of this source, not of
+ * the compiler's heuristics: K_LANES follows the target the file is built for (16 with AVX-512,
+ * 8 with AVX, 4 for SSE and NEON). The float32 transcendentals are backend/cpu/math.rs step for
+ * step (same constants, same order of operations, the same fused multiply-adds where the
+ * interpreter's loops use them), with selects through comparison masks instead of branches.
+ * Compiled with -ffp-contract=off, so every rounding is the one the Rust code does and results
+ * are equal bit for bit. Ops with no vector form here run lane by lane on the scalar helpers. */
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-#if KILN_FMA
-#define K_MA(a, b, c) fmaf(a, b, c)
-#else
-#define K_MA(a, b, c) ((a) * (b) + (c))
+#if defined(__x86_64__)
+#include <immintrin.h>
 #endif
 
 static inline uint32_t k_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float k_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline double k_double(uint64_t u) { double f; memcpy(&f, &u, 8); return f; }
 
-/* x > hi ? hi : (x < lo ? lo : x), as math.rs clamps (NaN stays NaN), written as two selects
- * in the operand order of vminps/vmaxps so each vectorises to one compare and one blend. */
-static inline float k_clampf(float x, float lo, float hi) {
-    float below = hi < x ? hi : x;
-    return lo > below ? lo : below;
+/* mask ? a : b per lane, for vectors of type V whose comparison masks have type M. */
+#define K_SEL(M, V, m, a, b) ((V)(((M)(m) & (M)(a)) | (~(M)(m) & (M)(b))))
+
+#if defined(__AVX512F__)
+#define K_LANES 16
+#elif defined(__AVX__)
+#define K_LANES 8
+#else
+#define K_LANES 4
+#endif
+/* K_LANES values of each compute type: one lane count for every type of a loop, so values of
+ * different types line up lane for lane (float64 vectors span two registers, bytes a quarter). */
+#define K_VEC(T, name) typedef T name __attribute__((vector_size(K_LANES * sizeof(T))));
+K_VEC(float, k_vf32)
+K_VEC(double, k_vf64)
+K_VEC(int8_t, k_vi8)
+K_VEC(int16_t, k_vi16)
+K_VEC(int32_t, k_vi32)
+K_VEC(int64_t, k_vi64)
+K_VEC(uint8_t, k_vu8)
+K_VEC(uint16_t, k_vu16)
+K_VEC(uint32_t, k_vu32)
+K_VEC(uint64_t, k_vu64)
+/* Every lane x (an integer, or a float that is not -0.0: kernels' float constants go through
+ * their bits instead). */
+#define K_SPLAT(V, x) ((V){0} + (x))
+/* A float32 select. */
+static inline k_vf32 k_self(k_vi32 m, k_vf32 a, k_vf32 b) { return K_SEL(k_vi32, k_vf32, m, a, b); }
+
+/* a * b + c with one rounding where the interpreter's loops use FMA (KILN_FMA), else a multiply
+ * and an add. A target without the instruction computes it lane by lane with fmaf. */
+#if KILN_FMA && defined(__AVX512F__)
+static inline k_vf32 k_fma(k_vf32 a, k_vf32 b, k_vf32 c) { return (k_vf32)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
+#elif KILN_FMA && defined(__FMA__)
+static inline k_vf32 k_fma(k_vf32 a, k_vf32 b, k_vf32 c) { return (k_vf32)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c); }
+#elif KILN_FMA
+static inline k_vf32 k_fma(k_vf32 a, k_vf32 b, k_vf32 c) {
+    k_vf32 r;
+    for (int j = 0; j < K_LANES; j++) r[j] = fmaf(a[j], b[j], c[j]);
+    return r;
+}
+#else
+static inline k_vf32 k_fma(k_vf32 a, k_vf32 b, k_vf32 c) { return a * b + c; }
+#endif
+/* One step of Horner's rule: p x + c. */
+static inline k_vf32 k_ma(k_vf32 p, k_vf32 x, float c) { return k_fma(p, x, K_SPLAT(k_vf32, c)); }
+
+/* x > hi ? hi : (x < lo ? lo : x), as math.rs clamps (NaN stays NaN). */
+static inline k_vf32 k_clamp(k_vf32 x, float lo, float hi) {
+    k_vf32 h = K_SPLAT(k_vf32, hi), l = K_SPLAT(k_vf32, lo);
+    k_vf32 below = k_self(x > h, h, x);
+    return k_self(below < l, l, below);
 }
 
-static inline float k_exp_f32(float x) {
-    float xc = k_clampf(x, -104.0f, 89.0f);
-    const float magic = 12582912.0f;
-    float t = xc * 1.44269504088896340736f + magic;
-    float n = t - magic;
-    int32_t ni = (int32_t)(k_bits(t) - k_bits(magic));
-    float r = (xc - n * 0.69314575f) - n * 1.4286068e-6f;
-    float p = 1.0f / 5040.0f;
-    p = K_MA(p, r, 1.0f / 720.0f);
-    p = K_MA(p, r, 1.0f / 120.0f);
-    p = K_MA(p, r, 1.0f / 24.0f);
-    p = K_MA(p, r, 1.0f / 6.0f);
-    p = K_MA(p, r, 0.5f);
-    p = K_MA(p, r, 1.0f);
-    p = K_MA(p, r, 1.0f);
-    int32_t e1 = ni >> 1;
-    float s1 = k_float((uint32_t)(e1 + 127) << 23);
-    float s2 = k_float((uint32_t)(ni - e1 + 127) << 23);
+static inline k_vf32 k_abs_f32(k_vf32 x) { return (k_vf32)((k_vu32)x & 0x7fffffffu); }
+static inline k_vf32 k_sqrt_f32(k_vf32 x) {
+    k_vf32 r;
+    for (int j = 0; j < K_LANES; j++) r[j] = sqrtf(x[j]);
+    return r;
+}
+
+static inline k_vf32 k_exp_f32(k_vf32 x) {
+    k_vf32 xc = k_clamp(x, -104.0f, 89.0f);
+    const k_vf32 magic = K_SPLAT(k_vf32, 12582912.0f);
+    k_vf32 t = xc * 1.44269504088896340736f + magic;
+    k_vf32 n = t - magic;
+    k_vi32 ni = (k_vi32)t - (k_vi32)magic;
+    k_vf32 r = (xc - n * 0.69314575f) - n * 1.4286068e-6f;
+    k_vf32 p = K_SPLAT(k_vf32, 1.0f / 5040.0f);
+    p = k_ma(p, r, 1.0f / 720.0f);
+    p = k_ma(p, r, 1.0f / 120.0f);
+    p = k_ma(p, r, 1.0f / 24.0f);
+    p = k_ma(p, r, 1.0f / 6.0f);
+    p = k_ma(p, r, 0.5f);
+    p = k_ma(p, r, 1.0f);
+    p = k_ma(p, r, 1.0f);
+    k_vi32 e1 = ni >> 1;
+    k_vf32 s1 = (k_vf32)((k_vu32)(e1 + 127) << 23);
+    k_vf32 s2 = (k_vf32)((k_vu32)(ni - e1 + 127) << 23);
     return p * s1 * s2;
 }
 
-static inline float k_log_f32(float x) {
-    int sub = x < FLT_MIN;
-    float xs = sub ? x * 8388608.0f : x;
-    uint32_t bits = k_bits(xs);
-    int32_t e = (int32_t)((bits >> 23) & 0xff) - 127 - (sub ? 23 : 0);
-    float m = k_float((bits & 0x007fffffu) | 0x3f800000u);
-    int big = m > 1.41421356237309504880f;
-    m = big ? m * 0.5f : m;
-    e += big;
-    float f = m - 1.0f;
-    float s = f / (2.0f + f);
-    float s2 = s * s;
-    float q = 2.0f / 9.0f;
-    q = K_MA(q, s2, 2.0f / 7.0f);
-    q = K_MA(q, s2, 2.0f / 5.0f);
-    q = K_MA(q, s2, 2.0f / 3.0f);
-    float lm = f - s * (f - s2 * q);
-    float ef = (float)e;
-    float y = ef * 0.69314575f + (lm + ef * 1.4286068e-6f);
-    return (x != x || x < 0.0f) ? NAN : x == 0.0f ? -INFINITY : x == INFINITY ? INFINITY : y;
+static inline k_vf32 k_log_f32(k_vf32 x) {
+    k_vi32 sub = x < FLT_MIN;
+    k_vf32 xs = k_self(sub, x * 8388608.0f, x);
+    k_vu32 bits = (k_vu32)xs;
+    k_vi32 e = (k_vi32)((bits >> 23) & 0xffu) - 127 - (sub & 23);
+    k_vf32 m = (k_vf32)((bits & 0x007fffffu) | 0x3f800000u);
+    k_vi32 big = m > 1.41421356237309504880f;
+    m = k_self(big, m * 0.5f, m);
+    e -= big;
+    k_vf32 f = m - 1.0f;
+    k_vf32 s = f / (2.0f + f);
+    k_vf32 s2 = s * s;
+    k_vf32 q = K_SPLAT(k_vf32, 2.0f / 9.0f);
+    q = k_ma(q, s2, 2.0f / 7.0f);
+    q = k_ma(q, s2, 2.0f / 5.0f);
+    q = k_ma(q, s2, 2.0f / 3.0f);
+    k_vf32 lm = f - s * (f - s2 * q);
+    k_vf32 ef = __builtin_convertvector(e, k_vf32);
+    k_vf32 y = ef * 0.69314575f + (lm + ef * 1.4286068e-6f);
+    y = k_self(x == INFINITY, K_SPLAT(k_vf32, INFINITY), y);
+    y = k_self(x == 0.0f, K_SPLAT(k_vf32, -INFINITY), y);
+    return k_self((x != x) | (x < 0.0f), K_SPLAT(k_vf32, NAN), y);
 }
 
-static inline float k_expm1_f32(float x) {
-    float p = 1.0f / 362880.0f;
-    p = K_MA(p, x, 1.0f / 40320.0f);
-    p = K_MA(p, x, 1.0f / 5040.0f);
-    p = K_MA(p, x, 1.0f / 720.0f);
-    p = K_MA(p, x, 1.0f / 120.0f);
-    p = K_MA(p, x, 1.0f / 24.0f);
-    p = K_MA(p, x, 1.0f / 6.0f);
-    p = K_MA(p, x, 0.5f);
-    p = K_MA(p, x, 1.0f);
-    float small = p * x;
-    float big = k_exp_f32(x) - 1.0f;
-    return fabsf(x) < 0.5f ? small : big;
+static inline k_vf32 k_expm1_f32(k_vf32 x) {
+    k_vf32 p = K_SPLAT(k_vf32, 1.0f / 362880.0f);
+    p = k_ma(p, x, 1.0f / 40320.0f);
+    p = k_ma(p, x, 1.0f / 5040.0f);
+    p = k_ma(p, x, 1.0f / 720.0f);
+    p = k_ma(p, x, 1.0f / 120.0f);
+    p = k_ma(p, x, 1.0f / 24.0f);
+    p = k_ma(p, x, 1.0f / 6.0f);
+    p = k_ma(p, x, 0.5f);
+    p = k_ma(p, x, 1.0f);
+    k_vf32 small = p * x;
+    k_vf32 big = k_exp_f32(x) - 1.0f;
+    return k_self(k_abs_f32(x) < 0.5f, small, big);
 }
 
-static inline float k_log1p_f32(float x) {
-    float u = 1.0f + x;
-    float d = u - 1.0f;
-    float y = k_log_f32(u) * (x / d);
-    return d == 0.0f ? x : u == INFINITY ? INFINITY : y;
+static inline k_vf32 k_log1p_f32(k_vf32 x) {
+    k_vf32 u = 1.0f + x;
+    k_vf32 d = u - 1.0f;
+    k_vf32 y = k_log_f32(u) * (x / d);
+    y = k_self(u == INFINITY, K_SPLAT(k_vf32, INFINITY), y);
+    return k_self(d == 0.0f, x, y);
 }
 
-static inline float k_tanh_f32(float x) {
-    float xc = k_clampf(x, -9.0f, 9.0f);
-    float e = k_expm1_f32(2.0f * xc);
+static inline k_vf32 k_tanh_f32(k_vf32 x) {
+    k_vf32 xc = k_clamp(x, -9.0f, 9.0f);
+    k_vf32 e = k_expm1_f32(2.0f * xc);
     return e / (e + 2.0f);
 }
 
-static inline float k_sigmoid_f32(float x) {
-    float e = k_exp_f32(-fabsf(x));
-    float r = 1.0f / (1.0f + e);
-    return x >= 0.0f ? r : e * r;
+static inline k_vf32 k_sigmoid_f32(k_vf32 x) {
+    k_vf32 e = k_exp_f32(-k_abs_f32(x));
+    k_vf32 r = 1.0f / (1.0f + e);
+    return k_self(x >= 0.0f, r, e * r);
 }
+
+static inline k_vf32 k_erf_f32(k_vf32 x) {
+    k_vf32 xc = k_clamp(x, -4.0f, 4.0f);
+    k_vf32 z = xc * xc;
+    k_vf32 p = K_SPLAT(k_vf32, -1.8333765e-8f);
+    p = k_ma(p, z, 6.5698346e-6f);
+    p = k_ma(p, z, 5.3509144e-4f);
+    p = k_ma(p, z, 5.436628e-3f);
+    p = k_ma(p, z, 7.68524e-2f);
+    p = k_ma(p, z, 2.621096e-1f);
+    p = k_ma(p, z, 1.5983012f);
+    k_vf32 q = K_SPLAT(k_vf32, 8.8774505e-5f);
+    q = k_ma(q, z, 1.8453536e-3f);
+    q = k_ma(q, z, 2.1859685e-2f);
+    q = k_ma(q, z, 1.6127592e-1f);
+    q = k_ma(q, z, 7.044412e-1f);
+    q = k_ma(q, z, 1.4164575f);
+    k_vf32 r = xc * p / q;
+    return k_clamp(r, -1.0f, 1.0f);
+}
+
+static inline k_vf32 k_erfinv_f32(k_vf32 x) {
+    k_vf32 w = -k_log_f32((1.0f - x) * (1.0f + x));
+    k_vf32 a = w - 2.5f;
+    k_vf32 p = K_SPLAT(k_vf32, 2.8102264e-8f);
+    p = k_ma(p, a, 3.4327394e-7f);
+    p = k_ma(p, a, -3.5233877e-6f);
+    p = k_ma(p, a, -4.3915065e-6f);
+    p = k_ma(p, a, 0.00021858087f);
+    p = k_ma(p, a, -0.001253725f);
+    p = k_ma(p, a, -0.0041776816f);
+    p = k_ma(p, a, 0.24664073f);
+    p = k_ma(p, a, 1.5014094f);
+    k_vf32 b = k_sqrt_f32(w) - 3.0f;
+    k_vf32 q = K_SPLAT(k_vf32, -0.00020021426f);
+    q = k_ma(q, b, 0.00010095056f);
+    q = k_ma(q, b, 0.0013493432f);
+    q = k_ma(q, b, -0.0036734284f);
+    q = k_ma(q, b, 0.0057395077f);
+    q = k_ma(q, b, -0.007622461f);
+    q = k_ma(q, b, 0.0094388705f);
+    q = k_ma(q, b, 1.0016741f);
+    q = k_ma(q, b, 2.8329768f);
+    k_vf32 y = k_self(w < 5.0f, p, q) * x;
+    y = k_self(x == -1.0f, K_SPLAT(k_vf32, -INFINITY), y);
+    y = k_self(x == 1.0f, K_SPLAT(k_vf32, INFINITY), y);
+    return k_self((k_abs_f32(x) > 1.0f) | (x != x), K_SPLAT(k_vf32, NAN), y);
+}
+
+/* Scalar helpers for the ops computed lane by lane. */
 
 static inline double k_sigmoid_f64(double x) {
     double e = exp(-fabs(x));
     double r = 1.0 / (1.0 + e);
     return x >= 0.0 ? r : e * r;
-}
-
-static inline float k_erf_f32(float x) {
-    float xc = k_clampf(x, -4.0f, 4.0f);
-    float z = xc * xc;
-    float p = -1.8333765e-8f;
-    p = K_MA(p, z, 6.5698346e-6f);
-    p = K_MA(p, z, 5.3509144e-4f);
-    p = K_MA(p, z, 5.436628e-3f);
-    p = K_MA(p, z, 7.68524e-2f);
-    p = K_MA(p, z, 2.621096e-1f);
-    p = K_MA(p, z, 1.5983012f);
-    float q = 8.8774505e-5f;
-    q = K_MA(q, z, 1.8453536e-3f);
-    q = K_MA(q, z, 2.1859685e-2f);
-    q = K_MA(q, z, 1.6127592e-1f);
-    q = K_MA(q, z, 7.044412e-1f);
-    q = K_MA(q, z, 1.4164575f);
-    float r = xc * p / q;
-    return k_clampf(r, -1.0f, 1.0f);
-}
-
-static inline float k_erfinv_f32(float x) {
-    float w = -k_log_f32((1.0f - x) * (1.0f + x));
-    float a = w - 2.5f;
-    float p = 2.8102264e-8f;
-    p = K_MA(p, a, 3.4327394e-7f);
-    p = K_MA(p, a, -3.5233877e-6f);
-    p = K_MA(p, a, -4.3915065e-6f);
-    p = K_MA(p, a, 0.00021858087f);
-    p = K_MA(p, a, -0.001253725f);
-    p = K_MA(p, a, -0.0041776816f);
-    p = K_MA(p, a, 0.24664073f);
-    p = K_MA(p, a, 1.5014094f);
-    float b = sqrtf(w) - 3.0f;
-    float q = -0.00020021426f;
-    q = K_MA(q, b, 0.00010095056f);
-    q = K_MA(q, b, 0.0013493432f);
-    q = K_MA(q, b, -0.0036734284f);
-    q = K_MA(q, b, 0.0057395077f);
-    q = K_MA(q, b, -0.007622461f);
-    q = K_MA(q, b, 0.0094388705f);
-    q = K_MA(q, b, 1.0016741f);
-    q = K_MA(q, b, 2.8329768f);
-    float y = (w < 5.0f ? p : q) * x;
-    return (fabsf(x) > 1.0f || x != x) ? NAN : x == 1.0f ? INFINITY : x == -1.0f ? -INFINITY : y;
 }
 
 /* Float to integer with Rust's `as`: truncate toward zero, saturate, NaN gives 0. The bounds are
@@ -189,8 +251,6 @@ static inline double k_logaddexp_f64(double x, double y) {
     return m + log1p(exp(-fabs(x - y)));
 }
 
-static inline double k_double(uint64_t u) { double f; memcpy(&f, &u, 8); return f; }
-
 /* Integer power by squaring with wrapping; a negative exponent gives 0 unless the base is +-1. */
 #define K_INT_POW(T, name) \
     static inline T name(T b, T e) { \
@@ -208,41 +268,60 @@ K_INT_POW(uint16_t, k_pow_u16)
 K_INT_POW(uint32_t, k_pow_u32)
 K_INT_POW(uint64_t, k_pow_u64)
 
-/* Eight values of each compute type, for folds written lane by lane. */
-#define K_VEC(T, name) typedef T name __attribute__((vector_size(8 * sizeof(T))));
-K_VEC(float, k_f32x8)
-K_VEC(double, k_f64x8)
-K_VEC(int8_t, k_i8x8)
-K_VEC(int16_t, k_i16x8)
-K_VEC(int32_t, k_i32x8)
-K_VEC(int64_t, k_i64x8)
-K_VEC(uint8_t, k_u8x8)
-K_VEC(uint16_t, k_u16x8)
-K_VEC(uint32_t, k_u32x8)
-K_VEC(uint64_t, k_u64x8)
-/* Eight values widened lane by lane to their 64-bit accumulator lanes, as a fold reads them:
- * exact conversions (float to double, sign or zero extension), so the two forms below are equal.
- * With AVX-512 each is one instruction; gcc 12 lowers __builtin_convertvector to shuffles of
- * halves for these (2.3x slower in a float32 sum) and to scalar code for bytes. */
+/* Folds keep sixteen accumulators (lane j folds elements 16 m + j) in vectors of the register
+ * width: K_A64 lanes of a 64-bit accumulator (float64, int64, uint64) per vector, K_LANES of a
+ * float32 one (max and min). Wider vectors than the registers are kept in memory by gcc. */
+#define K_A64 (K_LANES / 2)
+#define K_ACC(T, name) typedef T name __attribute__((vector_size(K_A64 * 8)));
+K_ACC(double, k_af64)
+K_ACC(int64_t, k_ai64)
+K_ACC(uint64_t, k_au64)
+/* K_A64 values of the narrower types, as a fold reads them before widening. */
+#define K_NARROW(T, name) typedef T name __attribute__((vector_size(K_A64 * sizeof(T))));
+K_NARROW(float, k_lf32)
+K_NARROW(int32_t, k_li32)
+K_NARROW(uint32_t, k_lu32)
+K_NARROW(int16_t, k_li16)
+K_NARROW(uint16_t, k_lu16)
+K_NARROW(int8_t, k_li8)
+K_NARROW(uint8_t, k_lu8)
+/* The K_A64 values widened lane by lane to their accumulator lanes: exact conversions (float to
+ * double, sign or zero extension), one instruction each where the target has it; gcc 12 lowers
+ * __builtin_convertvector to shuffles of halves for these, and to scalar code for bytes. */
+#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE4_1__))
+static inline __m128i k_low(const void *x, size_t bytes) { long long b = 0; memcpy(&b, x, bytes); return _mm_cvtsi64_si128(b); }
+#endif
 #if defined(__AVX512F__)
-#include <immintrin.h>
-static inline k_f64x8 k_widen_f32(k_f32x8 x) { return (k_f64x8)_mm512_cvtps_pd((__m256)x); }
-static inline k_i64x8 k_widen_i32(k_i32x8 x) { return (k_i64x8)_mm512_cvtepi32_epi64((__m256i)x); }
-static inline k_i64x8 k_widen_u32(k_u32x8 x) { return (k_i64x8)_mm512_cvtepu32_epi64((__m256i)x); }
-static inline k_i64x8 k_widen_i16(k_i16x8 x) { return (k_i64x8)_mm512_cvtepi16_epi64((__m128i)x); }
-static inline k_i64x8 k_widen_u16(k_u16x8 x) { return (k_i64x8)_mm512_cvtepu16_epi64((__m128i)x); }
-static inline __m128i k_low64(const void *x) { long long b; memcpy(&b, x, 8); return _mm_cvtsi64_si128(b); }
-static inline k_i64x8 k_widen_i8(k_i8x8 x) { return (k_i64x8)_mm512_cvtepi8_epi64(k_low64(&x)); }
-static inline k_i64x8 k_widen_u8(k_u8x8 x) { return (k_i64x8)_mm512_cvtepu8_epi64(k_low64(&x)); }
+static inline k_af64 k_widen_f32(k_lf32 x) { return (k_af64)_mm512_cvtps_pd((__m256)x); }
+static inline k_ai64 k_widen_i32(k_li32 x) { return (k_ai64)_mm512_cvtepi32_epi64((__m256i)x); }
+static inline k_ai64 k_widen_u32(k_lu32 x) { return (k_ai64)_mm512_cvtepu32_epi64((__m256i)x); }
+static inline k_ai64 k_widen_i16(k_li16 x) { return (k_ai64)_mm512_cvtepi16_epi64((__m128i)x); }
+static inline k_ai64 k_widen_u16(k_lu16 x) { return (k_ai64)_mm512_cvtepu16_epi64((__m128i)x); }
+static inline k_ai64 k_widen_i8(k_li8 x) { return (k_ai64)_mm512_cvtepi8_epi64(k_low(&x, 8)); }
+static inline k_ai64 k_widen_u8(k_lu8 x) { return (k_ai64)_mm512_cvtepu8_epi64(k_low(&x, 8)); }
+#elif defined(__AVX2__)
+static inline k_af64 k_widen_f32(k_lf32 x) { return (k_af64)_mm256_cvtps_pd((__m128)x); }
+static inline k_ai64 k_widen_i32(k_li32 x) { return (k_ai64)_mm256_cvtepi32_epi64((__m128i)x); }
+static inline k_ai64 k_widen_u32(k_lu32 x) { return (k_ai64)_mm256_cvtepu32_epi64((__m128i)x); }
+static inline k_ai64 k_widen_i16(k_li16 x) { return (k_ai64)_mm256_cvtepi16_epi64(k_low(&x, 8)); }
+static inline k_ai64 k_widen_u16(k_lu16 x) { return (k_ai64)_mm256_cvtepu16_epi64(k_low(&x, 8)); }
+static inline k_ai64 k_widen_i8(k_li8 x) { return (k_ai64)_mm256_cvtepi8_epi64(k_low(&x, 4)); }
+static inline k_ai64 k_widen_u8(k_lu8 x) { return (k_ai64)_mm256_cvtepu8_epi64(k_low(&x, 4)); }
+#elif defined(__SSE4_1__) && !defined(__AVX__)
+static inline k_af64 k_widen_f32(k_lf32 x) { return (k_af64)_mm_cvtps_pd(_mm_castsi128_ps(k_low(&x, 8))); }
+static inline k_ai64 k_widen_i32(k_li32 x) { return (k_ai64)_mm_cvtepi32_epi64(k_low(&x, 8)); }
+static inline k_ai64 k_widen_u32(k_lu32 x) { return (k_ai64)_mm_cvtepu32_epi64(k_low(&x, 8)); }
+static inline k_ai64 k_widen_i16(k_li16 x) { return (k_ai64)_mm_cvtepi16_epi64(k_low(&x, 4)); }
+static inline k_ai64 k_widen_u16(k_lu16 x) { return (k_ai64)_mm_cvtepu16_epi64(k_low(&x, 4)); }
+static inline k_ai64 k_widen_i8(k_li8 x) { return (k_ai64)_mm_cvtepi8_epi64(k_low(&x, 2)); }
+static inline k_ai64 k_widen_u8(k_lu8 x) { return (k_ai64)_mm_cvtepu8_epi64(k_low(&x, 2)); }
 #else
 #define K_WIDEN(name, V, W) static inline W name(V x) { return __builtin_convertvector(x, W); }
-K_WIDEN(k_widen_f32, k_f32x8, k_f64x8)
-K_WIDEN(k_widen_i32, k_i32x8, k_i64x8)
-K_WIDEN(k_widen_u32, k_u32x8, k_i64x8)
-K_WIDEN(k_widen_i16, k_i16x8, k_i64x8)
-K_WIDEN(k_widen_u16, k_u16x8, k_i64x8)
-K_WIDEN(k_widen_i8, k_i8x8, k_i64x8)
-K_WIDEN(k_widen_u8, k_u8x8, k_i64x8)
+K_WIDEN(k_widen_f32, k_lf32, k_af64)
+K_WIDEN(k_widen_i32, k_li32, k_ai64)
+K_WIDEN(k_widen_u32, k_lu32, k_ai64)
+K_WIDEN(k_widen_i16, k_li16, k_ai64)
+K_WIDEN(k_widen_u16, k_lu16, k_ai64)
+K_WIDEN(k_widen_i8, k_li8, k_ai64)
+K_WIDEN(k_widen_u8, k_lu8, k_ai64)
 #endif
-/* mask ? a : b per lane, for vectors of type V whose comparison masks have type M. */
-#define K_SEL(M, V, m, a, b) ((V)(((M)(m) & (M)(a)) | (~(M)(m) & (M)(b))))

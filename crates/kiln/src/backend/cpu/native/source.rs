@@ -62,20 +62,51 @@ fn c_type(d: Dtype) -> Option<&'static str> {
     })
 }
 
-/// The prelude's type of eight values of a dtype's compute type.
+/// The prelude's type of the `K_A64` values of a narrow dtype a fold reads before widening them
+/// to its accumulator lanes (the dtypes [`widen_function`] widens).
+fn narrow_type(d: Dtype) -> &'static str {
+    match d {
+        Dtype::Bool | Dtype::U8 => "k_lu8",
+        Dtype::U16 => "k_lu16",
+        Dtype::U32 => "k_lu32",
+        Dtype::I8 => "k_li8",
+        Dtype::I16 => "k_li16",
+        Dtype::I32 => "k_li32",
+        _ => "k_lf32",
+    }
+}
+
+/// The prelude's type of `K_LANES` values of a dtype's compute type (the element loop's values).
 fn vector_type(d: Dtype) -> &'static str {
     match d {
-        Dtype::Bool | Dtype::U8 => "k_u8x8",
-        Dtype::U16 => "k_u16x8",
-        Dtype::U32 => "k_u32x8",
-        Dtype::U64 => "k_u64x8",
-        Dtype::I8 => "k_i8x8",
-        Dtype::I16 => "k_i16x8",
-        Dtype::I32 => "k_i32x8",
-        Dtype::I64 => "k_i64x8",
-        Dtype::F64 => "k_f64x8",
-        _ => "k_f32x8",
+        Dtype::Bool | Dtype::U8 => "k_vu8",
+        Dtype::U16 => "k_vu16",
+        Dtype::U32 => "k_vu32",
+        Dtype::U64 => "k_vu64",
+        Dtype::I8 => "k_vi8",
+        Dtype::I16 => "k_vi16",
+        Dtype::I32 => "k_vi32",
+        Dtype::I64 => "k_vi64",
+        Dtype::F64 => "k_vf64",
+        _ => "k_vf32",
     }
+}
+
+/// The type of a comparison mask of `d`'s vectors: signed lanes of the same width.
+fn mask_type(d: Dtype) -> &'static str {
+    match d.size() {
+        1 => "k_vi8",
+        2 => "k_vi16",
+        4 => "k_vi32",
+        _ => "k_vi64",
+    }
+}
+
+/// `K_LANES` copies of the value whose bits (as an unsigned integer of `d`'s width) are `bits`:
+/// through the bits, so a float constant such as -0.0 or a NaN keeps them exactly.
+fn splat_bits(d: Dtype, bits: &str) -> String {
+    let width = 8 * d.size();
+    format!("(({})K_SPLAT(k_vu{width}, (uint{width}_t){bits}))", vector_type(d))
 }
 
 /// The prelude's function that widens eight values of `d` to 64-bit lanes (`k_widen_*`), for the
@@ -107,32 +138,42 @@ fn int_range(d: Dtype) -> (&'static str, &'static str) {
     }
 }
 
-/// A constant of `dtype` from its bits, exactly.
-fn literal(bits: u64, d: Dtype, t: &str) -> String {
-    match d {
-        Dtype::F32 => format!("k_float(0x{:08x}u)", bits as u32),
-        Dtype::F64 => format!("k_double(0x{bits:016x}ull)"),
-        _ => {
-            let mask = if d.size() == 8 { u64::MAX } else { (1u64 << (8 * d.size())) - 1 };
-            format!("(({t})0x{:x}ull)", bits & mask)
-        }
-    }
+/// How C computes an instruction on the `K_LANES` values of one step of the element loop.
+enum Form {
+    /// One expression on whole vectors (named `v{i}`).
+    Vector(String),
+    /// An expression on lane `j` (operands `v{i}[j]`), computed lane by lane: for the ops with
+    /// no vector form (libm functions, integer division, saturating casts).
+    Lanes(String),
 }
 
-/// The C expression of a unary op on `x` of dtype `d` (compute type `t`), if C computes it
-/// exactly as the interpreter does.
-fn unary(u: UnaryOp, d: Dtype, t: &str, x: &str) -> Option<String> {
+/// A vector of bools (0 or 1 in each byte lane) from a comparison mask of any width.
+fn bool_of(mask: &str) -> Form {
+    Form::Vector(format!("__builtin_convertvector(-({mask}), k_vu8)"))
+}
+
+/// `mask ? a : b` on vectors of dtype `d`.
+fn select(d: Dtype, mask: &str, a: &str, b: &str) -> String {
+    format!("K_SEL({}, {}, {mask}, {a}, {b})", mask_type(d), vector_type(d))
+}
+
+/// How C computes a unary op on `x` of dtype `d` (compute type `t`), if it computes it exactly
+/// as the interpreter does.
+fn unary(u: UnaryOp, d: Dtype, t: &str, x: &str) -> Option<Form> {
     use UnaryOp::*;
     let f32 = d == Dtype::F32;
-    let libm = |name: &str| Some(format!("{name}{}({x})", if f32 { "f" } else { "" }));
-    let own = |name: &str| Some(format!("k_{name}_{}({x})", if f32 { "f32" } else { "f64" }));
+    let lane = format!("{x}[j]");
+    let libm = |name: &str| Some(Form::Lanes(format!("{name}{}({lane})", if f32 { "f" } else { "" })));
+    let vector = |text: String| Some(Form::Vector(text));
+    let splat = |c: &str| format!("K_SPLAT({}, ({t}){c})", vector_type(d));
     if d.is_float() {
+        let abs = if f32 { format!("k_abs_f32({x})") } else { format!("((k_vf64)((k_vu64){x} & 0x7fffffffffffffffull))") };
         return match u {
-            Abs => libm("fabs"),
-            Negative => Some(format!("(-{x})")),
-            Sign => Some(format!("({x} > 0 ? ({t})1 : {x} < 0 ? ({t})-1 : {x})")),
-            Exp | Expm1 | Log | Log1p | Tanh | Erf | ErfInv if f32 => own(u.name()),
-            Sigmoid => own("sigmoid"),
+            Abs => vector(abs),
+            Negative => vector(format!("(-{x})")),
+            Sign => vector(select(d, &format!("{x} > 0"), &splat("1"), &select(d, &format!("{x} < 0"), &splat("-1"), x))),
+            Exp | Expm1 | Log | Log1p | Tanh | Erf | ErfInv | Sigmoid | Sqrt if f32 => vector(format!("k_{}_f32({x})", u.name())),
+            Sigmoid => Some(Form::Lanes(format!("k_sigmoid_f64({lane})"))),
             Exp => libm("exp"),
             Expm1 => libm("expm1"),
             Log => libm("log"),
@@ -141,9 +182,10 @@ fn unary(u: UnaryOp, d: Dtype, t: &str, x: &str) -> Option<String> {
             Log2 => libm("log2"),
             Log10 => libm("log10"),
             Sqrt => libm("sqrt"),
-            Rsqrt => Some(format!("(({t})1 / {})", libm("sqrt")?)),
-            Square => Some(format!("({x} * {x})")),
-            Reciprocal => Some(format!("(({t})1 / {x})")),
+            Rsqrt if f32 => vector(format!("(1.0f / k_sqrt_f32({x}))")),
+            Rsqrt => Some(Form::Lanes(format!("(1.0 / sqrt({lane}))"))),
+            Square => vector(format!("({x} * {x})")),
+            Reciprocal => vector(format!("(({t})1 / {x})")),
             Sin => libm("sin"),
             Cos => libm("cos"),
             Tan => libm("tan"),
@@ -156,40 +198,40 @@ fn unary(u: UnaryOp, d: Dtype, t: &str, x: &str) -> Option<String> {
             Ceil => libm("ceil"),
             // Ties to even, as Rust's round_ties_even, in the default rounding mode.
             Round => libm("rint"),
-            LogicalNot => Some(format!("(uint8_t)({x} == 0)")),
-            IsNan => Some(format!("(uint8_t)({x} != {x})")),
-            IsInf => Some(format!("(uint8_t)({} == INFINITY)", libm("fabs")?)),
-            IsPosInf => Some(format!("(uint8_t)({x} == INFINITY)")),
-            IsNegInf => Some(format!("(uint8_t)({x} == -INFINITY)")),
-            IsFinite => Some(format!("(uint8_t)({} < INFINITY)", libm("fabs")?)),
+            LogicalNot => Some(bool_of(&format!("{x} == 0"))),
+            IsNan => Some(bool_of(&format!("{x} != {x}"))),
+            IsInf => Some(bool_of(&format!("{abs} == INFINITY"))),
+            IsPosInf => Some(bool_of(&format!("{x} == INFINITY"))),
+            IsNegInf => Some(bool_of(&format!("{x} == -INFINITY"))),
+            IsFinite => Some(bool_of(&format!("{abs} < INFINITY"))),
             // float64 erf/erfinv are scalar series in Rust, and std's inverse hyperbolics are
             // its own formulas, not libm's.
             Erf | ErfInv | ArcSinh | ArcCosh | ArcTanh | BitwiseInvert => None,
         };
     }
     let signed = d.category() == crate::dtype::Category::Signed;
-    Some(match u {
-        LogicalNot => format!("(uint8_t)({x} == 0)"),
-        IsFinite => "(uint8_t)1".into(),
-        IsNan | IsInf | IsPosInf | IsNegInf => "(uint8_t)0".into(),
-        Abs | Floor | Ceil | Round if d == Dtype::Bool => x.into(),
-        Square if d == Dtype::Bool => x.into(),
-        BitwiseInvert if d == Dtype::Bool => format!("(uint8_t)!{x}"),
-        _ if d == Dtype::Bool => return None,
-        Abs if signed => format!("({x} < 0 ? ({t})(0 - {x}) : {x})"),
-        Abs | Floor | Ceil | Round => x.into(),
-        Negative => format!("({t})(0 - {x})"),
-        Sign => format!("({x} > 0 ? ({t})1 : {x} == 0 ? ({t})0 : ({t})-1)"),
-        Square => format!("({t})({x} * {x})"),
-        BitwiseInvert => format!("({t})~{x}"),
-        _ => return None,
-    })
+    match u {
+        LogicalNot => Some(bool_of(&format!("{x} == 0"))),
+        IsFinite => vector("K_SPLAT(k_vu8, 1)".into()),
+        IsNan | IsInf | IsPosInf | IsNegInf => vector("K_SPLAT(k_vu8, 0)".into()),
+        Abs | Floor | Ceil | Round | Square if d == Dtype::Bool => vector(x.into()),
+        BitwiseInvert if d == Dtype::Bool => Some(bool_of(&format!("{x} == 0"))),
+        _ if d == Dtype::Bool => None,
+        Abs if signed => vector(select(d, &format!("{x} < 0"), &format!("(-{x})"), x)),
+        Abs | Floor | Ceil | Round => vector(x.into()),
+        Negative => vector(format!("(-{x})")),
+        Sign => vector(select(d, &format!("{x} > 0"), &splat("1"), &select(d, &format!("{x} == 0"), &splat("0"), &splat("-1")))),
+        Square => vector(format!("({x} * {x})")),
+        BitwiseInvert => vector(format!("(~{x})")),
+        _ => None,
+    }
 }
 
-/// The C expression of a binary op on `x`, `y` of dtype `d` (compute type `t`).
-fn binary(b: BinaryOp, d: Dtype, t: &str, x: &str, y: &str) -> Option<String> {
+/// How C computes a binary op on `x`, `y` of dtype `d` (compute type `t`).
+fn binary(b: BinaryOp, d: Dtype, t: &str, x: &str, y: &str) -> Option<Form> {
     use BinaryOp::*;
-    let compare = |op: &str| Some(format!("(uint8_t)({x} {op} {y})"));
+    let vector = |text: String| Some(Form::Vector(text));
+    let compare = |op: &str| Some(bool_of(&format!("{x} {op} {y}")));
     match b {
         Equal => return compare("=="),
         NotEqual => return compare("!="),
@@ -197,67 +239,81 @@ fn binary(b: BinaryOp, d: Dtype, t: &str, x: &str, y: &str) -> Option<String> {
         LessEqual => return compare("<="),
         Greater => return compare(">"),
         GreaterEqual => return compare(">="),
-        LogicalAnd => return Some(format!("(uint8_t)({x} != 0 && {y} != 0)")),
-        LogicalOr => return Some(format!("(uint8_t)({x} != 0 || {y} != 0)")),
+        LogicalAnd => return Some(bool_of(&format!("({x} != 0) & ({y} != 0)"))),
+        LogicalOr => return Some(bool_of(&format!("({x} != 0) | ({y} != 0)"))),
         _ => {}
     }
     if d == Dtype::Bool {
         return match b {
-            Add | Maximum | BitwiseOr => Some(format!("({x} | {y})")),
-            Multiply | Minimum | BitwiseAnd => Some(format!("({x} & {y})")),
-            BitwiseXor => Some(format!("({x} ^ {y})")),
+            Add | Maximum | BitwiseOr => vector(format!("({x} | {y})")),
+            Multiply | Minimum | BitwiseAnd => vector(format!("({x} & {y})")),
+            BitwiseXor => vector(format!("({x} ^ {y})")),
             _ => None,
         };
     }
+    let (xl, yl) = (format!("{x}[j]"), format!("{y}[j]"));
+    let lanes = |text: String| Some(Form::Lanes(text));
     if d.is_float() {
         let suffix = if d == Dtype::F32 { ("f", "f32") } else { ("", "f64") };
-        return Some(match b {
-            Add => format!("({x} + {y})"),
-            Subtract => format!("({x} - {y})"),
-            Multiply => format!("({x} * {y})"),
-            Divide => format!("({x} / {y})"),
-            FloorDivide => format!("floor{}({x} / {y})", suffix.0),
-            Remainder => format!("k_rem_{}({x}, {y})", suffix.1),
-            Power => format!("pow{}({x}, {y})", suffix.0),
-            Maximum => format!("(({x} > {y} || {x} != {x}) ? {x} : {y})"),
-            Minimum => format!("(({x} < {y} || {x} != {x}) ? {x} : {y})"),
-            ArcTan2 => format!("atan2{}({x}, {y})", suffix.0),
-            LogAddExp => format!("k_logaddexp_{}({x}, {y})", suffix.1),
-            _ => return None,
-        });
+        return match b {
+            Add => vector(format!("({x} + {y})")),
+            Subtract => vector(format!("({x} - {y})")),
+            Multiply => vector(format!("({x} * {y})")),
+            Divide => vector(format!("({x} / {y})")),
+            Maximum => vector(select(d, &format!("({x} > {y}) | ({x} != {x})"), x, y)),
+            Minimum => vector(select(d, &format!("({x} < {y}) | ({x} != {x})"), x, y)),
+            FloorDivide => lanes(format!("floor{}({xl} / {yl})", suffix.0)),
+            Remainder => lanes(format!("k_rem_{}({xl}, {yl})", suffix.1)),
+            Power => lanes(format!("pow{}({xl}, {yl})", suffix.0)),
+            ArcTan2 => lanes(format!("atan2{}({xl}, {yl})", suffix.0)),
+            LogAddExp => lanes(format!("k_logaddexp_{}({xl}, {yl})", suffix.1)),
+            _ => None,
+        };
     }
     let signed = u8::from(d.category() == crate::dtype::Category::Signed);
     let bits = 8 * d.size();
     let unsigned = format!("uint{bits}_t");
-    Some(match b {
-        Add => format!("({t})({x} + {y})"),
-        Subtract => format!("({t})({x} - {y})"),
-        Multiply => format!("({t})({x} * {y})"),
-        FloorDivide => format!("K_INT_DIV({t}, {signed}, {x}, {y})"),
-        Remainder => format!("K_INT_REM({t}, {signed}, {x}, {y})"),
-        Power => format!("k_pow_{}{bits}({x}, {y})", if signed == 1 { "i" } else { "u" }),
-        Maximum => format!("({x} > {y} ? {x} : {y})"),
-        Minimum => format!("({x} < {y} ? {x} : {y})"),
-        BitwiseAnd => format!("({t})({x} & {y})"),
-        BitwiseOr => format!("({t})({x} | {y})"),
-        BitwiseXor => format!("({t})({x} ^ {y})"),
-        LeftShift => format!("(({y} < 0 || {y} >= {bits}) ? ({t})0 : ({t})(({unsigned}){x} << {y}))"),
-        RightShift => format!("(({y} < 0 || {y} >= {bits}) ? ({x} < 0 ? ({t})-1 : ({t})0) : ({t})({x} >> {y}))"),
-        _ => return None,
-    })
+    match b {
+        Add | Subtract | Multiply | BitwiseAnd | BitwiseOr | BitwiseXor => {
+            let op = match b {
+                Add => "+",
+                Subtract => "-",
+                Multiply => "*",
+                BitwiseAnd => "&",
+                BitwiseOr => "|",
+                _ => "^",
+            };
+            // Vector lanes wrap in their own width (no promotion to int).
+            return vector(format!("({x} {op} {y})"));
+        }
+        Maximum | Minimum => {
+            let op = if b == Maximum { ">" } else { "<" };
+            return vector(select(d, &format!("{x} {op} {y}"), x, y));
+        }
+        _ => {}
+    }
+    let (x, y) = (xl.as_str(), yl.as_str());
+    match b {
+        FloorDivide => lanes(format!("K_INT_DIV({t}, {signed}, {x}, {y})")),
+        Remainder => lanes(format!("K_INT_REM({t}, {signed}, {x}, {y})")),
+        Power => lanes(format!("k_pow_{}{bits}({x}, {y})", if signed == 1 { "i" } else { "u" })),
+        LeftShift => lanes(format!("(({y} < 0 || {y} >= {bits}) ? ({t})0 : ({t})(({unsigned}){x} << {y}))")),
+        RightShift => lanes(format!("(({y} < 0 || {y} >= {bits}) ? ({x} < 0 ? ({t})-1 : ({t})0) : ({t})({x} >> {y}))")),
+        _ => None,
+    }
 }
 
-/// The C expression converting `x` of dtype `from` to `to` with astype semantics.
-fn cast(from: Dtype, to: Dtype, t: &str, x: &str) -> String {
+/// How C converts `x` of dtype `from` to `to` (compute type `t`) with astype semantics.
+fn cast(from: Dtype, to: Dtype, t: &str, x: &str) -> Form {
     if from == to {
-        x.into()
+        Form::Vector(x.into())
     } else if to == Dtype::Bool {
-        format!("(uint8_t)({x} != 0)")
+        bool_of(&format!("{x} != 0"))
     } else if from.is_float() && to.is_integer() {
         let (lo, hi) = int_range(to);
-        format!("K_SATURATE({t}, {lo}, {hi}, {x})")
+        Form::Lanes(format!("K_SATURATE({t}, {lo}, {hi}, {x}[j])"))
     } else {
-        format!("({t}){x}")
+        Form::Vector(format!("__builtin_convertvector({x}, {})", vector_type(to)))
     }
 }
 
@@ -299,13 +355,22 @@ impl Fold {
         Fold { acc, load, identity, op, widen: acc == "float" }
     }
 
-    /// The vector type of eight of the sixteen accumulators.
+    /// The vector type of a register's worth of the sixteen accumulators.
     fn vector(&self) -> &'static str {
         match self.acc {
-            "float" => "k_f32x8",
-            "double" => "k_f64x8",
-            "uint64_t" => "k_u64x8",
-            _ => "k_i64x8",
+            "float" => "k_vf32",
+            "double" => "k_af64",
+            "uint64_t" => "k_au64",
+            _ => "k_ai64",
+        }
+    }
+
+    /// How many accumulators one [`Fold::vector`] holds (a prelude macro).
+    fn lanes(&self) -> &'static str {
+        if self.acc == "float" {
+            "K_LANES"
+        } else {
+            "K_A64"
         }
     }
 
@@ -313,7 +378,7 @@ impl Fold {
     /// type `acc`, or lane by lane on vectors of [`Fold::vector`] type when `lanes` (there a
     /// select is a blend through the comparison mask).
     fn combine(&self, a: &str, b: &str, lanes: bool) -> String {
-        let (vec, mask) = (self.vector(), if self.acc == "float" { "k_i32x8" } else { "k_i64x8" });
+        let (vec, mask) = (self.vector(), if self.acc == "float" { "k_vi32" } else { "k_ai64" });
         let select = |cond: String| {
             if lanes {
                 format!("K_SEL({mask}, {vec}, {cond}, {a}, {b})")
@@ -343,28 +408,43 @@ impl Fold {
     }
 }
 
-/// The C statement computing element instruction `i` into `v{i}`, or None when C can't.
+/// The length placeholder of a loop body: `K_LANES` in the main loop, the rest in the tail.
+const LEN: &str = "@N";
+
+/// The C statement computing element instruction `i` into the vector `v{i}` (`LEN` values read
+/// when it is a read), or None when C can't.
 fn statement(k: &Kernel, i: usize, reads: &[Read]) -> Option<String> {
     let inst = &k.insts[i];
     let t = c_type(inst.dtype)?;
+    let vt = vector_type(inst.dtype);
     let v = |j: usize| format!("v{j}");
     let operand_type = |j: usize| c_type(k.insts[j].dtype);
-    let read = reads.iter().position(|r| *r == Read::Cache(i) || *r == Read::Load(i));
-    let rhs = match inst.op {
-        _ if read.is_some() => format!("r{}[e]", read.expect("checked")),
+    if let Some(j) = reads.iter().position(|r| *r == Read::Cache(i) || *r == Read::Load(i)) {
+        return Some(format!("{vt} v{i} = {{0}}; memcpy(&v{i}, r{j} + e, {LEN} * sizeof *r{j});"));
+    }
+    let form = match inst.op {
         InstOp::Load(_) => unreachable!("loads are reads"),
-        InstOp::Const(bits) => literal(bits, inst.dtype, t),
-        InstOp::Broadcast(_) => format!("b{i}"),
+        InstOp::Const(bits) => {
+            let mask = if inst.dtype.size() == 8 { u64::MAX } else { (1u64 << (8 * inst.dtype.size())) - 1 };
+            Form::Vector(splat_bits(inst.dtype, &format!("0x{:x}ull", bits & mask)))
+        }
+        InstOp::Broadcast(_) => Form::Vector(splat_bits(inst.dtype, &format!("b{i}"))),
         InstOp::Unary(u, a) => unary(u, k.insts[a].dtype, operand_type(a)?, &v(a))?,
         InstOp::Binary(b, x, y) => binary(b, k.insts[x].dtype, operand_type(x)?, &v(x), &v(y))?,
-        InstOp::Select(c, a, b) => format!("({} ? {} : {})", v(c), v(a), v(b)),
+        InstOp::Select(c, a, b) => {
+            let mask = format!("__builtin_convertvector({}, {}) != 0", v(c), mask_type(inst.dtype));
+            Form::Vector(select(inst.dtype, &mask, &v(a), &v(b)))
+        }
         InstOp::Cast(a) => {
             operand_type(a)?;
             cast(k.insts[a].dtype, inst.dtype, t, &v(a))
         }
         InstOp::Reduce(..) => unreachable!("reductions are row values"),
     };
-    Some(format!("const {t} v{i} = {rhs};"))
+    Some(match form {
+        Form::Vector(e) => format!("const {vt} v{i} = {e};"),
+        Form::Lanes(e) => format!("{vt} v{i}; for (int j = 0; j < K_LANES; j++) v{i}[j] = {e};"),
+    })
 }
 
 /// The C function `name` of one pass, and its argument layout; None when some instruction has
@@ -405,15 +485,15 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
     let mut body = String::new();
     for &i in &pass.insts {
         if let InstOp::Broadcast(a) = k.insts[i].op {
-            let t = c_type(k.insts[i].dtype)?;
-            let _ = writeln!(s, "    {t} b{i}; memcpy(&b{i}, &row[{a}], sizeof b{i});");
+            c_type(k.insts[i].dtype)?;
+            let _ = writeln!(s, "    uint{}_t b{i}; memcpy(&b{i}, &row[{a}], sizeof b{i});", 8 * k.insts[i].dtype.size());
         }
         debug_assert_eq!(k.insts[i].level, Level::Element);
         let _ = writeln!(body, "{}", statement(k, i, &layout.reads)?);
     }
     for (j, w) in layout.writes.iter().enumerate() {
         let (Write::Store { inst: i, .. } | Write::Cache(i)) = *w;
-        let _ = writeln!(body, "w{j}[e] = v{i};");
+        let _ = writeln!(body, "memcpy(w{j} + e, &v{i}, {LEN} * sizeof *w{j});");
     }
     let indent = |text: &str, depth: usize| -> String {
         text.lines().map(|l| format!("{}{l}\n", "    ".repeat(depth))).collect()
@@ -436,39 +516,43 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
             (None, Some(j)) => sources.push(format!("w{j}")),
             (None, None) => {
                 let _ = writeln!(s, "    {} fv{f}[KILN_TILE];", c_type(k.insts[*v].dtype)?);
-                let _ = writeln!(body, "fv{f}[e] = v{v};");
+                let _ = writeln!(body, "memcpy(fv{f} + e, &v{v}, {LEN} * sizeof *fv{f});");
                 sources.push(format!("fv{f}"));
             }
         }
     }
-    let _ = write!(s, "    for (size_t e = 0; e < n; e++) {{\n{}    }}\n", indent(&body, 2));
+    // Whole vectors, then the rest of the tile as one partly filled vector (the lanes past `n`
+    // compute on zeros and are never stored).
+    let _ = write!(
+        s,
+        "    size_t e = 0;\n    for (; e + K_LANES <= n; e += K_LANES) {{\n{}    }}\n    if (e < n) {{\n        const size_t m = n - e;\n{}    }}\n",
+        indent(&body.replace(LEN, "K_LANES"), 2),
+        indent(&body.replace(LEN, "m"), 2)
+    );
     // Sixteen accumulators (lane j folds elements 16 m + j), combined in order, then the tail:
-    // the order of `reduce::fold`, written with vector types so the fold vectorises.
+    // the order of `reduce::fold`, in vectors of the register width so the fold vectorises.
     for (f, ((fold, v), src)) in plans.iter().zip(&sources).enumerate() {
-        let (acc, vec) = (fold.acc, fold.vector());
-        let element = vector_type(k.insts[*v].dtype);
-        let widened = match widen_function(k.insts[*v].dtype) {
-            _ if element == vec => "x".to_string(),
-            Some(widen) => format!("({vec}){widen}(x)"),
-            None => format!("__builtin_convertvector(x, {vec})"),
+        let (acc, vec, lanes) = (fold.acc, fold.vector(), fold.lanes());
+        let d = k.insts[*v].dtype;
+        let (element, widened) = match widen_function(d) {
+            Some(widen) if acc != "float" => (narrow_type(d), format!("({vec}){widen}(x)")),
+            _ => (vec, "x".to_string()),
         };
-        // Two vectors of eight lanes each: wider generic vectors are kept in memory by gcc.
-        for half in ["l", "h"] {
-            let _ = writeln!(s, "    {vec} f{f}{half} = ({vec}){{0}} + ({acc}){};", fold.identity);
-        }
+        let _ = writeln!(s, "    {vec} f{f}[16 / {lanes}];");
+        let _ = writeln!(s, "    for (int q = 0; q < 16 / {lanes}; q++) f{f}[q] = ({vec}){{0}} + ({acc}){};", fold.identity);
         let _ = writeln!(s, "    size_t i{f} = 0;");
         let _ = writeln!(s, "    for (; i{f} + 16 <= n; i{f} += 16) {{");
-        for (half, at) in [("l", 0), ("h", 8)] {
-            let _ = writeln!(
-                s,
-                "        {{ {element} x; memcpy(&x, {src} + i{f} + {at}, sizeof x); {vec} y = {widened}; f{f}{half} = {}; }}",
-                fold.combine(&format!("f{f}{half}"), "y", true)
-            );
-        }
+        let _ = writeln!(
+            s,
+            "        for (int q = 0; q < 16 / {lanes}; q++) {{ {element} x; memcpy(&x, {src} + i{f} + q * {lanes}, sizeof x); {vec} y = {widened}; f{f}[q] = {}; }}",
+            fold.combine(&format!("f{f}[q]"), "y", true)
+        );
         let _ = writeln!(s, "    }}\n    {acc} g{f} = {};", fold.identity);
-        for half in ["l", "h"] {
-            let _ = writeln!(s, "    for (int j = 0; j < 8; j++) g{f} = {};", fold.combine(&format!("g{f}"), &format!("f{f}{half}[j]"), false));
-        }
+        let _ = writeln!(
+            s,
+            "    for (int q = 0; q < 16 / {lanes}; q++) for (int j = 0; j < {lanes}; j++) g{f} = {};",
+            fold.combine(&format!("g{f}"), &format!("f{f}[q][j]"), false)
+        );
         let _ = writeln!(s, "    for (; i{f} < n; i{f}++) g{f} = {};", fold.combine(&format!("g{f}"), &(fold.load)(&format!("{src}[i{f}]")), false));
         // float32 max and min fold in float32 and widen the tile's result.
         let whole = Fold::new(fold.op, if fold.widen { Dtype::F64 } else { k.insts[*v].dtype });

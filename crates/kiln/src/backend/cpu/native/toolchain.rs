@@ -12,31 +12,102 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// Flags that keep C's arithmetic Rust's: no contraction into fused multiply-adds except the
-/// explicit ones, wrapping signed integers, no assumptions from type-based aliasing. Without
-/// jump threading, gcc keeps chained clamps as selects and the loops vectorise. (Not
+/// explicit ones, wrapping signed integers, no assumptions from type-based aliasing. (Not
 /// `-fno-trapping-math`: it lets gcc turn `(float)(int)x` into `truncf(x)`, which keeps the sign
-/// of a negative zero.)
-const FLAGS: &[&str] = &[
+/// of a negative zero.) The element loops are explicit vector code, so no flag is needed to make
+/// them vectorise; the instruction set comes from the [`Target`].
+pub(crate) const FLAGS: &[&str] = &[
     "-O3",
-    "-march=native",
     "-fPIC",
     "-shared",
     "-ffp-contract=off",
     "-fno-math-errno",
-    "-fno-thread-jumps",
     "-fwrapv",
     "-fno-strict-aliasing",
     "-w",
 ];
 
-/// Flags for this architecture. On x86-64, gcc's tuning for many AVX-512 CPUs (Rocket Lake,
-/// Ice Lake, Sapphire Rapids, Zen 4) still prefers 256-bit vectors; the fused kernels are
-/// compute-bound loops of transcendentals, which run about a quarter faster with 512-bit ones
-/// (the interpreter's own 16-lane copies do the same).
+/// The instruction-set levels native code can be built for on this architecture, lowest first,
+/// each with the CPU features it needs (as `is_x86_feature_detected!` names them) and its flags.
 #[cfg(target_arch = "x86_64")]
-const ARCH_FLAGS: &[&str] = &["-mprefer-vector-width=512"];
-#[cfg(not(target_arch = "x86_64"))]
-const ARCH_FLAGS: &[&str] = &[];
+const LEVELS: &[(&str, &[&str], &[&str])] = &[
+    ("x86-64-v2", &["sse4.2", "ssse3", "popcnt"], &["-march=x86-64-v2"]),
+    ("x86-64-v3", &["avx2", "fma", "bmi1", "bmi2", "f16c", "lzcnt", "movbe"], &["-march=x86-64-v3"]),
+    // gcc's tuning prefers 256-bit vectors for most AVX-512 CPUs; the kernels' explicit 512-bit
+    // vectors are what this level is for.
+    ("x86-64-v4", &["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"], &["-march=x86-64-v4", "-mprefer-vector-width=512"]),
+];
+#[cfg(target_arch = "aarch64")]
+const LEVELS: &[(&str, &[&str], &[&str])] = &[("armv8-a", &[], &["-march=armv8-a"])];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const LEVELS: &[(&str, &[&str], &[&str])] = &[];
+
+/// Whether this CPU has every feature in `features`.
+fn has_features(features: &[&str]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        features.iter().all(|f| match *f {
+            "sse4.2" => is_x86_feature_detected!("sse4.2"),
+            "ssse3" => is_x86_feature_detected!("ssse3"),
+            "popcnt" => is_x86_feature_detected!("popcnt"),
+            "avx2" => is_x86_feature_detected!("avx2"),
+            "fma" => is_x86_feature_detected!("fma"),
+            "bmi1" => is_x86_feature_detected!("bmi1"),
+            "bmi2" => is_x86_feature_detected!("bmi2"),
+            "f16c" => is_x86_feature_detected!("f16c"),
+            "lzcnt" => is_x86_feature_detected!("lzcnt"),
+            "movbe" => is_x86_feature_detected!("movbe"),
+            "avx512f" => is_x86_feature_detected!("avx512f"),
+            "avx512bw" => is_x86_feature_detected!("avx512bw"),
+            "avx512cd" => is_x86_feature_detected!("avx512cd"),
+            "avx512dq" => is_x86_feature_detected!("avx512dq"),
+            "avx512vl" => is_x86_feature_detected!("avx512vl"),
+            _ => false,
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        features.is_empty()
+    }
+}
+
+/// The named levels this CPU can run, lowest first.
+pub(crate) fn levels() -> Vec<&'static str> {
+    LEVELS.iter().filter(|(_, features, _)| has_features(features)).map(|(name, ..)| *name).collect()
+}
+
+/// What native code is built for: a level's name and its compiler flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// `native (x86-64-v3)` for the host's own CPU, else the level's name.
+    pub name: String,
+    flags: Vec<&'static str>,
+}
+
+impl Target {
+    /// The target called `name` (`native`, or one of [`LEVELS`]); an error saying why when it is
+    /// unknown or this CPU can't run its code.
+    pub(crate) fn named(name: &str) -> Result<Target, String> {
+        let runnable = levels();
+        if name == "native" {
+            let best = runnable.last().copied().unwrap_or("baseline");
+            // The host's own tuning and every extension it has; 512-bit vectors where it has them.
+            let mut flags = vec![if cfg!(target_arch = "aarch64") { "-mcpu=native" } else { "-march=native" }];
+            if best == "x86-64-v4" {
+                flags.push("-mprefer-vector-width=512");
+            }
+            return Ok(Target { name: format!("native ({best})"), flags });
+        }
+        let known: Vec<&str> = LEVELS.iter().map(|(n, ..)| *n).collect();
+        let Some((_, features, flags)) = LEVELS.iter().find(|(n, ..)| *n == name) else {
+            return Err(format!("KILN_NATIVE_ARCH={name} is not a level native code can be built for here; use native or one of: {}", known.join(", ")));
+        };
+        if !runnable.contains(&name) {
+            return Err(format!("KILN_NATIVE_ARCH={name} needs CPU features this machine lacks ({}); it can run: native, {}", features.join(", "), runnable.join(", ")));
+        }
+        Ok(Target { name: name.to_string(), flags: flags.to_vec() })
+    }
+}
 
 /// The C compiler to run.
 fn compiler() -> String {
@@ -74,9 +145,10 @@ fn fnv1a(parts: &[&str]) -> u64 {
     h
 }
 
-/// Where the library built from `source` is kept: named by a hash of everything it depends on.
-pub(super) fn library_path(source: &str) -> PathBuf {
-    let key = fnv1a(&[source, &compiler(), &FLAGS.join(" "), &ARCH_FLAGS.join(" "), cpu_signature()]);
+/// Where the library built from `source` for `target` is kept: named by a hash of everything it
+/// depends on.
+pub(super) fn library_path(source: &str, target: &Target) -> PathBuf {
+    let key = fnv1a(&[source, &compiler(), &FLAGS.join(" "), &target.flags.join(" "), cpu_signature()]);
     cache_dir().join(format!("{key:016x}.so"))
 }
 
@@ -85,8 +157,8 @@ pub(super) fn source_path(lib: &std::path::Path) -> PathBuf {
     lib.with_extension("c")
 }
 
-/// Builds `source` into `lib` (its [`library_path`]) unless the cache already has it.
-pub(super) fn build(source: &str, lib: &std::path::Path) -> Result<(), String> {
+/// Builds `source` for `target` into `lib` (its [`library_path`]) unless the cache already has it.
+pub(super) fn build(source: &str, target: &Target, lib: &std::path::Path) -> Result<(), String> {
     if lib.exists() {
         return Ok(());
     }
@@ -103,7 +175,7 @@ pub(super) fn build(source: &str, lib: &std::path::Path) -> Result<(), String> {
     let tmp = dir.join(format!("{key}.{}.{n}.tmp", std::process::id()));
     let output = Command::new(&cc)
         .args(FLAGS)
-        .args(ARCH_FLAGS)
+        .args(&target.flags)
         .arg("-o")
         .arg(&tmp)
         .arg(&c_file)
