@@ -155,9 +155,33 @@ fn is_compile_enabled() -> bool {
     kiln::is_compile_enabled()
 }
 
+/// Waits until the native code of every compiled kernel queued so far is built (or failed), so
+/// the calls that follow show the steady state; benchmarks call it after a first call. Then
+/// each kernel's next `2 * native_trial_runs()` calls time native code against the interpreter.
+#[pyfunction]
+fn wait_for_native_builds(py: Python<'_>) {
+    py.detach(kiln::backend::cpu::native::wait_for_builds);
+}
+
+/// How many runs of each engine a kernel's timing trial takes (see `wait_for_native_builds`).
+#[pyfunction]
+fn native_trial_runs() -> u32 {
+    kiln::backend::cpu::native::TRIAL_RUNS
+}
+
+/// The instruction-set level native kernels are built for (e.g. `native (x86-64-v3)`), or why
+/// none (`KILN_NATIVE_ARCH` names the level).
+#[pyfunction]
+fn native_target() -> String {
+    kiln::backend::cpu::native::target_name()
+}
+
 /// Adds `_Compiled` and the switches to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCompiled>()?;
+    m.add_function(wrap_pyfunction!(wait_for_native_builds, m)?)?;
+    m.add_function(wrap_pyfunction!(native_trial_runs, m)?)?;
+    m.add_function(wrap_pyfunction!(native_target, m)?)?;
     m.add_function(wrap_pyfunction!(disable_compile, m)?)?;
     m.add_function(wrap_pyfunction!(enable_compile, m)?)?;
     m.add_function(wrap_pyfunction!(is_compile_enabled, m)?)?;
