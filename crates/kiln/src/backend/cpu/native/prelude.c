@@ -49,11 +49,18 @@ K_VEC(uint64_t, k_vu64)
 static inline k_vf32 k_self(k_vi32 m, k_vf32 a, k_vf32 b) { return K_SEL(k_vi32, k_vf32, m, a, b); }
 
 /* a * b + c with one rounding where the interpreter's loops use FMA (KILN_FMA), else a multiply
- * and an add. A target without the instruction computes it lane by lane with fmaf. */
+ * and an add. Another target without the instruction computes it lane by lane with fmaf. */
 #if KILN_FMA && defined(__AVX512F__)
 static inline k_vf32 k_fma(k_vf32 a, k_vf32 b, k_vf32 c) { return (k_vf32)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
 #elif KILN_FMA && defined(__FMA__)
 static inline k_vf32 k_fma(k_vf32 a, k_vf32 b, k_vf32 c) { return (k_vf32)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c); }
+#elif KILN_FMA && defined(__x86_64__) && !defined(__AVX__)
+/* The interpreter uses FMA only on CPUs that have it, so code built for a level below the host's
+ * (KILN_NATIVE_ARCH=x86-64-v2) may still issue the instruction, on its 128-bit vectors. */
+static inline k_vf32 k_fma(k_vf32 a, k_vf32 b, k_vf32 c) {
+    __asm__("vfmadd213ps %2, %1, %0" : "+x"(a) : "x"(b), "x"(c));
+    return a;
+}
 #elif KILN_FMA
 static inline k_vf32 k_fma(k_vf32 a, k_vf32 b, k_vf32 c) {
     k_vf32 r;
