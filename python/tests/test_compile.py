@@ -69,6 +69,28 @@ def test_gelu_fuses_to_one_kernel_and_matches_eager():
     assert "runs as: native code (C source: " in report or "runs as: interpreted until" in report, report
 
 
+def test_native_code_runs_after_its_build_and_timing_trial():
+    from kiln import _core
+
+    def gelu(x):
+        return x * (1 + mx.erf(x / math.sqrt(2))) / 2
+
+    x = mx.random.uniform(shape=(64, 1024))
+    c = mx.compile(gelu)
+    want = np.array(gelu(x))
+    np.testing.assert_array_equal(np.array(c(x)), want)
+    _core.wait_for_native_builds()
+    for _ in range(2 * _core.native_trial_runs()):
+        np.testing.assert_array_equal(np.array(c(x)), want)
+    target = _core.native_target()
+    assert target.startswith("native ("), target
+    runs_as = [line for line in c.explain(x).splitlines() if line.startswith("runs as: ")]
+    assert len(runs_as) == 1, runs_as
+    kept = runs_as[0].startswith("runs as: native code (C source: ") and f"built for {target}, measured " in runs_as[0]
+    dropped = runs_as[0].startswith(f"runs as: interpreted: its native code (built for {target}, ") and "measured slower" in runs_as[0]
+    assert kept or dropped, runs_as[0]
+
+
 def test_constants_are_part_of_the_key_and_reach_the_function():
     def fun(x, power, name="sq", scale=None):
         out = x**power
