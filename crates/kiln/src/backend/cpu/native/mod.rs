@@ -9,9 +9,9 @@
 //! are the same either way, bit for bit. Kernels C can't express exactly (float16/bfloat16 values
 //! and a few ops, see [`source`]) and machines without a compiler stay interpreted.
 //!
-//! Native code replaces the interpreter only once it is measured no slower ([`Trial`]): the
-//! interpreted runs seen while it builds, and a few runs alternating between the two engines
-//! once it is loaded, are timed; a kernel whose native code was slower stays interpreted.
+//! Native code replaces the interpreter only once it is measured no slower ([`Trial`]): a
+//! kernel's first runs after its library is loaded alternate between the two engines and are
+//! timed; a kernel whose native code was slower stays interpreted.
 //!
 //! The instruction set is the host's (`-march=native`) unless `KILN_NATIVE_ARCH` (or
 //! [`with_arch`]) names a lower level, so the code of every level this CPU can run is built,
@@ -265,10 +265,10 @@ impl Timings {
     }
 }
 
-/// The measurement that decides whether a kernel's native code replaces the interpreter: its
-/// interpreted runs (while the build runs, then alternating with native runs once loaded) and
-/// its native runs are timed, [`TRIAL_RUNS`] or more of each; native code is kept only when its
-/// best time per element is no worse than the interpreter's.
+/// The measurement that decides whether a kernel's native code replaces the interpreter: once
+/// its library is loaded, its runs alternate between the engines and are timed, [`TRIAL_RUNS`]
+/// of each (runs during the build are not: the compiler shares the CPU then); native code is
+/// kept only when its best time per element is no worse than the interpreter's.
 #[derive(Default)]
 struct Trial {
     /// `UNDECIDED`, `KEPT` or `DROPPED`.
@@ -347,13 +347,15 @@ impl Native {
             Engine::Auto => match self.trial.verdict.load(Ordering::Acquire) {
                 KEPT => Choice { loaded: self.ready(lowered, false), timed: false },
                 DROPPED => interpret,
-                _ => {
-                    let loaded = self.ready(lowered, false);
-                    // Interpreted runs first, then alternating, so both engines see alike machines.
-                    let (interpreted, native) = *self.trial.timings.lock().unwrap_or_else(|e| e.into_inner());
-                    let native_turn = loaded.is_some() && interpreted.runs >= TRIAL_RUNS.min(native.runs + 1);
-                    Choice { loaded: if native_turn { loaded } else { None }, timed: true }
-                }
+                _ => match self.ready(lowered, false) {
+                    // Runs while the build is under way share the CPU with the compiler: untimed.
+                    None => interpret,
+                    // Alternating, interpreted first, so both engines see alike machines.
+                    Some(loaded) => {
+                        let (interpreted, native) = *self.trial.timings.lock().unwrap_or_else(|e| e.into_inner());
+                        Choice { loaded: (interpreted.runs > native.runs).then_some(loaded), timed: true }
+                    }
+                },
             },
         };
         if choice.loaded.is_some() {
