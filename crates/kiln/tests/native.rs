@@ -18,6 +18,8 @@ use kiln::{compile, ops, Array, Dtype, Element, Result};
 
 type Fn1 = fn(&Array) -> Result<Array>;
 type Fn2 = fn(&Array, &Array) -> Result<Array>;
+/// A compiled function's body, boxed so several can be listed.
+type Body = Box<dyn Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync>;
 
 /// Whether two outputs hold the same bits (any NaN equals any NaN).
 fn same_bits(got: &Array, want: &Array) -> std::result::Result<(), String> {
@@ -454,7 +456,7 @@ fn kernels_build_for_aarch64_with_a_cross_compiler() {
     }
     let mut rng = Rng::new(17);
     let x = common::array(&rng.vec(64 * 48, -3.0, 3.0), &[64, 48], Dtype::F32);
-    let kernels: Vec<Box<dyn Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync>> = vec![
+    let kernels: Vec<Body> = vec![
         Box::new(|a| Ok(vec![ops::multiply(&a[0], ops::add(ops::erf(ops::multiply(&a[0], 0.7)?)?, 1.0)?)?])),
         Box::new(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?])),
         Box::new(|a| Ok(vec![ops::astype(ops::greater(ops::log1p(ops::abs(&a[0])?)?, 0.5)?, Dtype::I32)?])),
