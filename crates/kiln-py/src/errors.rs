@@ -27,7 +27,7 @@ pub fn to_py(e: kiln::Error) -> PyErr {
         return raised;
     }
     match e.kind {
-        ErrorKind::NoData | ErrorKind::Unsupported => PyRuntimeError::new_err(e.to_string()),
+        ErrorKind::NoData | ErrorKind::Unsupported | ErrorKind::Device => PyRuntimeError::new_err(e.to_string()),
         _ => PyValueError::new_err(e.to_string()),
     }
 }

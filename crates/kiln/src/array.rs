@@ -332,6 +332,7 @@ impl Array {
         }
         self.eval()?;
         let buf = self.buffer().ok_or_else(|| Error::new("to_vec", ErrorKind::NoData, "no data"))?;
+        buf.storage.to_host("to_vec")?;
         let mut out = Vec::with_capacity(self.size());
         crate::backend::cpu::strided::for_each_offset(self.shape(), &buf.strides, |off| {
             // Safety: every offset produced lies inside the view.
@@ -346,6 +347,7 @@ impl Array {
     pub fn raw_parts(&self) -> Result<(*const u8, Vec<isize>)> {
         self.eval()?;
         let buf = self.buffer().ok_or_else(|| Error::new("raw_parts", ErrorKind::NoData, "no data"))?;
+        buf.storage.to_host("raw_parts")?;
         let start = buf.start_address(self.dtype().size()) as *const u8;
         Ok((start, buf.strides.to_vec()))
     }

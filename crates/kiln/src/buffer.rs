@@ -1,29 +1,131 @@
-//! Memory for array data: 64-byte aligned host allocations recycled through a size-class cache,
+//! Memory for array data. Host memory: 64-byte aligned allocations recycled through a size-class cache,
 //! so that repeated large temporaries reuse pages that are already mapped instead of paying page
 //! faults on every op (a peer loses several times on CPU copies without one).
 
+use crate::backend::cuda::DeviceBlock;
+use crate::error::{Error, Result};
 use crate::shape::Strides;
 use std::alloc::{alloc, dealloc, Layout};
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 const ALIGN: usize = 64;
 
-/// A block of device memory owned by one or more array views.
+/// The bytes of one or more array views, wherever they live: in host memory, in a GPU's memory,
+/// or both. An array has no device (mlx's model): an op runs on its stream's device, and the
+/// storage copies its bytes there the first time they are needed, once; the copy stays with the
+/// storage, and every copy is counted ([`transfers`]). Bytes are written only by the op that
+/// creates the storage (or by a kernel given the storage for donation while it is resident in
+/// one place only), so the copies never disagree.
 pub struct Storage {
+    bytes: usize,
+    host: OnceLock<HostBlock>,
+    device: OnceLock<DeviceBlock>,
+}
+
+/// A 64-byte aligned host allocation from the size-class cache.
+struct HostBlock {
     ptr: NonNull<u8>,
     class: usize,
 }
 
-// Safety: the block is plain memory; access is coordinated by the eval engine, which only writes
+// Safety: the blocks are plain memory; access is coordinated by the eval engine, which only writes
 // to storages it has just allocated or that it owns uniquely.
-unsafe impl Send for Storage {}
-unsafe impl Sync for Storage {}
+unsafe impl Send for HostBlock {}
+unsafe impl Sync for HostBlock {}
+
+/// Serialises filling a storage's second copy, so two readers never copy the same bytes twice.
+static FILL: Mutex<()> = Mutex::new(());
 
 impl Storage {
-    /// Allocates at least `bytes` bytes, from the cache when a block of the same size class is free.
+    /// Allocates at least `bytes` bytes of host memory, from the cache when a block of the same
+    /// size class is free.
     pub fn new(bytes: usize) -> Arc<Storage> {
+        let host = OnceLock::new();
+        let _ = host.set(HostBlock::new(bytes));
+        Arc::new(Storage { bytes, host, device: OnceLock::new() })
+    }
+
+    /// A storage whose bytes a GPU kernel writes into `block`.
+    pub fn on_device(block: DeviceBlock) -> Arc<Storage> {
+        let device = OnceLock::new();
+        let bytes = block.bytes;
+        let _ = device.set(block);
+        Arc::new(Storage { bytes, host: OnceLock::new(), device })
+    }
+
+    /// The start of the host copy. Host code reaches storage only through [`Storage::to_host`]
+    /// (eval does it for every op that runs on the CPU, and the host reads of `Array` for theirs),
+    /// so the copy exists.
+    pub fn ptr(&self) -> *mut u8 {
+        self.host.get().expect("host code reads a storage only after Storage::to_host").ptr.as_ptr()
+    }
+
+    /// The usable size of the block in bytes.
+    pub fn capacity(&self) -> usize {
+        self.host.get().map_or(self.bytes, |h| h.class)
+    }
+
+    /// Makes the bytes readable on the host: copies them from the GPU (waiting for the kernels
+    /// that write them) the first time, and keeps the copy.
+    pub fn to_host(&self, op: &str) -> Result<()> {
+        if self.host.get().is_some() {
+            return Ok(());
+        }
+        let _fill = FILL.lock().unwrap_or_else(|e| e.into_inner());
+        if self.host.get().is_some() {
+            return Ok(());
+        }
+        let device = self.device.get().expect("a storage lives on the host, a GPU, or both");
+        let host = HostBlock::new(self.bytes);
+        crate::backend::cuda::download(op, device, host.ptr.as_ptr())?;
+        count(&TO_HOST, device.bytes);
+        let _ = self.host.set(host);
+        Ok(())
+    }
+
+    /// The address of the bytes on GPU `gpu` for a kernel queued on `stream`: copies them there
+    /// the first time (and keeps the copy), and orders the kernel after the ones that write them.
+    pub fn on_gpu(&self, op: &str, gpu: usize, stream: crate::backend::cuda::CuStream) -> Result<u64> {
+        if self.device.get().is_none() {
+            let _fill = FILL.lock().unwrap_or_else(|e| e.into_inner());
+            if self.device.get().is_none() {
+                let host = self.host.get().expect("a storage lives on the host, a GPU, or both");
+                let block = crate::backend::cuda::upload(op, gpu, stream, host.ptr.as_ptr(), self.bytes)?;
+                count(&TO_DEVICE, self.bytes);
+                let _ = self.device.set(block);
+            }
+        }
+        let device = self.device.get().expect("filled above");
+        if device.gpu != gpu {
+            return Err(Error::unsupported(
+                op,
+                format!(
+                    "an input lives on GPU {} and the op runs on GPU {gpu}; moving arrays between \
+                     GPUs is not supported yet: run the op on GPU {}",
+                    device.gpu, device.gpu
+                ),
+            ));
+        }
+        device.read_on(op, stream)?;
+        Ok(device.ptr)
+    }
+
+    /// Whether the bytes are in host memory only (a CPU kernel may overwrite them in place).
+    pub fn host_only(&self) -> bool {
+        self.device.get().is_none()
+    }
+
+    /// Whether the bytes have a copy on the host.
+    pub fn on_host(&self) -> bool {
+        self.host.get().is_some()
+    }
+}
+
+impl HostBlock {
+    fn new(bytes: usize) -> HostBlock {
         let class = size_class(bytes);
         let mut cache = CACHE.lock().unwrap();
         let ptr = match cache.free.get_mut(&class).and_then(|v| v.pop()) {
@@ -44,21 +146,11 @@ impl Storage {
         };
         cache.active_bytes += class;
         cache.peak_bytes = cache.peak_bytes.max(cache.active_bytes);
-        Arc::new(Storage { ptr, class })
-    }
-
-    /// The start of the block.
-    pub fn ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    /// The usable size of the block in bytes.
-    pub fn capacity(&self) -> usize {
-        self.class
+        HostBlock { ptr, class }
     }
 }
 
-impl Drop for Storage {
+impl Drop for HostBlock {
     fn drop(&mut self) {
         let mut cache = CACHE.lock().unwrap();
         cache.active_bytes -= self.class;
@@ -67,10 +159,40 @@ impl Drop for Storage {
             cache.free.entry(self.class).or_default().push(SendPtr(self.ptr));
         } else {
             drop(cache);
-            // Safety: allocated in `Storage::new` with this layout.
+            // Safety: allocated in `HostBlock::new` with this layout.
             unsafe { dealloc(self.ptr.as_ptr(), Layout::from_size_align_unchecked(self.class, ALIGN)) };
         }
     }
+}
+
+/// Copies between host and GPU memory so far: counts and bytes each way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transfers {
+    /// Copies from the host to a GPU.
+    pub to_device: usize,
+    /// Bytes copied from the host to a GPU.
+    pub to_device_bytes: usize,
+    /// Copies from a GPU to the host.
+    pub to_host: usize,
+    /// Bytes copied from a GPU to the host.
+    pub to_host_bytes: usize,
+}
+
+static TO_DEVICE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+static TO_HOST: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+fn count(counter: &[AtomicUsize; 2], bytes: usize) {
+    counter[0].fetch_add(1, Ordering::Relaxed);
+    counter[1].fetch_add(bytes, Ordering::Relaxed);
+}
+
+/// The copies between host and GPU memory since the process started: each array's bytes move at
+/// most once each way, so a count that grows with every call shows data shuttling back and forth.
+pub fn transfers() -> Transfers {
+    let get = |c: &[AtomicUsize; 2]| (c[0].load(Ordering::Relaxed), c[1].load(Ordering::Relaxed));
+    let (to_device, to_device_bytes) = get(&TO_DEVICE);
+    let (to_host, to_host_bytes) = get(&TO_HOST);
+    Transfers { to_device, to_device_bytes, to_host, to_host_bytes }
 }
 
 /// Blocks of at least this many bytes ask for transparent huge pages.
@@ -129,42 +251,59 @@ static CACHE: Mutex<Cache> = Mutex::new(Cache {
     limit: 8 << 30,
 });
 
-/// Bytes currently held by live arrays.
+use crate::backend::cuda::memory as gpu_memory;
+
+/// Bytes currently held by live arrays, in host and GPU memory together.
 pub fn active_memory() -> usize {
-    CACHE.lock().unwrap().active_bytes
+    CACHE.lock().unwrap().active_bytes + gpu_memory::active_memory()
 }
 
-/// The most bytes held by live arrays at once since start (or the last [`reset_peak_memory`]).
+/// The most bytes held by live arrays at once since start (or the last [`reset_peak_memory`]):
+/// the host's peak plus the GPUs' peak.
 pub fn peak_memory() -> usize {
-    CACHE.lock().unwrap().peak_bytes
+    CACHE.lock().unwrap().peak_bytes + gpu_memory::peak_memory()
 }
 
-/// Resets the peak counter to the current active bytes.
+/// Resets the peak counters to the current active bytes.
 pub fn reset_peak_memory() {
     let mut c = CACHE.lock().unwrap();
     c.peak_bytes = c.active_bytes;
+    gpu_memory::reset_peak_memory();
 }
 
-/// Bytes kept in the cache for reuse.
+/// Bytes kept in the host cache and the GPUs' pools for reuse.
 pub fn cache_memory() -> usize {
-    CACHE.lock().unwrap().cached_bytes
+    CACHE.lock().unwrap().cached_bytes + gpu_memory::cache_memory()
 }
 
-/// Sets the most bytes the cache keeps (default 8 GiB) and returns the previous limit.
+/// Sets the most bytes the host cache keeps (default 8 GiB) and each GPU pool keeps; returns the
+/// previous host limit.
 pub fn set_cache_limit(bytes: usize) -> usize {
     let prev = std::mem::replace(&mut CACHE.lock().unwrap().limit, bytes);
-    if bytes < cache_memory() {
-        clear_cache();
+    if bytes < CACHE.lock().unwrap().cached_bytes {
+        clear_host_cache();
     }
+    gpu_memory::set_cache_limit(bytes);
     prev
 }
 
-/// Returns every cached block to the system.
+/// Sets the most bytes arrays may hold on a GPU (0: the device's memory is the limit); returns
+/// the previous limit. A larger request first frees the cache, then fails with a clear error.
+pub fn set_memory_limit(bytes: usize) -> usize {
+    gpu_memory::set_memory_limit(bytes)
+}
+
+/// Returns every cached block to the system (host and GPUs).
 pub fn clear_cache() {
+    clear_host_cache();
+    gpu_memory::clear_cache();
+}
+
+fn clear_host_cache() {
     let mut c = CACHE.lock().unwrap();
     for (class, blocks) in std::mem::take(&mut c.free) {
         for p in blocks {
-            // Safety: allocated in `Storage::new` with this layout.
+            // Safety: allocated in `HostBlock::new` with this layout.
             unsafe { dealloc(p.0.as_ptr(), Layout::from_size_align_unchecked(class, ALIGN)) };
         }
     }

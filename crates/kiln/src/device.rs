@@ -1,6 +1,6 @@
-//! Devices and streams. The CPU is the first device; NVIDIA GPUs slot in beside it as another
-//! [`DeviceKind`] with its own backend, without changes to the op layer, which only records on
-//! which stream each node runs.
+//! Devices and streams: the CPU and NVIDIA GPUs. The op layer only records on which stream each
+//! node runs; eval hands the node to its stream's device. The default device is the GPU when one
+//! is usable (as in mlx), else the CPU; `KILN_DEFAULT_DEVICE=cpu|gpu` overrides.
 
 use crate::error::{Error, Result};
 use std::cell::RefCell;
@@ -12,7 +12,7 @@ use std::sync::Mutex;
 pub enum DeviceKind {
     /// The host CPU.
     Cpu,
-    /// An NVIDIA GPU (not available in this build yet).
+    /// An NVIDIA GPU, through CUDA.
     Gpu,
 }
 
@@ -30,13 +30,17 @@ impl Device {
     pub const fn cpu() -> Device {
         Device { kind: DeviceKind::Cpu, index: 0 }
     }
-    /// GPU `index`. Using it fails until the CUDA backend lands.
+    /// GPU `index`.
     pub const fn gpu(index: usize) -> Device {
         Device { kind: DeviceKind::Gpu, index }
     }
-    /// Whether a backend for this device is compiled in and present.
+    /// Whether this device can run ops here: the CPU always; a GPU when the driver is present and
+    /// lists it.
     pub fn is_available(self) -> bool {
-        self.kind == DeviceKind::Cpu
+        match self.kind {
+            DeviceKind::Cpu => self.index == 0,
+            DeviceKind::Gpu => self.index < crate::backend::cuda::context::count(),
+        }
     }
 }
 
@@ -66,33 +70,38 @@ impl Stream {
     }
 }
 
-static DEFAULT_DEVICE: Mutex<Device> = Mutex::new(Device::cpu());
+static DEFAULT_DEVICE: Mutex<Option<Device>> = Mutex::new(None);
 
 thread_local! {
     static STREAM_SCOPE: RefCell<Vec<Stream>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The process-wide default device.
+/// The process-wide default device: set by [`set_default_device`], else `KILN_DEFAULT_DEVICE`
+/// (`cpu` or `gpu`), else GPU 0 when one is usable, else the CPU.
 pub fn default_device() -> Device {
-    *DEFAULT_DEVICE.lock().unwrap()
+    *DEFAULT_DEVICE.lock().unwrap().get_or_insert_with(|| match std::env::var("KILN_DEFAULT_DEVICE").as_deref() {
+        Ok("cpu") => Device::cpu(),
+        Ok("gpu") if Device::gpu(0).is_available() => Device::gpu(0),
+        _ if Device::gpu(0).is_available() => Device::gpu(0),
+        _ => Device::cpu(),
+    })
 }
 
-/// Sets the default device; fails for a device with no backend in this build.
+/// Sets the default device; fails for a device that cannot be used here.
 pub fn set_default_device(device: Device) -> Result<()> {
     check_available("set_default_device", device)?;
-    *DEFAULT_DEVICE.lock().unwrap() = device;
+    *DEFAULT_DEVICE.lock().unwrap() = Some(device);
     Ok(())
 }
 
-/// Fails with a clear message when `device` has no backend here.
+/// Fails with a clear message, naming the cause, when `device` cannot be used here.
 pub fn check_available(op: &str, device: Device) -> Result<()> {
     if device.is_available() {
-        Ok(())
-    } else {
-        Err(Error::unsupported(
-            op,
-            format!("{device} is not available: this build of kiln has only the CPU backend"),
-        ))
+        return Ok(());
+    }
+    match device.kind {
+        DeviceKind::Cpu => Err(Error::value(op, format!("{device} does not exist: the CPU is device 0"))),
+        DeviceKind::Gpu => crate::backend::cuda::context::gpu(op, device.index).map(|_| ()),
     }
 }
 
@@ -124,7 +133,11 @@ pub fn with_device<R>(device: Device, f: impl FnOnce() -> R) -> Result<R> {
 }
 
 /// Waits until all work queued on `stream` is done. The CPU backend runs work synchronously
-/// inside `eval`, so there is nothing to wait for.
+/// inside `eval`, so there is nothing to wait for; a GPU stream is waited for.
 pub fn synchronize(stream: Stream) -> Result<()> {
-    check_available("synchronize", stream.device)
+    check_available("synchronize", stream.device)?;
+    match stream.device.kind {
+        DeviceKind::Cpu => Ok(()),
+        DeviceKind::Gpu => crate::backend::cuda::synchronize(stream),
+    }
 }

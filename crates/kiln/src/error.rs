@@ -18,6 +18,9 @@ pub enum ErrorKind {
     Unsupported,
     /// Reading data of an array that has none (for example a placeholder inside a trace).
     NoData,
+    /// A device failed or cannot be used: no driver or library, out of device memory, a kernel
+    /// that did not build or launch.
+    Device,
 }
 
 /// A kiln error: the op it came from, its kind, and a message.

@@ -89,9 +89,11 @@ fn run_node(node: &Array) -> Result<()> {
         .map(|a| {
             let buffer = a.buffer().expect("inputs run before their consumers");
             // Only this node holds the input and only the input holds the storage (plus the clone
-            // just taken): nobody can observe the storage being overwritten.
+            // just taken): nobody can observe the storage being overwritten. A storage with a
+            // GPU copy is never overwritten on the host, so its copies cannot disagree.
             let donatable = !keep
-                && Arc::strong_count(&a.0) == 1 && Arc::strong_count(&buffer.storage) == 2;
+                && Arc::strong_count(&a.0) == 1 && Arc::strong_count(&buffer.storage) == 2
+                && buffer.storage.host_only();
             Input { shape: a.shape().into(), dtype: a.dtype(), buffer, donatable }
         })
         .collect();

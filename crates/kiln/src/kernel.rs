@@ -114,6 +114,7 @@ impl KernelCall {
     }
     /// Runs the body on the CPU, returning every output.
     pub(crate) fn run_all(&self, inputs: &[Input]) -> Result<Vec<Buffer>> {
+        crate::backend::to_host(&self.0.name, inputs)?;
         let inputs = inputs
             .iter()
             .map(|i| {

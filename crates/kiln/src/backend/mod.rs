@@ -3,9 +3,10 @@
 //! is another module behind the same [`run`] entry point.
 
 pub mod cpu;
+pub mod cuda;
 
 use crate::buffer::Buffer;
-use crate::device::{check_available, DeviceKind, Stream};
+use crate::device::{DeviceKind, Stream};
 use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::primitive::Op;
@@ -25,10 +26,53 @@ pub struct Input {
 
 /// Runs `op` on `inputs` on `stream`'s device, producing the output's data.
 pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
-    check_available(op.name(), stream.device)?;
     match stream.device.kind {
-        DeviceKind::Cpu => cpu::run(op, inputs, shape, dtype),
-        DeviceKind::Gpu => unreachable!("check_available rejects devices without a backend"),
+        DeviceKind::Cpu => run_on_host(op, inputs, shape, dtype),
+        DeviceKind::Gpu => cuda::run(stream, op, inputs, shape, dtype),
     }
 }
 
+/// Runs `op` on the CPU, first copying to the host any input whose bytes are only on a GPU.
+pub fn run_on_host(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
+    to_host(op.name(), inputs)?;
+    cpu::run(op, inputs, shape, dtype)
+}
+
+/// Runs fused kernel `k` over `space` on `stream`'s device: elementwise kernels print as CUDA C
+/// on a GPU; kernels with reductions run on the host until the CUDA printer folds them.
+pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
+    if stream.device.kind == DeviceKind::Gpu && k.reduced == 0 {
+        return cuda::run_fused(stream, k, inputs, space);
+    }
+    to_host(&k.name, inputs)?;
+    cpu::fused::run(k, inputs, space)
+}
+
+/// Makes every input's bytes readable on the host (a no-op for inputs already there).
+pub fn to_host(op: &str, inputs: &[Input]) -> Result<()> {
+    inputs.iter().try_for_each(|x| x.buffer.storage.to_host(op))
+}
+
+
+/// kiln's cache directory for built kernels: `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else
+/// `~/.cache/kiln`, else the temporary directory. Each backend keeps a folder in it.
+pub(crate) fn cache_root() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("KILN_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("kiln")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache").join("kiln")))
+        .unwrap_or_else(|| std::env::temp_dir().join("kiln"))
+}
+
+/// 64-bit FNV-1a over `parts`: a stable hash for cache file names (std's hasher may change
+/// between releases).
+pub(crate) fn stable_hash(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in part.as_bytes().iter().chain(&[0u8]) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}

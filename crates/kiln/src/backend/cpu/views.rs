@@ -1,5 +1,5 @@
 //! View ops: new shapes and strides over the same storage. Only a reshape that strides cannot
-//! express copies.
+//! express copies. They touch no data, so the GPU backend uses them too.
 
 use super::strided::{is_row_contiguous, to_contiguous};
 use crate::backend::Input;
@@ -27,16 +27,18 @@ pub fn slice(x: &Input, start: &[usize], step: &[isize]) -> Buffer {
 
 /// The same elements in `shape`: a view when strides allow, a row-major copy otherwise.
 pub fn reshape(x: &Input, shape: &[usize]) -> Buffer {
+    reshape_view(x, shape).unwrap_or_else(|| {
+        let copy = to_contiguous(x, &x.shape);
+        Buffer { strides: row_major_strides(shape), ..copy }
+    })
+}
+
+/// `x` viewed in `shape` without copying, when strides can express it (any device's reshape).
+pub fn reshape_view(x: &Input, shape: &[usize]) -> Option<Buffer> {
     if is_row_contiguous(&x.shape, &x.buffer.strides) {
-        return Buffer { strides: row_major_strides(shape), ..x.buffer.clone() };
+        return Some(Buffer { strides: row_major_strides(shape), ..x.buffer.clone() });
     }
-    match reshape_strides(&x.shape, &x.buffer.strides, shape) {
-        Some(strides) => Buffer { strides, ..x.buffer.clone() },
-        None => {
-            let copy = to_contiguous(x, &x.shape);
-            Buffer { strides: row_major_strides(shape), ..copy }
-        }
-    }
+    reshape_strides(&x.shape, &x.buffer.strides, shape).map(|strides| Buffer { strides, ..x.buffer.clone() })
 }
 
 /// Strides that read a view of `old_shape`/`old_strides` as `new_shape` without copying, if any:

@@ -129,7 +129,7 @@ impl Plan {
                 // so the storage count tells whether anybody else can still see it.
                 let take = once && last.contains(&i);
                 let buffer = if take { slots[i].take() } else { slots[i].clone() }.expect("slots are filled before use");
-                let donatable = take && Arc::strong_count(&buffer.storage) == 1;
+                let donatable = take && Arc::strong_count(&buffer.storage) == 1 && buffer.storage.host_only();
                 Input { shape: shapes[i].clone(), dtype: dtypes[i], buffer, donatable }
             };
             match step {
@@ -153,7 +153,7 @@ impl Plan {
                         .iter()
                         .map(|&i| input(&mut slots, i, kernel.may_donate()))
                         .collect();
-                    let results = crate::backend::cpu::fused::run(kernel, &data, &shapes[*space])?;
+                    let results = crate::backend::run_fused(stream, kernel, &data, &shapes[*space])?;
                     for (&o, b) in outputs.iter().zip(results) {
                         slots[o] = Some(b);
                     }

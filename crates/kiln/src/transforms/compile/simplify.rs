@@ -168,6 +168,7 @@ pub(super) fn scalar_bits(a: &Array) -> Option<u64> {
         return None;
     }
     let buf = a.buffer()?;
+    buf.storage.to_host("compile").ok()?;
     let size = a.dtype().size();
     let mut bits = 0u64;
     // Safety: an evaluated one-element array has `size` readable bytes at its start.

@@ -116,12 +116,7 @@ fn compiler() -> String {
 
 /// Where built libraries are kept.
 fn cache_dir() -> PathBuf {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("KILN_CACHE_DIR")
-        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("kiln")))
-        .or_else(|| var("HOME").map(|d| d.join(".cache").join("kiln")))
-        .unwrap_or_else(|| std::env::temp_dir().join("kiln"))
-        .join("native")
+    crate::backend::cache_root().join("native")
 }
 
 /// The CPU's model and feature flags: `-march=native` code is only valid on the same CPU.
@@ -134,21 +129,10 @@ fn cpu_signature() -> &'static str {
     })
 }
 
-/// 64-bit FNV-1a: a stable hash for file names (std's hasher may change between releases).
-fn fnv1a(parts: &[&str]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for &b in part.as_bytes().iter().chain(&[0u8]) {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
-
 /// Where the library built from `source` for `target` is kept: named by a hash of everything it
 /// depends on.
 pub(super) fn library_path(source: &str, target: &Target) -> PathBuf {
-    let key = fnv1a(&[source, &compiler(), &FLAGS.join(" "), &target.flags.join(" "), cpu_signature()]);
+    let key = crate::backend::stable_hash(&[source, &compiler(), &FLAGS.join(" "), &target.flags.join(" "), cpu_signature()]);
     cache_dir().join(format!("{key:016x}.so"))
 }
 

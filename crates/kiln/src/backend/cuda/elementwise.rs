@@ -1,0 +1,129 @@
+//! Runs elementwise kernels of the fused IR on a GPU: merges the axes every input walks
+//! contiguously, picks each input's access pattern, builds (or finds) the kernel printed for that
+//! variant, fills its parameter block and launches it.
+
+use super::context::{device_error, Gpu};
+use super::memory::DeviceBlock;
+use super::nvrtc;
+use super::source::{self, Access, Variant, BLOCK, ENTRY};
+use crate::backend::Input;
+use crate::buffer::{Buffer, Storage};
+use crate::dtype::Dtype;
+use crate::error::Result;
+use crate::fused::{Inst, InstOp, Kernel, Level};
+use crate::shape::{numel, row_major_strides};
+use cudarc::driver::{result as cu, sys};
+
+/// Axes of `space` with each input's strides over them, size-1 axes dropped and neighbours merged
+/// where every input steps through them as one axis.
+fn merged_axes(space: &[usize], strides: &[Vec<isize>]) -> (Vec<usize>, Vec<Vec<isize>>) {
+    let mut dims: Vec<usize> = Vec::new();
+    let mut st: Vec<Vec<isize>> = vec![Vec::new(); strides.len()];
+    for (d, &size) in space.iter().enumerate() {
+        if size == 1 {
+            continue;
+        }
+        let merges = !dims.is_empty()
+            && strides.iter().zip(&st).all(|(s, m)| m.last().copied() == Some(s[d] * size as isize));
+        if merges {
+            *dims.last_mut().expect("checked non-empty") *= size;
+            for (m, s) in st.iter_mut().zip(strides) {
+                *m.last_mut().expect("one stride per axis") = s[d];
+            }
+        } else {
+            dims.push(size);
+            for (m, s) in st.iter_mut().zip(strides) {
+                m.push(s[d]);
+            }
+        }
+    }
+    (dims, st)
+}
+
+/// Runs elementwise kernel `k` over `space` on `gpu`'s `stream`, one new contiguous array per
+/// output.
+pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
+    let n = numel(space);
+    let strides: Vec<Vec<isize>> = inputs.iter().map(|x| x.strides_for(space).to_vec()).collect();
+    let (dims, st) = merged_axes(space, &strides);
+    let row_major: Vec<isize> = row_major_strides(&dims).to_vec();
+    let access: Vec<Access> = st
+        .iter()
+        .map(|s| {
+            if s.iter().all(|&v| v == 0) {
+                Access::Scalar
+            } else if *s == row_major {
+                Access::Contiguous
+            } else {
+                Access::Strided
+            }
+        })
+        .collect();
+    let reach = st.iter().map(|s| s.iter().zip(&dims).map(|(&v, &d)| v.unsigned_abs() * d).sum::<usize>()).max().unwrap_or(0);
+    let wide = n >= 1 << 30 || reach >= 1 << 30;
+    let variant = Variant { rank: dims.len(), access, wide };
+    let outputs: Vec<Dtype> = k.outputs.iter().map(|&i| k.insts[i].dtype).collect();
+    let blocks: Vec<DeviceBlock> =
+        outputs.iter().map(|d| DeviceBlock::new(op, gpu, stream, n * d.size())).collect::<Result<_>>()?;
+    if n > 0 {
+        let text = source::elementwise(k, &variant)?;
+        let function = nvrtc::function(op, gpu, &text, ENTRY)?;
+        let mut words: Vec<u64> = Vec::new();
+        for x in inputs {
+            let base = x.buffer.storage.on_gpu(op, gpu.ordinal, stream)?;
+            words.push(base.wrapping_add_signed(x.buffer.offset as i64 * x.dtype.size() as i64));
+        }
+        if inputs.is_empty() {
+            words.push(0);
+        }
+        words.extend(blocks.iter().map(|b| b.ptr));
+        words.push(n as u64);
+        let rank = dims.len().max(1);
+        words.extend((0..rank).map(|d| dims.get(d).copied().unwrap_or(1) as u64));
+        for s in &st {
+            words.extend((0..rank).map(|d| s.get(d).copied().unwrap_or(0) as u64));
+        }
+        if inputs.is_empty() {
+            words.extend(std::iter::repeat_n(0, rank));
+        }
+        launch(op, gpu, stream, function, &mut words, n)?;
+    }
+    Ok(blocks
+        .into_iter()
+        .map(|b| Buffer { storage: Storage::on_device(b), offset: 0, strides: row_major_strides(space) })
+        .collect())
+}
+
+/// Launches an elementwise kernel over `n` elements with its parameter block `words`.
+fn launch(op: &str, gpu: &Gpu, stream: sys::CUstream, f: nvrtc::Function, words: &mut [u64], n: usize) -> Result<()> {
+    let blocks = n.div_ceil(BLOCK as usize).min(gpu.multiprocessors as usize * 16).max(1) as u32;
+    let mut params = [words.as_mut_ptr() as *mut std::ffi::c_void];
+    // Safety: the kernel takes one struct parameter laid out as `words` (all 8-byte fields); every
+    // pointer in it addresses device memory of the sizes the kernel indexes.
+    unsafe { cu::launch_kernel(f.0, (blocks, 1, 1), (BLOCK, 1, 1), 0, stream, &mut params) }
+        .map_err(|e| device_error(op, "launching a kernel", e))
+}
+
+/// An eager elementwise op as a one-instruction kernel: a load per input, then `op`.
+pub fn one_op(name: &str, op: InstOp, inputs: &[Input], dtype: Dtype) -> Kernel {
+    let element = |op, dtype| Inst { op, dtype, level: Level::Element, phase: 0 };
+    let mut insts: Vec<Inst> = inputs.iter().enumerate().map(|(j, x)| element(InstOp::Load(j), x.dtype)).collect();
+    insts.push(element(op, dtype));
+    Kernel {
+        name: name.to_string(),
+        reduced: 0,
+        inputs: inputs.iter().map(|x| x.dtype).collect(),
+        outputs: vec![insts.len() - 1],
+        insts,
+        passes: 1,
+        lowered: Default::default(),
+    }
+}
+
+/// A row-major copy of `x` (what a reshape that strides cannot express needs).
+pub fn contiguous(op: &str, gpu: &Gpu, stream: sys::CUstream, x: &Input) -> Result<Buffer> {
+    let mut k = one_op("copy", InstOp::Load(0), std::slice::from_ref(x), x.dtype);
+    k.insts.pop();
+    k.outputs = vec![0];
+    Ok(run(op, gpu, stream, &k, std::slice::from_ref(x), &x.shape)?.remove(0))
+}

@@ -1,0 +1,199 @@
+//! Device memory: stream-ordered allocations from each GPU's memory pool (`cuMemAllocAsync`),
+//! never managed memory. A freed block goes back to the pool on the stream that used it last and
+//! is reused by later allocations without a driver round trip; the pool keeps freed memory until
+//! `clear_cache`, a cache limit, or an allocation that would not fit otherwise.
+//!
+//! Statistics follow the CPU's: active bytes (held by live arrays), their peak, and cached bytes
+//! (what the pool holds beyond the active ones). A request the GPU cannot satisfy first frees the
+//! cache and retries, then fails with an error that names the request and what is in use.
+
+use super::context::{describe, device_error, gpu, Gpu};
+use crate::error::{Error, ErrorKind, Result};
+use cudarc::driver::{result as cu, sys};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Bytes held by live device blocks, summed over GPUs.
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+/// The most bytes active at once.
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+/// The most bytes arrays may hold on a GPU (0: no limit beyond the device's memory).
+static LIMIT: AtomicUsize = AtomicUsize::new(0);
+
+/// A block of one GPU's memory holding an array's bytes.
+pub struct DeviceBlock {
+    /// The GPU it lives on.
+    pub gpu: usize,
+    /// Its device address.
+    pub ptr: sys::CUdeviceptr,
+    /// Its size in bytes.
+    pub bytes: usize,
+    /// The stream it was written on: readers on other streams wait for it, and it is freed there.
+    pub stream: sys::CUstream,
+    /// Other streams that read it: the free waits for them.
+    readers: Mutex<Vec<usize>>,
+}
+
+// Safety: a device address and stream handle are plain values usable from any thread.
+unsafe impl Send for DeviceBlock {}
+unsafe impl Sync for DeviceBlock {}
+
+impl DeviceBlock {
+    /// Allocates `bytes` on `gpu`, ordered on `stream`.
+    pub fn new(op: &str, g: &Gpu, stream: sys::CUstream, bytes: usize) -> Result<DeviceBlock> {
+        let size = bytes.max(1);
+        let limit = LIMIT.load(Ordering::Relaxed);
+        if limit != 0 && ACTIVE.load(Ordering::Relaxed) + size > limit {
+            return Err(out_of_memory(op, g, size, "the memory limit set by set_memory_limit"));
+        }
+        // Safety: the context is current (gpu() made it so) and the stream belongs to it.
+        let ptr = match unsafe { cu::malloc_async(stream, size) } {
+            Ok(p) => p,
+            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => {
+                clear_gpu_cache(g)?;
+                unsafe { cu::malloc_async(stream, size) }
+                    .map_err(|e| out_of_memory(op, g, size, &format!("the device ({})", describe(e))))?
+            }
+            Err(e) => return Err(device_error(op, &format!("allocating {size} bytes on GPU {}", g.ordinal), e)),
+        };
+        let now = ACTIVE.fetch_add(size, Ordering::Relaxed) + size;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+        Ok(DeviceBlock { gpu: g.ordinal, ptr, bytes: size, stream, readers: Mutex::new(Vec::new()) })
+    }
+
+    /// Makes `reader` wait for the writes queued on this block's stream before reading it, and
+    /// remembers it so the free waits for the reads.
+    pub fn read_on(&self, op: &str, reader: sys::CUstream) -> Result<()> {
+        if reader == self.stream {
+            return Ok(());
+        }
+        order(op, self.stream, reader)?;
+        let mut readers = self.readers.lock().unwrap();
+        if !readers.contains(&(reader as usize)) {
+            readers.push(reader as usize);
+        }
+        Ok(())
+    }
+}
+
+/// Makes `later` wait for everything queued on `earlier` so far.
+pub(super) fn order(op: &str, earlier: sys::CUstream, later: sys::CUstream) -> Result<()> {
+    let event = cu::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+        .map_err(|e| device_error(op, "creating an event", e))?;
+    // Safety: both streams and the event belong to the current context; the event is destroyed
+    // after the wait is queued (the driver keeps it until the wait completes).
+    unsafe {
+        cu::event::record(event, earlier).map_err(|e| device_error(op, "recording an event", e))?;
+        cu::stream::wait_event(later, event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+            .map_err(|e| device_error(op, "ordering two streams", e))?;
+        cu::event::destroy(event).map_err(|e| device_error(op, "destroying an event", e))?;
+    }
+    Ok(())
+}
+
+impl Drop for DeviceBlock {
+    fn drop(&mut self) {
+        ACTIVE.fetch_sub(self.bytes, Ordering::Relaxed);
+        if gpu("free", self.gpu).is_err() {
+            return;
+        }
+        for &r in self.readers.lock().unwrap().iter() {
+            // A failure here leaves the free unordered only if the driver is already broken.
+            let _ = order("free", r as sys::CUstream, self.stream);
+        }
+        // Safety: allocated by malloc_async in this context; no kiln view refers to it any more.
+        let _ = unsafe { cu::free_async(self.ptr, self.stream) };
+    }
+}
+
+fn pool_attribute(g: &Gpu, attr: sys::CUmemPool_attribute) -> usize {
+    let mut v: u64 = 0;
+    // Safety: the attribute is a u64 counter of the pool.
+    let _ = unsafe { cu::mem_pool::get_attribute(g.pool, attr, &mut v as *mut u64 as *mut std::ffi::c_void) };
+    v as usize
+}
+
+fn out_of_memory(op: &str, g: &Gpu, size: usize, by: &str) -> Error {
+    let (free, total) = cu::mem_get_info().unwrap_or((0, g.total_memory));
+    Error::new(
+        op,
+        ErrorKind::Device,
+        format!(
+            "out of GPU memory: {op} asked for {size} bytes on GPU {} ({}), refused by {by}; arrays \
+             hold {} bytes, the cache {} bytes, the device has {free} of {total} bytes free. Free \
+             arrays you no longer need, evaluate in smaller pieces, or raise the limit",
+            g.ordinal,
+            g.name,
+            ACTIVE.load(Ordering::Relaxed),
+            cached_bytes(g),
+        ),
+    )
+}
+
+fn cached_bytes(g: &Gpu) -> usize {
+    let reserved = pool_attribute(g, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    let used = pool_attribute(g, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+    reserved.saturating_sub(used)
+}
+
+fn clear_gpu_cache(g: &Gpu) -> Result<()> {
+    g.synchronize("clear_cache")?;
+    // Safety: the pool belongs to the current context; trimming only returns unused memory.
+    unsafe { cu::mem_pool::trim_to(g.pool, 0) }.map_err(|e| device_error("clear_cache", "trimming the memory pool", e))
+}
+
+/// The GPUs already started, without starting the driver for a statistics call.
+fn started_gpus() -> Vec<&'static Gpu> {
+    if ACTIVE.load(Ordering::Relaxed) == 0 && PEAK.load(Ordering::Relaxed) == 0 {
+        return Vec::new();
+    }
+    let n = super::context::gpus().map(|g| g.len()).unwrap_or(0);
+    (0..n).filter_map(|i| gpu("memory", i).ok()).collect()
+}
+
+/// Bytes device arrays hold.
+pub fn active_memory() -> usize {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
+/// The most bytes device arrays held at once.
+pub fn peak_memory() -> usize {
+    PEAK.load(Ordering::Relaxed)
+}
+
+/// Starts the peak over from the current active bytes.
+pub fn reset_peak_memory() {
+    PEAK.store(ACTIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// Bytes the GPUs' pools keep for reuse.
+pub fn cache_memory() -> usize {
+    started_gpus().into_iter().map(cached_bytes).sum()
+}
+
+/// Returns every GPU's cached memory to the device.
+pub fn clear_cache() {
+    for g in started_gpus() {
+        let _ = clear_gpu_cache(g);
+    }
+}
+
+/// Sets how many freed bytes each GPU's pool keeps (the release threshold).
+pub fn set_cache_limit(bytes: usize) {
+    for g in started_gpus() {
+        let v = bytes as u64;
+        // Safety: the attribute is a u64 of the pool.
+        let _ = unsafe {
+            cu::mem_pool::set_attribute(
+                g.pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                &v as *const u64 as *mut std::ffi::c_void,
+            )
+        };
+    }
+}
+
+/// Sets the most bytes device arrays may hold (0 for no limit); returns the previous limit.
+pub fn set_memory_limit(bytes: usize) -> usize {
+    LIMIT.swap(bytes, Ordering::Relaxed)
+}

@@ -1,0 +1,118 @@
+//! The CUDA backend: NVIDIA GPUs as a device for eager ops.
+//!
+//! Libraries are loaded at run time ([`libraries`]), so the crate builds and its CPU half runs
+//! with no CUDA toolkit or driver. Memory comes from each GPU's stream-ordered pool ([`memory`]);
+//! kernels are queued on CUDA streams and `eval` returns without waiting: only a host read of the
+//! data (or `synchronize`) waits. Elementwise ops are one-instruction kernels of the fused IR,
+//! printed as CUDA C by the one CUDA lowering ([`source`]) and built by NVRTC ([`nvrtc`]).
+//!
+//! Ops without a GPU kernel yet run on the CPU: their inputs are copied to the host (once per
+//! storage, counted in [`crate::transfers`]) and the result stays there until a GPU op needs it.
+//! Results are therefore always right; which ops run where is listed by [`ops_on_host`].
+
+pub mod context;
+mod elementwise;
+pub mod libraries;
+pub mod memory;
+pub mod nvrtc;
+pub mod source;
+
+pub use memory::DeviceBlock;
+
+use crate::backend::cpu::views;
+use crate::backend::Input;
+use crate::buffer::Buffer;
+use crate::device::Stream;
+use crate::dtype::Dtype;
+use crate::error::Result;
+use crate::fused::InstOp;
+use crate::primitive::Op;
+use cudarc::driver::{result as cu, sys};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// A CUDA stream handle.
+pub type CuStream = sys::CUstream;
+
+/// Ops that ran on the host for a GPU stream, with how often.
+static ON_HOST: Mutex<BTreeMap<&'static str, usize>> = Mutex::new(BTreeMap::new());
+
+/// The ops that ran on the CPU for a GPU stream so far (no GPU kernel yet), with their counts.
+pub fn ops_on_host() -> Vec<(&'static str, usize)> {
+    ON_HOST.lock().unwrap().iter().map(|(k, v)| (*k, *v)).collect()
+}
+
+/// Runs `op` on the GPU of `stream`.
+pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
+    let name = op.name();
+    let gpu = context::gpu(name, stream.device.index)?;
+    let cu_stream = gpu.stream(name, stream.index)?;
+    let fused = |inst: InstOp| {
+        let k = elementwise::one_op(name, inst, inputs, dtype);
+        Ok(elementwise::run(name, gpu, cu_stream, &k, inputs, shape)?.remove(0))
+    };
+    match op {
+        Op::Unary(u) => fused(InstOp::Unary(*u, 0)),
+        Op::Binary(b) => fused(InstOp::Binary(*b, 0, 1)),
+        Op::Select => fused(InstOp::Select(0, 1, 2)),
+        Op::AsType(_) => fused(InstOp::Cast(0)),
+        Op::Transpose(perm) => Ok(views::transpose(&inputs[0], perm)),
+        Op::BroadcastTo(_) | Op::BroadcastLike => Ok(views::broadcast_to(&inputs[0], shape)),
+        Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),
+        Op::StopGradient => Ok(inputs[0].buffer.clone()),
+        Op::Custom { index, .. } => Ok(inputs[*index].buffer.clone()),
+        Op::Reshape(_) | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => match views::reshape_view(&inputs[0], shape) {
+            Some(view) => Ok(view),
+            None => {
+                let copy = elementwise::contiguous(name, gpu, cu_stream, &inputs[0])?;
+                Ok(Buffer { strides: crate::shape::row_major_strides(shape), ..copy })
+            }
+        },
+        _ => {
+            *ON_HOST.lock().unwrap().entry(name).or_default() += 1;
+            crate::backend::run_on_host(op, inputs, shape, dtype)
+        }
+    }
+}
+
+/// Runs elementwise fused kernel `k` over `space` on the GPU of `stream`.
+pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
+    let gpu = context::gpu(&k.name, stream.device.index)?;
+    let cu_stream = gpu.stream(&k.name, stream.index)?;
+    elementwise::run(&k.name, gpu, cu_stream, k, inputs, space)
+}
+
+/// Copies a device block's bytes to `host` once the kernels writing them are done.
+pub fn download(op: &str, block: &DeviceBlock, host: *mut u8) -> Result<()> {
+    let gpu = context::gpu(op, block.gpu)?;
+    // Safety: `host` holds `block.bytes` bytes; the copy is queued after the block's writers on
+    // their stream, and the stream is waited for before the bytes are read.
+    unsafe {
+        let dst = std::slice::from_raw_parts_mut(host, block.bytes);
+        cu::memcpy_dtoh_async(dst, block.ptr, block.stream).map_err(|e| context::device_error(op, "copying to the host", e))?;
+        cu::stream::synchronize(block.stream).map_err(|e| context::device_error(op, "waiting for the GPU", e))?;
+    }
+    let _ = gpu;
+    Ok(())
+}
+
+/// A new block on GPU `gpu` holding `bytes` bytes copied from `host`, ordered on `stream`.
+pub fn upload(op: &str, gpu: usize, stream: CuStream, host: *const u8, bytes: usize) -> Result<DeviceBlock> {
+    let g = context::gpu(op, gpu)?;
+    let block = DeviceBlock::new(op, g, stream, bytes)?;
+    // Safety: `host` holds `bytes` readable bytes that no one writes while the array lives; a
+    // copy from pageable memory returns once the bytes are staged.
+    unsafe {
+        let src = std::slice::from_raw_parts(host, bytes);
+        cu::memcpy_htod_async(block.ptr, src, stream).map_err(|e| context::device_error(op, "copying to the GPU", e))?;
+    }
+    Ok(block)
+}
+
+/// Waits for the work queued on `stream`.
+pub fn synchronize(stream: Stream) -> Result<()> {
+    let gpu = context::gpu("synchronize", stream.device.index)?;
+    let s = gpu.stream("synchronize", stream.index)?;
+    // Safety: a stream of the current context.
+    unsafe { cu::stream::synchronize(s) }.map_err(|e| context::device_error("synchronize", "waiting for the GPU", e))
+}

@@ -1,0 +1,138 @@
+//! CUDA C to GPU code at run time: NVRTC builds a cubin for the device's architecture, cached in
+//! memory per GPU and on disk in kiln's cache directory (keyed by a hash of the source, the
+//! architecture and the NVRTC version), so a fresh process loads a kernel it has built before in
+//! well under a millisecond. A source that does not build is an error carrying NVRTC's log and the
+//! source with line numbers.
+//!
+//! Kernels are built with `--fmad=false`: a multiply and an add stay two roundings, as in Rust,
+//! and fused multiply-adds appear only where the source writes `fmaf` (as the CPU's float32
+//! functions use FMA), so GPU results equal the CPU's where the math is exact.
+
+use super::context::{device_error, Gpu};
+use super::libraries::{self, NVRTC};
+use crate::error::{Error, ErrorKind, Result};
+use cudarc::driver::{result as cu, sys};
+use cudarc::nvrtc::{result as rtc, sys as rtc_sys};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+/// NVRTC's version, e.g. (13, 0).
+pub fn version(op: &str) -> Result<(i32, i32)> {
+    libraries::require(op, NVRTC)?;
+    static VERSION: OnceLock<(i32, i32)> = OnceLock::new();
+    Ok(*VERSION.get_or_init(|| {
+        let (mut major, mut minor) = (0, 0);
+        // Safety: two out-parameters.
+        let _ = unsafe { rtc_sys::nvrtcVersion(&mut major, &mut minor) };
+        (major, minor)
+    }))
+}
+
+/// The options every kernel is built with, besides the architecture.
+const OPTIONS: &[&str] = &["--fmad=false", "-std=c++17", "-default-device"];
+
+/// Builds `source` for architecture `arch` (e.g. `sm_90a`) and returns the cubin.
+pub fn build(op: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
+    version(op)?;
+    let src = CString::new(source).map_err(|_| Error::value(op, "a kernel source holds a NUL byte"))?;
+    let err = |what: &str, e: rtc::NvrtcError| Error::new(op, ErrorKind::Device, format!("NVRTC {what} failed: {e:?}"));
+    let program = rtc::create_program(&src, None).map_err(|e| err("creating a program", e))?;
+    let mut options: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
+    options.push(format!("--gpu-architecture={arch}"));
+    // Safety: the program is valid until destroyed below.
+    let compiled = unsafe { rtc::compile_program(program, &options) };
+    let result = match compiled {
+        Ok(()) => cubin(program).map_err(|e| err("reading the cubin", e)),
+        Err(_) => {
+            let log = unsafe { rtc::get_program_log(program) }
+                .map(|l| l.iter().map(|&c| c as u8 as char).collect::<String>())
+                .unwrap_or_default();
+            Err(Error::new(
+                op,
+                ErrorKind::Device,
+                format!(
+                    "the CUDA C kernel did not build for {arch}:\n{}\n--- source ---\n{}",
+                    log.trim_end_matches('\0').trim_end(),
+                    numbered(source)
+                ),
+            ))
+        }
+    };
+    // Safety: destroyed once.
+    let _ = unsafe { rtc::destroy_program(program) };
+    result
+}
+
+/// The source with line numbers, as build errors show it.
+pub fn numbered(source: &str) -> String {
+    source.lines().enumerate().map(|(i, l)| format!("{:4} | {l}\n", i + 1)).collect()
+}
+
+fn cubin(program: rtc_sys::nvrtcProgram) -> std::result::Result<Vec<u8>, rtc::NvrtcError> {
+    let mut size = 0usize;
+    // Safety: the program compiled; the buffer has the size NVRTC reports.
+    unsafe {
+        rtc_sys::nvrtcGetCUBINSize(program, &mut size).result()?;
+        let mut out = vec![0u8; size];
+        rtc_sys::nvrtcGetCUBIN(program, out.as_mut_ptr() as *mut std::ffi::c_char).result()?;
+        Ok(out)
+    }
+}
+
+/// Where the cubin of `source` for `arch` is kept on disk.
+fn disk_path(op: &str, source: &str, arch: &str) -> Result<PathBuf> {
+    let (major, minor) = version(op)?;
+    let key = crate::backend::stable_hash(&[source, arch, &OPTIONS.join(" ")]);
+    Ok(crate::backend::cache_root().join("cuda").join(format!("{arch}-nvrtc{major}.{minor}")).join(format!("{key:016x}.cubin")))
+}
+
+/// The cubin of `source` for `arch`, from the disk cache or built (and then stored, with its
+/// source beside it so what runs can be read).
+fn cached_cubin(op: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
+    let path = disk_path(op, source, arch)?;
+    if let Ok(bytes) = std::fs::read(&path) {
+        return Ok(bytes);
+    }
+    let bytes = build(op, source, arch)?;
+    // The cache is an optimisation: a read-only or full disk only costs a rebuild next time.
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, &bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+        let _ = std::fs::write(path.with_extension("cu"), source);
+    }
+    Ok(bytes)
+}
+
+/// A loaded kernel: the function to launch.
+#[derive(Clone, Copy)]
+pub struct Function(pub sys::CUfunction);
+
+// Safety: a function handle is usable from any thread with its context current.
+unsafe impl Send for Function {}
+unsafe impl Sync for Function {}
+
+/// Kernels loaded so far, per GPU and source.
+static LOADED: Mutex<Option<HashMap<(usize, String), Function>>> = Mutex::new(None);
+
+/// The function `entry` of `source` loaded on `gpu`, built or read from the caches.
+pub fn function(op: &str, gpu: &Gpu, source: &str, entry: &str) -> Result<Function> {
+    let key = (gpu.ordinal, format!("{entry}\n{source}"));
+    if let Some(f) = LOADED.lock().unwrap().get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(*f);
+    }
+    let cubin = cached_cubin(op, source, &gpu.arch())?;
+    // Safety: the image is a cubin NVRTC built for this device; the module stays loaded for the
+    // process (kernels are few and small).
+    let module = unsafe { cu::module::load_data(cubin.as_ptr() as *const std::ffi::c_void) }
+        .map_err(|e| device_error(op, "loading a kernel (cuModuleLoadData)", e))?;
+    let name = CString::new(entry).expect("entry names are identifiers");
+    let f = unsafe { cu::module::get_function(module, name) }.map_err(|e| device_error(op, "finding a kernel", e))?;
+    let f = Function(f);
+    LOADED.lock().unwrap().get_or_insert_with(HashMap::new).insert(key, f);
+    Ok(f)
+}

@@ -1,0 +1,340 @@
+//! Prints a kernel of the fused IR ([`crate::fused`]) as CUDA C: the one CUDA lowering of the IR.
+//! An eager elementwise op is a one-instruction kernel printed here, and compile's fused groups
+//! go through the same printer, so an op's GPU meaning is written once.
+//!
+//! Each thread computes whole elements of the iteration space (a grid-stride loop), with every
+//! instruction's value in a register. Values compute as the CPU computes them (the meaning of
+//! each op per dtype is the CPU's `scalar.rs`): float16/bfloat16 in float32, rounded to their
+//! dtype after every instruction; integers wrap; conversions follow Rust's `as`.
+//!
+//! Inputs are read through one of three access patterns chosen per call ([`Access`]), after
+//! adjacent axes that every input walks contiguously are merged: contiguous (the element's own
+//! index), one value everywhere, or strided (the index unravelled over the merged axes, shared
+//! by all strided inputs). Indices are 32-bit when every offset fits, else 64-bit.
+
+use crate::dtype::{Category, Dtype};
+use crate::error::{Error, Result};
+use crate::fused::{InstOp, Kernel, Level};
+use crate::primitive::{BinaryOp, UnaryOp};
+use std::fmt::Write as _;
+
+/// The helpers every kernel starts with.
+pub const PRELUDE: &str = include_str!("prelude.cu");
+
+/// The kernel's entry point.
+pub const ENTRY: &str = "kiln_elementwise";
+
+/// Threads per block of elementwise kernels.
+pub const BLOCK: u32 = 256;
+
+/// How a kernel reads one input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Element `i` of the space is element `i` of the input.
+    Contiguous,
+    /// One value for every element.
+    Scalar,
+    /// Element `i` is at the dot product of its coordinates and the input's strides.
+    Strided,
+}
+
+/// The call-dependent shape of a kernel's source: merged rank, each input's access, index width.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Variant {
+    /// Axes after merging (the parameter block holds this many sizes and strides per input).
+    pub rank: usize,
+    /// Per input.
+    pub access: Vec<Access>,
+    /// 64-bit indices.
+    pub wide: bool,
+}
+
+/// The CUDA type of a dtype's compute values.
+fn compute_type(d: Dtype) -> &'static str {
+    match d {
+        Dtype::Bool => "bool",
+        Dtype::U8 => "u8",
+        Dtype::U16 => "u16",
+        Dtype::U32 => "u32",
+        Dtype::U64 => "u64",
+        Dtype::I8 => "i8",
+        Dtype::I16 => "i16",
+        Dtype::I32 => "i32",
+        Dtype::I64 => "i64",
+        Dtype::F16 | Dtype::BF16 | Dtype::F32 => "float",
+        Dtype::F64 => "double",
+    }
+}
+
+/// The CUDA type of a dtype's stored values.
+fn storage_type(d: Dtype) -> &'static str {
+    match d {
+        Dtype::Bool => "u8",
+        Dtype::F16 => "f16",
+        Dtype::BF16 => "bf16",
+        _ => compute_type(d),
+    }
+}
+
+/// The expression of stored value `v` as a compute value.
+fn load_expr(d: Dtype, v: &str) -> String {
+    match d {
+        Dtype::Bool => format!("({v} != 0)"),
+        Dtype::F16 => format!("k_f16_load({v})"),
+        Dtype::BF16 => format!("k_bf16_load({v})"),
+        _ => v.to_string(),
+    }
+}
+
+/// The expression of compute value `v` as a stored value.
+fn store_expr(d: Dtype, v: &str) -> String {
+    match d {
+        Dtype::Bool => format!("(u8)({v})"),
+        Dtype::F16 => format!("k_f16_store({v})"),
+        Dtype::BF16 => format!("k_bf16_store({v})"),
+        _ => v.to_string(),
+    }
+}
+
+/// A constant's bits (one element of `d`) as an exact CUDA literal of its compute type.
+fn const_expr(bits: u64, d: Dtype) -> String {
+    let f32_bits = |f: f32| format!("__uint_as_float(0x{:08x}u)", f.to_bits());
+    match d {
+        Dtype::Bool => (if bits & 0xff != 0 { "true" } else { "false" }).into(),
+        Dtype::F16 => f32_bits(half::f16::from_bits(bits as u16).to_f32()),
+        Dtype::BF16 => f32_bits(half::bf16::from_bits(bits as u16).to_f32()),
+        Dtype::F32 => format!("__uint_as_float(0x{:08x}u)", bits as u32),
+        Dtype::F64 => format!("__longlong_as_double(0x{bits:016x}ll)"),
+        _ => {
+            let mask = if d.size() == 8 { u64::MAX } else { (1u64 << (8 * d.size())) - 1 };
+            format!("(({})0x{:x}ull)", compute_type(d), bits & mask)
+        }
+    }
+}
+
+/// The error for an op the CPU does not define on a dtype either.
+fn undefined(op: &str, d: Dtype) -> Error {
+    Error::dtype(op, format!("not defined for arrays of dtype {d}"))
+}
+
+/// A unary op's expression on `x` of dtype `d` (the result's dtype is `d` or bool).
+fn unary(u: UnaryOp, d: Dtype, x: &str) -> Result<String> {
+    use UnaryOp::*;
+    let t = compute_type(d);
+    let f32_math = d != Dtype::F64;
+    let pick = |single: &str, double: &str| format!("{}({x})", if f32_math { single } else { double });
+    Ok(match d.category() {
+        Category::Float => match u {
+            Abs => format!("fabs({x})"),
+            Negative => format!("(-{x})"),
+            Sign => format!("k_sign({x})"),
+            Exp => pick("k_exp_f32", "exp"),
+            Expm1 => pick("k_expm1_f32", "expm1"),
+            Log => pick("k_log_f32", "log"),
+            Log1p => pick("k_log1p_f32", "log1p"),
+            Tanh => pick("k_tanh_f32", "tanh"),
+            Erf => pick("k_erf_f32", "k_erf_f64"),
+            ErfInv => pick("k_erfinv_f32", "k_erfinv_f64"),
+            Sigmoid => pick("k_sigmoid_f32", "k_sigmoid_f64"),
+            Log2 => format!("log2({x})"),
+            Log10 => format!("log10({x})"),
+            Sqrt => format!("sqrt({x})"),
+            Rsqrt => format!("(({t})1 / sqrt({x}))"),
+            Square => format!("({x} * {x})"),
+            Reciprocal => format!("(({t})1 / {x})"),
+            Sin => format!("sin({x})"),
+            Cos => format!("cos({x})"),
+            Tan => format!("tan({x})"),
+            ArcSin => format!("asin({x})"),
+            ArcCos => format!("acos({x})"),
+            ArcTan => format!("atan({x})"),
+            Sinh => format!("sinh({x})"),
+            Cosh => format!("cosh({x})"),
+            ArcSinh => format!("asinh({x})"),
+            ArcCosh => format!("acosh({x})"),
+            ArcTanh => format!("atanh({x})"),
+            Floor => format!("floor({x})"),
+            Ceil => format!("ceil({x})"),
+            Round => format!("rint({x})"),
+            LogicalNot => format!("({x} == 0)"),
+            IsNan => format!("({x} != {x})"),
+            IsInf => format!("isinf({x})"),
+            IsPosInf => format!("({x} == ({t})K_INF)"),
+            IsNegInf => format!("({x} == -({t})K_INF)"),
+            IsFinite => format!("isfinite({x})"),
+            BitwiseInvert => return Err(undefined(u.name(), d)),
+        },
+        Category::Signed | Category::Unsigned => {
+            let signed = d.category() == Category::Signed;
+            match u {
+                Abs if signed => format!("({x} < 0 ? ({t})(0ull - (u64){x}) : {x})"),
+                Abs | Floor | Ceil | Round => x.to_string(),
+                Negative => format!("(({t})(0ull - (u64){x}))"),
+                Sign => format!("({x} > 0 ? ({t})1 : {x} == 0 ? ({t})0 : ({t})-1)"),
+                Square => format!("(({t})((u64){x} * (u64){x}))"),
+                BitwiseInvert => format!("(({t})~{x})"),
+                LogicalNot => format!("({x} == 0)"),
+                IsFinite => "true".into(),
+                IsNan | IsInf | IsPosInf | IsNegInf => "false".into(),
+                _ => return Err(undefined(u.name(), d)),
+            }
+        }
+        Category::Bool => match u {
+            Abs | Floor | Ceil | Round | Square => x.to_string(),
+            BitwiseInvert | LogicalNot => format!("(!{x})"),
+            IsFinite => "true".into(),
+            IsNan | IsInf | IsPosInf | IsNegInf => "false".into(),
+            _ => return Err(undefined(u.name(), d)),
+        },
+    })
+}
+
+/// A binary op's expression on `x` and `y` of dtype `d` (the result's dtype is `d` or bool).
+fn binary(b: BinaryOp, d: Dtype, x: &str, y: &str) -> Result<String> {
+    use BinaryOp::*;
+    let t = compute_type(d);
+    let compare = |op: &str| format!("({x} {op} {y})");
+    match b {
+        Equal => return Ok(compare("==")),
+        NotEqual if d != Dtype::Bool => return Ok(compare("!=")),
+        Less => return Ok(compare("<")),
+        LessEqual => return Ok(compare("<=")),
+        Greater => return Ok(compare(">")),
+        GreaterEqual => return Ok(compare(">=")),
+        LogicalAnd => return Ok(format!("({x} != 0 && {y} != 0)")),
+        LogicalOr => return Ok(format!("({x} != 0 || {y} != 0)")),
+        _ => {}
+    }
+    Ok(match d.category() {
+        Category::Float => match b {
+            Add => format!("({x} + {y})"),
+            Subtract => format!("({x} - {y})"),
+            Multiply => format!("({x} * {y})"),
+            Divide => format!("({x} / {y})"),
+            FloorDivide => format!("floor({x} / {y})"),
+            Remainder => format!("k_rem({x}, {y})"),
+            Power => format!("pow({x}, {y})"),
+            Maximum => format!("k_max({x}, {y})"),
+            Minimum => format!("k_min({x}, {y})"),
+            ArcTan2 => format!("atan2({x}, {y})"),
+            LogAddExp => format!("k_logaddexp({x}, {y})"),
+            _ => return Err(undefined(b.name(), d)),
+        },
+        Category::Signed | Category::Unsigned => {
+            let signed = d.category() == Category::Signed;
+            let wrap = |op: &str| format!("(({t})((u64){x} {op} (u64){y}))");
+            match b {
+                Add => wrap("+"),
+                Subtract => wrap("-"),
+                Multiply => wrap("*"),
+                FloorDivide => format!("K_INT_DIV({t}, {signed}, {x}, {y})"),
+                Remainder => format!("K_INT_REM({t}, {signed}, {x}, {y})"),
+                Power => format!("k_pow_int<{t}>({x}, {y})"),
+                Maximum => format!("({x} > {y} ? {x} : {y})"),
+                Minimum => format!("({x} < {y} ? {x} : {y})"),
+                BitwiseAnd => format!("(({t})({x} & {y}))"),
+                BitwiseOr => format!("(({t})({x} | {y}))"),
+                BitwiseXor => format!("(({t})({x} ^ {y}))"),
+                LeftShift => format!("K_SHL({t}, {x}, {y})"),
+                RightShift => format!("K_SHR({t}, {x}, {y})"),
+                _ => return Err(undefined(b.name(), d)),
+            }
+        }
+        Category::Bool => match b {
+            Add | Maximum | BitwiseOr => format!("({x} | {y})"),
+            Multiply | Minimum | BitwiseAnd => format!("({x} & {y})"),
+            BitwiseXor | NotEqual => format!("({x} ^ {y})"),
+            _ => return Err(undefined(b.name(), d)),
+        },
+    })
+}
+
+/// Conversion of `x` from `from` to `to` with `astype` semantics.
+fn cast(from: Dtype, to: Dtype, x: &str) -> String {
+    let t = compute_type(to);
+    if from == to || compute_type(from) == t && to.is_float() {
+        x.to_string()
+    } else if to == Dtype::Bool {
+        format!("({x} != 0)")
+    } else if from.is_float() && to.is_integer() {
+        let (lo, hi) = match to {
+            Dtype::U8 => ("0", "255"),
+            Dtype::U16 => ("0", "65535"),
+            Dtype::U32 => ("0", "4294967295ull"),
+            Dtype::U64 => ("0", "18446744073709551615ull"),
+            Dtype::I8 => ("-128", "127"),
+            Dtype::I16 => ("-32768", "32767"),
+            Dtype::I32 => ("(-2147483647 - 1)", "2147483647"),
+            _ => ("(-9223372036854775807ll - 1)", "9223372036854775807ll"),
+        };
+        format!("K_SATURATE({t}, {lo}, {hi}, {x})")
+    } else {
+        format!("(({t}){x})")
+    }
+}
+
+/// Rounds a float32 compute value to its half dtype (every instruction of a half dtype does).
+fn rounded(d: Dtype, expr: String) -> String {
+    match d {
+        Dtype::F16 => format!("k_f16_round({expr})"),
+        Dtype::BF16 => format!("k_bf16_round({expr})"),
+        _ => expr,
+    }
+}
+
+/// The CUDA C of elementwise kernel `k` for `variant`. The parameter block is one struct of
+/// 8-byte words: input pointers, output pointers, the element count, the merged sizes, then each
+/// input's strides ([`super::elementwise`] fills it in this order).
+pub fn elementwise(k: &Kernel, variant: &Variant) -> Result<String> {
+    if k.reduced != 0 || k.insts.iter().any(|i| i.level != Level::Element) {
+        return Err(Error::unsupported(&k.name, "the CUDA printer has no reductions yet"));
+    }
+    let (ni, no, r) = (k.inputs.len(), k.outputs.len(), variant.rank.max(1));
+    let idx = if variant.wide { "i64" } else { "i32" };
+    let mut s = String::with_capacity(4096);
+    s.push_str(PRELUDE);
+    let _ = writeln!(s, "\n/* {} */", k.name);
+    let _ = writeln!(
+        s,
+        "struct KParams {{ const void* in[{}]; void* out[{no}]; i64 n; i64 dim[{r}]; i64 st[{}][{r}]; }};",
+        ni.max(1),
+        ni.max(1)
+    );
+    let _ = writeln!(s, "extern \"C\" __global__ void __launch_bounds__({BLOCK}) {ENTRY}(const KParams p) {{");
+    let _ = writeln!(s, "  const {idx} n = ({idx})p.n, step = ({idx})gridDim.x * {BLOCK};");
+    let _ = writeln!(s, "  for ({idx} i = ({idx})blockIdx.x * {BLOCK} + threadIdx.x; i < n; i += step) {{");
+    if variant.access.contains(&Access::Strided) {
+        let _ = writeln!(s, "    {idx} c[{r}]; {{ {idx} rest = i;");
+        let _ = writeln!(s, "      for (int d = {r} - 1; d > 0; d--) {{ c[d] = rest % ({idx})p.dim[d]; rest /= ({idx})p.dim[d]; }}");
+        let _ = writeln!(s, "      c[0] = rest; }}");
+    }
+    for (j, a) in variant.access.iter().enumerate() {
+        let offset = match a {
+            Access::Contiguous => "i".to_string(),
+            Access::Scalar => "0".to_string(),
+            Access::Strided => (0..r).map(|d| format!("c[{d}] * ({idx})p.st[{j}][{d}]")).collect::<Vec<_>>().join(" + "),
+        };
+        let _ = writeln!(s, "    const {idx} o{j} = {offset};");
+    }
+    for (i, inst) in k.insts.iter().enumerate() {
+        let d = inst.dtype;
+        let v = |j: usize| format!("v{j}");
+        let dt = |j: usize| k.insts[j].dtype;
+        let expr = match inst.op {
+            InstOp::Load(j) => load_expr(d, &format!("((const {}*)p.in[{j}])[o{j}]", storage_type(k.inputs[j]))),
+            InstOp::Const(bits) => const_expr(bits, d),
+            InstOp::Unary(u, a) => rounded(d, unary(u, dt(a), &v(a))?),
+            InstOp::Binary(b, a, c) => rounded(d, binary(b, dt(a), &v(a), &v(c))?),
+            InstOp::Select(c, a, b) => format!("({} ? {} : {})", v(c), v(a), v(b)),
+            InstOp::Cast(a) => rounded(d, cast(dt(a), d, &v(a))),
+            InstOp::Reduce(..) | InstOp::Broadcast(_) => unreachable!("element-only kernels were checked above"),
+        };
+        let _ = writeln!(s, "    const {} v{i} = {expr};", compute_type(d));
+    }
+    for (o, &inst) in k.outputs.iter().enumerate() {
+        let d = k.insts[inst].dtype;
+        let _ = writeln!(s, "    (({}*)p.out[{o}])[i] = {};", storage_type(d), store_expr(d, &format!("v{inst}")));
+    }
+    s.push_str("  }\n}\n");
+    Ok(s)
+}

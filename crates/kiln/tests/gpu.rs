@@ -1,0 +1,335 @@
+//! The GPU backend against the CPU: every elementwise op on every dtype, strided and broadcast
+//! inputs, data movement, memory errors, ops that still run on the host, and compile on a GPU
+//! stream. Tests that need a GPU print one line and return where there is none; the printer's
+//! kernels are built with NVRTC wherever NVRTC is found, GPU or not.
+
+mod common;
+
+use common::{array, assert_close, random_values, rtol_for, Rng};
+use kiln::backend::cuda::{nvrtc, source};
+use kiln::fused::{Inst, InstOp, Kernel, Level};
+use kiln::ops;
+use kiln::primitive::{BinaryOp, UnaryOp};
+use kiln::{with_device, Array, Device, Dtype, ErrorKind};
+
+const UNARY: [UnaryOp; 38] = {
+    use UnaryOp::*;
+    [
+        Abs, Negative, Sign, Exp, Expm1, Log, Log1p, Log2, Log10, Sqrt, Rsqrt, Square, Reciprocal, Sin, Cos, Tan,
+        ArcSin, ArcCos, ArcTan, Sinh, Cosh, Tanh, ArcSinh, ArcCosh, ArcTanh, Erf, ErfInv, Sigmoid, Floor, Ceil,
+        Round, LogicalNot, IsNan, IsInf, IsPosInf, IsNegInf, IsFinite, BitwiseInvert,
+    ]
+};
+
+const BINARY: [BinaryOp; 24] = {
+    use BinaryOp::*;
+    [
+        Add, Subtract, Multiply, Divide, FloorDivide, Remainder, Power, Maximum, Minimum, ArcTan2, LogAddExp,
+        Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual, LogicalAnd, LogicalOr, BitwiseAnd, BitwiseOr,
+        BitwiseXor, LeftShift, RightShift,
+    ]
+};
+
+/// GPU 0, or `None` after printing why the test is skipped.
+fn gpu(test: &str) -> Option<Device> {
+    let d = Device::gpu(0);
+    if d.is_available() {
+        return Some(d);
+    }
+    let why = kiln::set_default_device(d).err().map(|e| e.message).unwrap_or_default();
+    println!("skipped {test}: no usable GPU ({why})");
+    None
+}
+
+/// Whether NVRTC is found, printing a skip line when not.
+fn nvrtc_found(test: &str) -> bool {
+    match nvrtc::version("test") {
+        Ok(_) => true,
+        Err(e) => {
+            println!("skipped {test}: {}", e.message);
+            false
+        }
+    }
+}
+
+/// Ops whose GPU form is CUDA's libdevice rather than the CPU's own code: equal within a few
+/// ulps, not bit for bit.
+fn approximate_unary(u: UnaryOp, d: Dtype) -> bool {
+    use UnaryOp::*;
+    matches!(u, Log2 | Log10 | Sin | Cos | Tan | ArcSin | ArcCos | ArcTan | Sinh | Cosh | ArcSinh | ArcCosh | ArcTanh)
+        || (d == Dtype::F64 && matches!(u, Exp | Expm1 | Log | Log1p | Tanh | Erf | ErfInv | Sigmoid))
+}
+
+fn approximate_binary(b: BinaryOp) -> bool {
+    matches!(b, BinaryOp::Power | BinaryOp::ArcTan2 | BinaryOp::LogAddExp)
+}
+
+/// Tolerance for an approximate op's result of dtype `d` (a few ulps of CUDA against glibc).
+fn approximate_rtol(d: Dtype) -> f64 {
+    match d {
+        Dtype::F32 => 4e-6,
+        Dtype::F64 => 1e-13,
+        other => rtol_for(other),
+    }
+}
+
+/// Values that exercise each dtype's edges: specials for floats, extremes for integers.
+fn test_values(rng: &mut Rng, d: Dtype, n: usize) -> Vec<f64> {
+    let mut v = random_values(rng, n, d, -4.0, 4.0);
+    let specials: Vec<f64> = if d.is_float() {
+        vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, 1.0, -1.0, 0.5, 1e-40, 1e30, -100.0, 2.5, -2.5]
+    } else if d == Dtype::Bool {
+        vec![0.0, 1.0]
+    } else {
+        let bits = 8 * d.size() as i32;
+        let (lo, hi) = if d.is_unsigned() { (0.0, 2f64.powi(bits) - 1.0) } else { (-(2f64.powi(bits - 1)), 2f64.powi(bits - 1) - 1.0) };
+        vec![lo, hi, 0.0, 1.0, lo.max(-1.0), 7.0, (bits - 1) as f64, bits as f64, (bits + 3) as f64]
+    };
+    for (slot, s) in v.iter_mut().zip(specials) {
+        *slot = s;
+    }
+    v
+}
+
+fn on(device: Device, f: impl FnOnce() -> kiln::Result<Array>) -> kiln::Result<Vec<f64>> {
+    with_device(device, f)?.and_then(|a| a.to_f64_vec())
+}
+
+/// Compares the GPU's result with the CPU's: the same error, or the same values (bit for bit
+/// unless `rtol` is given).
+fn same(what: &str, cpu: kiln::Result<Vec<f64>>, gpu: kiln::Result<Vec<f64>>, rtol: Option<f64>) {
+    match (cpu, gpu) {
+        (Ok(c), Ok(g)) => match rtol {
+            None => {
+                for (i, (x, y)) in c.iter().zip(&g).enumerate() {
+                    assert!(x.to_bits() == y.to_bits() || x.is_nan() && y.is_nan(), "{what}: element {i}: cpu {x}, gpu {y}");
+                }
+                assert_eq!(c.len(), g.len(), "{what}");
+            }
+            Some(r) => assert_close(&g, &c, r, 1e-300, what),
+        },
+        (Err(_), Err(_)) => {}
+        (c, g) => panic!("{what}: cpu {c:?}, gpu {g:?}"),
+    }
+}
+
+#[test]
+fn unary_ops_match_the_cpu_on_every_dtype() {
+    let Some(g) = gpu("unary_ops_match_the_cpu_on_every_dtype") else { return };
+    let mut rng = Rng::new(1);
+    for d in Dtype::ALL {
+        let x = array(&test_values(&mut rng, d, 257), &[257], d);
+        for u in UNARY {
+            let out_dtype_float = u.needs_float() || d.is_float();
+            let rtol = (approximate_unary(u, d) && out_dtype_float).then(|| approximate_rtol(if d.is_float() { d } else { Dtype::F32 }));
+            let what = format!("{} on {d}", u.name());
+            same(&what, on(Device::cpu(), || ops::unary(u, &x)), on(g, || ops::unary(u, &x)), rtol);
+        }
+    }
+}
+
+#[test]
+fn binary_ops_match_the_cpu_on_every_dtype() {
+    let Some(g) = gpu("binary_ops_match_the_cpu_on_every_dtype") else { return };
+    let mut rng = Rng::new(2);
+    for d in Dtype::ALL {
+        let a = array(&test_values(&mut rng, d, 301), &[301], d);
+        let mut bv = test_values(&mut rng, d, 301);
+        bv.reverse();
+        let b = array(&bv, &[301], d);
+        for op in BINARY {
+            let rtol = approximate_binary(op).then(|| approximate_rtol(d));
+            let what = format!("{} on {d}", op.name());
+            same(&what, on(Device::cpu(), || ops::binary(op, &a, &b)), on(g, || ops::binary(op, &a, &b)), rtol);
+        }
+    }
+}
+
+#[test]
+fn casts_match_the_cpu_between_every_pair_of_dtypes() {
+    let Some(g) = gpu("casts_match_the_cpu_between_every_pair_of_dtypes") else { return };
+    let mut rng = Rng::new(3);
+    for from in Dtype::ALL {
+        let mut values = test_values(&mut rng, from, 200);
+        if from.is_float() {
+            values.extend([3e9, -3e9, 1e20, -1e20, 255.9, -128.5, 65535.5, 4294967296.0, 0.1, 1e-8]);
+        }
+        let x = array(&values, &[values.len()], from);
+        for to in Dtype::ALL {
+            let what = format!("astype {from} -> {to}");
+            same(&what, on(Device::cpu(), || ops::astype(&x, to)), on(g, || ops::astype(&x, to)), None);
+        }
+    }
+}
+
+#[test]
+fn strided_broadcast_and_selected_inputs_match_the_cpu() {
+    let Some(g) = gpu("strided_broadcast_and_selected_inputs_match_the_cpu") else { return };
+    let mut rng = Rng::new(4);
+    let shape = [3, 5, 7];
+    for layout in common::LAYOUTS {
+        let x = common::with_layout(&rng.vec(105, -2.0, 2.0), &shape, Dtype::F32, layout);
+        let row = array(&rng.vec(7, -1.0, 1.0), &[7], Dtype::F32);
+        let col = array(&rng.vec(5, -1.0, 1.0), &[5, 1], Dtype::F32);
+        let f = || {
+            let y = ops::add(ops::multiply(&x, &row)?, &col)?;
+            let t = ops::transpose(&y, Some(&[2, 0, 1]))?;
+            let c = ops::greater(&t, 0.0f32)?;
+            ops::where_(&c, &t, ops::exp(&t)?)
+        };
+        same(&format!("{layout:?}"), on(Device::cpu(), f), on(g, f), None);
+    }
+}
+
+#[test]
+fn data_moves_once_each_way_and_is_counted() {
+    let Some(g) = gpu("data_moves_once_each_way_and_is_counted") else { return };
+    let x = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+    let before = kiln::transfers();
+    let y = with_device(g, || ops::exp(&x)).unwrap().unwrap();
+    let z = with_device(g, || ops::multiply(&x, &y)).unwrap().unwrap();
+    z.eval().unwrap();
+    let mid = kiln::transfers();
+    assert_eq!(mid.to_device - before.to_device, 1, "x moves to the GPU once: {before:?} -> {mid:?}");
+    let first = z.to_vec::<f32>().unwrap();
+    let second = z.to_vec::<f32>().unwrap();
+    let after = kiln::transfers();
+    assert_eq!(after.to_host - mid.to_host, 1, "z moves to the host once: {mid:?} -> {after:?}");
+    let want: Vec<f32> = [1.0f32, 2.0, 3.0, 4.0].iter().map(|v| v * v.exp()).collect();
+    assert_eq!(first, second);
+    assert_close(&first.iter().map(|&v| v as f64).collect::<Vec<_>>(), &want.iter().map(|&v| v as f64).collect::<Vec<_>>(), 1e-6, 0.0, "x * exp(x)");
+}
+
+#[test]
+fn ops_without_gpu_kernels_give_the_cpu_results_through_the_host() {
+    let Some(g) = gpu("ops_without_gpu_kernels_give_the_cpu_results_through_the_host") else { return };
+    let mut rng = Rng::new(5);
+    let a = array(&rng.vec(64 * 48, -1.0, 1.0), &[64, 48], Dtype::F32);
+    let b = array(&rng.vec(48 * 32, -1.0, 1.0), &[48, 32], Dtype::F32);
+    let f = || ops::sort(ops::matmul(ops::exp(&a)?, &b)?, Some(-1));
+    same("sort(matmul(exp(a), b))", on(Device::cpu(), f), on(g, f), None);
+    let host = kiln::backend::cuda::ops_on_host();
+    assert!(host.iter().any(|(op, _)| *op == "matmul") && host.iter().any(|(op, _)| *op == "sort"), "{host:?}");
+}
+
+#[test]
+fn running_out_of_gpu_memory_is_a_clear_error() {
+    let Some(g) = gpu("running_out_of_gpu_memory_is_a_clear_error") else { return };
+    let huge = with_device(g, || ops::zeros(&[1 << 22, 1 << 20], Dtype::F32)).unwrap().unwrap();
+    let doubled = with_device(g, || ops::add(&huge, &huge)).unwrap().unwrap();
+    let e = doubled.eval().expect_err("16 TiB cannot be allocated");
+    assert_eq!(e.kind, ErrorKind::Device, "{e}");
+    assert!(e.message.contains("out of GPU memory") || e.message.contains("bytes"), "{e}");
+    kiln::set_memory_limit(1 << 20);
+    let x = array(&vec![1.0; 1 << 20], &[1 << 20], Dtype::F32);
+    let r = with_device(g, || ops::exp(&x)).unwrap().unwrap().eval();
+    kiln::set_memory_limit(0);
+    let e = r.expect_err("4 MiB exceeds a 1 MiB limit");
+    assert!(e.message.contains("set_memory_limit"), "{e}");
+}
+
+#[test]
+fn compiled_functions_run_on_a_gpu_stream() {
+    let Some(g) = gpu("compiled_functions_run_on_a_gpu_stream") else { return };
+    let mut rng = Rng::new(6);
+    let x = array(&rng.vec(4096, -3.0, 3.0), &[64, 64], Dtype::F32);
+    let gelu = kiln::compile(|a: &[Array]| {
+        let x = &a[0];
+        let inner = ops::multiply(ops::add(x, ops::multiply(ops::power(x, 3.0f32)?, 0.044715f32)?)?, 0.797_884_6f32)?;
+        Ok(vec![ops::multiply(ops::multiply(x, 0.5f32)?, ops::add(ops::tanh(&inner)?, 1.0f32)?)?])
+    });
+    let cpu = with_device(Device::cpu(), || gelu.call(&[x.clone()])).unwrap().unwrap();
+    let gpu_out = with_device(g, || gelu.call(&[x.clone()])).unwrap().unwrap();
+    assert_close(&gpu_out[0].to_f64_vec().unwrap(), &cpu[0].to_f64_vec().unwrap(), 4e-6, 1e-7, "compiled gelu");
+}
+
+/// A kernel of one load per input dtype and then `ops` over them, every result an output: one
+/// NVRTC build covers many ops.
+fn kernel_of(inputs: &[Dtype], ops: Vec<(InstOp, Dtype)>) -> Kernel {
+    let element = |op, dtype| Inst { op, dtype, level: Level::Element, phase: 0 };
+    let mut insts: Vec<Inst> = inputs.iter().enumerate().map(|(j, &d)| element(InstOp::Load(j), d)).collect();
+    insts.extend(ops.into_iter().map(|(op, d)| element(op, d)));
+    Kernel {
+        name: "test".into(),
+        reduced: 0,
+        inputs: inputs.to_vec(),
+        outputs: (inputs.len()..insts.len()).collect(),
+        insts,
+        passes: 1,
+        lowered: Default::default(),
+    }
+}
+
+#[test]
+fn printed_kernels_build_with_nvrtc_for_every_op_dtype_and_access() {
+    if !nvrtc_found("printed_kernels_build_with_nvrtc_for_every_op_dtype_and_access") {
+        return;
+    }
+    use source::{Access, Variant};
+    let mut kernels = Vec::new();
+    for d in Dtype::ALL {
+        let unary = UNARY
+            .iter()
+            .filter(|u| !u.needs_float() || d.is_float())
+            .map(|&u| (InstOp::Unary(u, 0), if u.is_predicate() { Dtype::Bool } else { d }))
+            .collect();
+        kernels.push(kernel_of(&[d], unary));
+        let binary = BINARY.iter().map(|&b| (InstOp::Binary(b, 0, 1), if b.is_predicate() { Dtype::Bool } else { d })).collect();
+        kernels.push(kernel_of(&[d, d], binary));
+        let casts = Dtype::ALL.iter().map(|&to| (InstOp::Cast(0), to)).collect();
+        kernels.push(kernel_of(&[d], casts));
+    }
+    kernels.push(kernel_of(&[Dtype::Bool, Dtype::F16, Dtype::BF16], vec![(InstOp::Select(0, 1, 2), Dtype::F16), (InstOp::Const(0x3c00), Dtype::F16)]));
+    let variants = [
+        Variant { rank: 1, access: vec![], wide: false },
+        Variant { rank: 3, access: vec![], wide: true },
+    ];
+    let mut built = 0;
+    for k in &kernels {
+        for v in &variants {
+            let access = [Access::Contiguous, Access::Strided, Access::Scalar];
+            let variant = Variant { access: (0..k.inputs.len()).map(|j| access[(j + v.rank) % 3]).collect(), ..v.clone() };
+            // Ops a dtype does not define are refused by the printer, as the CPU refuses them; the
+            // kernels keep only the defined ones.
+            let mut k2 = kernel_of(&k.inputs, vec![]);
+            for inst in &k.insts[k.inputs.len()..] {
+                k2.insts.push(inst.clone());
+                k2.outputs = (k.inputs.len()..k2.insts.len()).collect();
+                if source::elementwise(&k2, &variant).is_err() {
+                    k2.insts.pop();
+                    k2.outputs.pop();
+                }
+            }
+            let text = source::elementwise(&k2, &variant).unwrap();
+            nvrtc::build("test", &text, "sm_90a").unwrap_or_else(|e| panic!("{}", e.message));
+            built += 1;
+        }
+    }
+    assert_eq!(built, kernels.len() * 2);
+}
+
+#[test]
+fn a_kernel_that_does_not_build_shows_the_log_and_numbered_source() {
+    if !nvrtc_found("a_kernel_that_does_not_build_shows_the_log_and_numbered_source") {
+        return;
+    }
+    let e = nvrtc::build("test", "extern \"C\" __global__ void k() { undefined_name(); }", "sm_90a").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Device);
+    assert!(e.message.contains("undefined_name") && e.message.contains("   1 | extern"), "{}", e.message);
+}
+
+#[test]
+fn without_a_gpu_asking_for_one_names_the_cause() {
+    if Device::gpu(0).is_available() {
+        println!("skipped without_a_gpu_asking_for_one_names_the_cause: this machine has a GPU");
+        return;
+    }
+    let e = kiln::set_default_device(Device::gpu(0)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Device, "{e}");
+    assert!(e.message.contains("libcuda") || e.message.contains("no GPU") || e.message.contains("driver"), "{e}");
+    let e = with_device(Device::gpu(0), || ()).unwrap_err();
+    assert_eq!(e.op, "with_stream");
+    assert_eq!(kiln::default_device(), Device::cpu());
+    let x = Array::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    assert_eq!(ops::exp(&x).unwrap().to_vec::<f32>().unwrap().len(), 2, "the CPU keeps working");
+}
