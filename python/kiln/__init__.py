@@ -4,6 +4,10 @@
 ``import mlx.core as mx`` to ``import kiln.core as mx``.
 """
 
-from kiln import core
+from kiln import _cuda_paths
+
+_cuda_paths.export()
+
+from kiln import core  # noqa: E402
 
 __version__ = core.__version__

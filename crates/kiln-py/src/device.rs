@@ -127,7 +127,7 @@ fn default_device() -> PyDevice {
     PyDevice(kiln::default_device())
 }
 
-/// Sets the default device (the GPU is not available in this build: a clear error).
+/// Sets the default device (a device that cannot be used here is a clear error naming why).
 #[pyfunction]
 fn set_default_device(device: StreamOrDevice) -> PyResult<()> {
     match device {
@@ -146,8 +146,20 @@ fn default_stream(device: StreamOrDevice) -> PyResult<PyStream> {
     Ok(PyStream(s))
 }
 
-/// Waits for the work queued on `stream` (the default stream when None). The CPU runs work
-/// inside `eval`, so this only checks the device.
+/// Whether `device` can run ops here (a GPU needs the NVIDIA driver and a device).
+#[pyfunction]
+fn is_available(device: StreamOrDevice) -> bool {
+    device.stream().device.is_available()
+}
+
+/// A new stream on `device`.
+#[pyfunction]
+fn new_stream(device: StreamOrDevice) -> PyResult<PyStream> {
+    kiln::new_stream(device.stream().device).map(PyStream).or_raise()
+}
+
+/// Waits for the work queued on `stream` (the default stream when None): the CPU runs work
+/// inside `eval`; a GPU stream is waited for.
 #[pyfunction]
 #[pyo3(signature = (stream = None))]
 fn synchronize(stream: Option<StreamOrDevice>) -> PyResult<()> {
@@ -168,5 +180,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(default_device, m)?)?;
     m.add_function(wrap_pyfunction!(set_default_device, m)?)?;
     m.add_function(wrap_pyfunction!(default_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(is_available, m)?)?;
+    m.add_function(wrap_pyfunction!(new_stream, m)?)?;
     m.add_function(wrap_pyfunction!(synchronize, m)?)
 }

@@ -11,6 +11,7 @@ mod device;
 mod dtype;
 mod errors;
 mod index;
+mod memory;
 mod methods;
 mod ops;
 mod random;
@@ -57,6 +58,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyArray>()?;
     dtype::register(m)?;
     device::register(m)?;
+    memory::register(m)?;
     ops::register(m)?;
     transforms::register(m)?;
     compile::register(m)?;

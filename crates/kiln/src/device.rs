@@ -127,6 +127,15 @@ pub fn with_stream<R>(stream: Stream, f: impl FnOnce() -> R) -> Result<R> {
     Ok(f())
 }
 
+/// A new stream on `device`, independent of its other streams (work on two streams runs in any
+/// order unless one reads the other's results).
+pub fn new_stream(device: Device) -> Result<Stream> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    check_available("new_stream", device)?;
+    Ok(Stream { device, index: NEXT.fetch_add(1, Ordering::Relaxed) })
+}
+
 /// Runs `f` with every op it creates placed on `device`'s default stream.
 pub fn with_device<R>(device: Device, f: impl FnOnce() -> R) -> Result<R> {
     with_stream(Stream::default_for(device), f)

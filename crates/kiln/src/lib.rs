@@ -35,7 +35,9 @@ pub use buffer::{
     active_memory, cache_memory, clear_cache, peak_memory, reset_peak_memory, set_cache_limit, set_memory_limit, transfers,
     Transfers,
 };
-pub use device::{default_device, set_default_device, synchronize, with_device, with_stream, Device, DeviceKind, Stream};
+pub use device::{
+    default_device, new_stream, set_default_device, synchronize, with_device, with_stream, Device, DeviceKind, Stream,
+};
 pub use dtype::{promote_types, Dtype, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::random;

@@ -9,7 +9,7 @@ use common::{array, assert_close, random_values, rtol_for, Rng};
 use kiln::backend::cuda::{nvrtc, source};
 use kiln::fused::{Inst, InstOp, Kernel, Level};
 use kiln::ops;
-use kiln::primitive::{BinaryOp, UnaryOp};
+use kiln::primitive::{BinaryOp, ReduceOp, UnaryOp};
 use kiln::{with_device, Array, Device, Dtype, ErrorKind};
 
 const UNARY: [UnaryOp; 38] = {
@@ -30,11 +30,15 @@ const BINARY: [BinaryOp; 24] = {
     ]
 };
 
-/// GPU 0, or `None` after printing why the test is skipped.
-fn gpu(test: &str) -> Option<Device> {
+/// GPU tests run one at a time: the transfer counters and the memory limit are process-wide.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// GPU 0 with this test holding the GPU tests' lock, or `None` after printing why the test is
+/// skipped.
+fn gpu(test: &str) -> Option<(Device, std::sync::MutexGuard<'static, ()>)> {
     let d = Device::gpu(0);
     if d.is_available() {
-        return Some(d);
+        return Some((d, ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())));
     }
     let why = kiln::set_default_device(d).err().map(|e| e.message).unwrap_or_default();
     println!("skipped {test}: no usable GPU ({why})");
@@ -115,7 +119,7 @@ fn same(what: &str, cpu: kiln::Result<Vec<f64>>, gpu: kiln::Result<Vec<f64>>, rt
 
 #[test]
 fn unary_ops_match_the_cpu_on_every_dtype() {
-    let Some(g) = gpu("unary_ops_match_the_cpu_on_every_dtype") else { return };
+    let Some((g, _one)) = gpu("unary_ops_match_the_cpu_on_every_dtype") else { return };
     let mut rng = Rng::new(1);
     for d in Dtype::ALL {
         let x = array(&test_values(&mut rng, d, 257), &[257], d);
@@ -130,7 +134,7 @@ fn unary_ops_match_the_cpu_on_every_dtype() {
 
 #[test]
 fn binary_ops_match_the_cpu_on_every_dtype() {
-    let Some(g) = gpu("binary_ops_match_the_cpu_on_every_dtype") else { return };
+    let Some((g, _one)) = gpu("binary_ops_match_the_cpu_on_every_dtype") else { return };
     let mut rng = Rng::new(2);
     for d in Dtype::ALL {
         let a = array(&test_values(&mut rng, d, 301), &[301], d);
@@ -138,7 +142,7 @@ fn binary_ops_match_the_cpu_on_every_dtype() {
         bv.reverse();
         let b = array(&bv, &[301], d);
         for op in BINARY {
-            let rtol = approximate_binary(op).then(|| approximate_rtol(d));
+            let rtol = approximate_binary(op).then(|| approximate_rtol(if d.is_float() { d } else { Dtype::F32 }));
             let what = format!("{} on {d}", op.name());
             same(&what, on(Device::cpu(), || ops::binary(op, &a, &b)), on(g, || ops::binary(op, &a, &b)), rtol);
         }
@@ -147,7 +151,7 @@ fn binary_ops_match_the_cpu_on_every_dtype() {
 
 #[test]
 fn casts_match_the_cpu_between_every_pair_of_dtypes() {
-    let Some(g) = gpu("casts_match_the_cpu_between_every_pair_of_dtypes") else { return };
+    let Some((g, _one)) = gpu("casts_match_the_cpu_between_every_pair_of_dtypes") else { return };
     let mut rng = Rng::new(3);
     for from in Dtype::ALL {
         let mut values = test_values(&mut rng, from, 200);
@@ -164,7 +168,7 @@ fn casts_match_the_cpu_between_every_pair_of_dtypes() {
 
 #[test]
 fn strided_broadcast_and_selected_inputs_match_the_cpu() {
-    let Some(g) = gpu("strided_broadcast_and_selected_inputs_match_the_cpu") else { return };
+    let Some((g, _one)) = gpu("strided_broadcast_and_selected_inputs_match_the_cpu") else { return };
     let mut rng = Rng::new(4);
     let shape = [3, 5, 7];
     for layout in common::LAYOUTS {
@@ -183,7 +187,7 @@ fn strided_broadcast_and_selected_inputs_match_the_cpu() {
 
 #[test]
 fn data_moves_once_each_way_and_is_counted() {
-    let Some(g) = gpu("data_moves_once_each_way_and_is_counted") else { return };
+    let Some((g, _one)) = gpu("data_moves_once_each_way_and_is_counted") else { return };
     let x = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
     let before = kiln::transfers();
     let y = with_device(g, || ops::exp(&x)).unwrap().unwrap();
@@ -202,7 +206,7 @@ fn data_moves_once_each_way_and_is_counted() {
 
 #[test]
 fn ops_without_gpu_kernels_give_the_cpu_results_through_the_host() {
-    let Some(g) = gpu("ops_without_gpu_kernels_give_the_cpu_results_through_the_host") else { return };
+    let Some((g, _one)) = gpu("ops_without_gpu_kernels_give_the_cpu_results_through_the_host") else { return };
     let mut rng = Rng::new(5);
     let a = array(&rng.vec(64 * 48, -1.0, 1.0), &[64, 48], Dtype::F32);
     let b = array(&rng.vec(48 * 32, -1.0, 1.0), &[48, 32], Dtype::F32);
@@ -214,7 +218,7 @@ fn ops_without_gpu_kernels_give_the_cpu_results_through_the_host() {
 
 #[test]
 fn running_out_of_gpu_memory_is_a_clear_error() {
-    let Some(g) = gpu("running_out_of_gpu_memory_is_a_clear_error") else { return };
+    let Some((g, _one)) = gpu("running_out_of_gpu_memory_is_a_clear_error") else { return };
     let huge = with_device(g, || ops::zeros(&[1 << 22, 1 << 20], Dtype::F32)).unwrap().unwrap();
     let doubled = with_device(g, || ops::add(&huge, &huge)).unwrap().unwrap();
     let e = doubled.eval().expect_err("16 TiB cannot be allocated");
@@ -230,7 +234,7 @@ fn running_out_of_gpu_memory_is_a_clear_error() {
 
 #[test]
 fn compiled_functions_run_on_a_gpu_stream() {
-    let Some(g) = gpu("compiled_functions_run_on_a_gpu_stream") else { return };
+    let Some((g, _one)) = gpu("compiled_functions_run_on_a_gpu_stream") else { return };
     let mut rng = Rng::new(6);
     let x = array(&rng.vec(4096, -3.0, 3.0), &[64, 64], Dtype::F32);
     let gelu = kiln::compile(|a: &[Array]| {
@@ -306,6 +310,60 @@ fn printed_kernels_build_with_nvrtc_for_every_op_dtype_and_access() {
         }
     }
     assert_eq!(built, kernels.len() * 2);
+}
+
+/// The public op of a reduction.
+fn reduction(op: ReduceOp) -> fn(&Array, Option<&[i64]>, bool) -> kiln::Result<Array> {
+    match op {
+        ReduceOp::Sum => |x, a, k| ops::sum(x, a, k),
+        ReduceOp::Prod => |x, a, k| ops::prod(x, a, k),
+        ReduceOp::Max => |x, a, k| ops::max(x, a, k),
+        ReduceOp::Min => |x, a, k| ops::min(x, a, k),
+        ReduceOp::All => |x, a, k| ops::all(x, a, k),
+        ReduceOp::Any => |x, a, k| ops::any(x, a, k),
+    }
+}
+
+const REDUCE: [ReduceOp; 6] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min, ReduceOp::All, ReduceOp::Any];
+
+#[test]
+fn reduction_kernels_build_with_nvrtc_for_every_op_and_dtype() {
+    if !nvrtc_found("reduction_kernels_build_with_nvrtc_for_every_op_and_dtype") {
+        return;
+    }
+    for op in REDUCE {
+        for d in Dtype::ALL {
+            let text = kiln::backend::cuda::reduce::source(op, d, op.out_dtype(d));
+            nvrtc::build("test", &text, "sm_90a").unwrap_or_else(|e| panic!("{op:?} on {d}: {}", e.message));
+        }
+    }
+}
+
+#[test]
+fn reductions_match_the_cpu_over_any_axes() {
+    let Some((g, _one)) = gpu("reductions_match_the_cpu_over_any_axes") else { return };
+    let mut rng = Rng::new(7);
+    let shape = [6, 1, 37, 50];
+    let axes_cases: [&[i64]; 6] = [&[3], &[0], &[0, 2], &[1, 3], &[0, 1, 2, 3], &[2]];
+    for d in Dtype::ALL {
+        let values: Vec<f64> = if d.is_float() { rng.vec(11100, 0.5, 1.5) } else { random_values(&mut rng, 11100, d, -3.0, 3.0) };
+        let x = array(&values, &shape, d);
+        for op in REDUCE {
+            for axes in axes_cases {
+                let f = || reduction(op)(&x, Some(axes), false);
+                let rtol = (d.is_float() && matches!(op, ReduceOp::Sum | ReduceOp::Prod)).then(|| rtol_for(d).max(1e-12));
+                same(&format!("{op:?} over {axes:?} of {d}"), on(Device::cpu(), f), on(g, f), rtol);
+            }
+        }
+    }
+    // A long full reduction takes the two-pass path; NaN propagates through max.
+    let mut long = rng.vec(3_000_000, -1.0, 1.0);
+    long[1_234_567] = f64::NAN;
+    let x = array(&long, &[3_000_000], Dtype::F32);
+    for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
+        let f = || reduction(op)(&x, None, false);
+        same(&format!("{op:?} of 3e6 with a NaN"), on(Device::cpu(), f), on(g, f), Some(1e-6));
+    }
 }
 
 #[test]

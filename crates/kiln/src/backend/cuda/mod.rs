@@ -15,6 +15,7 @@ mod elementwise;
 pub mod libraries;
 pub mod memory;
 pub mod nvrtc;
+pub mod reduce;
 pub mod source;
 
 pub use memory::DeviceBlock;
@@ -56,6 +57,7 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
         Op::Binary(b) => fused(InstOp::Binary(*b, 0, 1)),
         Op::Select => fused(InstOp::Select(0, 1, 2)),
         Op::AsType(_) => fused(InstOp::Cast(0)),
+        Op::Reduce { op: r, axes, .. } => reduce::run(*r, gpu, cu_stream, &inputs[0], axes, shape, dtype),
         Op::Transpose(perm) => Ok(views::transpose(&inputs[0], perm)),
         Op::BroadcastTo(_) | Op::BroadcastLike => Ok(views::broadcast_to(&inputs[0], shape)),
         Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),
@@ -84,7 +86,7 @@ pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], spa
 
 /// Copies a device block's bytes to `host` once the kernels writing them are done.
 pub fn download(op: &str, block: &DeviceBlock, host: *mut u8) -> Result<()> {
-    let gpu = context::gpu(op, block.gpu)?;
+    context::gpu(op, block.gpu)?;
     // Safety: `host` holds `block.bytes` bytes; the copy is queued after the block's writers on
     // their stream, and the stream is waited for before the bytes are read.
     unsafe {
@@ -92,7 +94,6 @@ pub fn download(op: &str, block: &DeviceBlock, host: *mut u8) -> Result<()> {
         cu::memcpy_dtoh_async(dst, block.ptr, block.stream).map_err(|e| context::device_error(op, "copying to the host", e))?;
         cu::stream::synchronize(block.stream).map_err(|e| context::device_error(op, "waiting for the GPU", e))?;
     }
-    let _ = gpu;
     Ok(())
 }
 

@@ -220,3 +220,11 @@ __device__ double k_erfinv_f64(double y) {
     }
     return x;
 }
+
+/* float64 to float32 rounding to odd: a later rounding to a half dtype then rounds once, as the
+ * CPU's conversions of float64 results do (dtype.rs, f64_to_f32_round_odd). */
+__device__ __forceinline__ float k_f32_round_odd(double v) {
+    if (!isfinite(v)) return (float)v;
+    float t = __double2float_rz(v);
+    return (double)t == v ? t : __uint_as_float(__float_as_uint(t) | 1u);
+}

@@ -1,0 +1,49 @@
+/* Reductions of contiguous rows: a kernel source is this text after the prelude and the
+ * definitions of one reduction (accumulator type K_ACC, K_LOAD from the stored input type K_IN,
+ * K_IDENTITY, K_COMBINE, K_STORE to the stored output type K_OUT).
+ *
+ * A row is folded by one block, or, when rows are few and long, by `splits` blocks whose
+ * partial results a second kernel folds. Accumulators are float64 for floats and 64-bit
+ * integers otherwise, as on the CPU; the order of the fold differs from the CPU's, so float sums
+ * may differ in the last bits. */
+
+__device__ __forceinline__ K_ACC k_warp_fold(K_ACC a) {
+    for (int o = 16; o > 0; o >>= 1) a = K_COMBINE(a, __shfl_down_sync(0xffffffffu, a, o));
+    return a;
+}
+
+/* The fold of every thread's value, valid in thread 0. */
+__device__ __forceinline__ K_ACC k_block_fold(K_ACC a) {
+    __shared__ K_ACC part[32];
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    a = k_warp_fold(a);
+    if (blockDim.x <= 32) return a;
+    if (lane == 0) part[warp] = a;
+    __syncthreads();
+    a = lane < (blockDim.x >> 5) ? part[lane] : (K_ACC)(K_IDENTITY);
+    return warp == 0 ? k_warp_fold(a) : a;
+}
+
+/* Block b folds part b % splits of row b / splits. */
+extern "C" __global__ void kiln_reduce_rows(const K_IN* in, K_ACC* partial, K_OUT* out, i64 cols, i64 splits) {
+    const i64 b = blockIdx.x, row = b / splits, split = b % splits;
+    const i64 chunk = (cols + splits - 1) / splits;
+    const i64 start = split * chunk, end = min(cols, start + chunk);
+    const K_IN* p = in + row * cols;
+    K_ACC acc = K_IDENTITY;
+    for (i64 i = start + threadIdx.x; i < end; i += blockDim.x) acc = K_COMBINE(acc, K_LOAD(p[i]));
+    acc = k_block_fold(acc);
+    if (threadIdx.x == 0) {
+        if (splits == 1) out[row] = K_STORE(acc);
+        else partial[b] = acc;
+    }
+}
+
+/* Block r folds the `splits` partial results of row r. */
+extern "C" __global__ void kiln_reduce_partials(const K_ACC* partial, K_OUT* out, i64 splits) {
+    const K_ACC* p = partial + (i64)blockIdx.x * splits;
+    K_ACC acc = K_IDENTITY;
+    for (i64 i = threadIdx.x; i < splits; i += blockDim.x) acc = K_COMBINE(acc, p[i]);
+    acc = k_block_fold(acc);
+    if (threadIdx.x == 0) out[blockIdx.x] = K_STORE(acc);
+}
