@@ -29,7 +29,7 @@ const FIRST_COMPILE_SHAPE: [usize; 2] = [1000, 1000];
 const TINY_CALLS: usize = 10_000;
 
 /// x * (1 + erf(x / sqrt 2)) / 2.
-fn gelu(a: &[Array]) -> Result<Array> {
+pub(crate) fn gelu(a: &[Array]) -> Result<Array> {
     let x = &a[0];
     let inner = ops::erf(ops::divide(x, std::f64::consts::SQRT_2)?)?;
     ops::divide(ops::multiply(x, ops::add(inner, 1.0)?)?, 2.0)

@@ -20,10 +20,12 @@
 //! `layernorm` and `softmax` add `interpreted`: the same compiled plan run by the tile
 //! interpreter, without native code.
 //!
-//! Usage: `kiln-bench [--json] [--reps N] [CASE...]`; cases: memcpy copy add gelu silu layernorm
-//! softmax sum matmul mlp_grad mlp_step first_compile tiny_call.
+//! Usage: `kiln-bench [--json] [--reps N] [--device cpu|gpu] [CASE...]`; CPU cases: memcpy copy add
+//! gelu silu layernorm softmax sum matmul mlp_grad mlp_step first_compile tiny_call; GPU cases (module
+//! [`gpu`]): d2d_copy copy add gelu sum sum_rows tiny_op.
 
 mod compiled;
+mod gpu;
 
 use kiln::{ops, Array, Dtype};
 use std::time::Instant;
@@ -236,17 +238,36 @@ fn main() {
         });
         args.drain(i..=i + 1);
     }
-    let mut cases: Vec<String> = if args.is_empty() { ALL_CASES.iter().map(|s| s.to_string()).collect() } else { args };
-    // memcpy is the reference every ratio is read against: always measure it in the same run.
-    if !cases.iter().any(|c| c == "memcpy") {
-        cases.insert(0, "memcpy".into());
+    let mut on_gpu = false;
+    if let Some(i) = args.iter().position(|a| a == "--device") {
+        on_gpu = match args.get(i + 1).map(String::as_str) {
+            Some("gpu") => true,
+            Some("cpu") => false,
+            _ => {
+                eprintln!("--device needs cpu or gpu");
+                std::process::exit(2)
+            }
+        };
+        args.drain(i..=i + 1);
+    }
+    let device = if on_gpu { kiln::Device::gpu(0) } else { kiln::Device::cpu() };
+    if let Err(e) = kiln::set_default_device(device) {
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
+    let (all, reference): (&[&str], &str) = if on_gpu { (&gpu::CASES, "d2d_copy") } else { (&ALL_CASES, "memcpy") };
+    let mut cases: Vec<String> = if args.is_empty() { all.iter().map(|s| s.to_string()).collect() } else { args };
+    // The copy reference every ratio is read against is always measured in the same run.
+    if !cases.iter().any(|c| c == reference) {
+        cases.insert(0, reference.into());
     }
     if as_json {
         println!("{{\"case\": \"native_target\", \"variant\": \"{}\"}}", kiln::backend::cpu::native::target_name());
     }
     let mut rows = Vec::new();
     for case in &cases {
-        for row in run_case(case, reps) {
+        let case_rows = if on_gpu { gpu::run_case(case, reps) } else { run_case(case, reps) };
+        for row in case_rows {
             if as_json {
                 println!("{}", json(&row));
             }
@@ -259,18 +280,26 @@ fn main() {
 }
 
 fn print_table(rows: &[Row]) {
-    let memcpy = rows.iter().find(|r| r.case == "memcpy").and_then(|r| r.gbps);
+    let reference = rows.iter().find(|r| r.variant == "reference");
+    let memcpy = reference.and_then(|r| r.gbps);
+    let reference_name = reference.map_or("memcpy", |r| r.case);
     let direct = rows.iter().find(|r| r.variant == "gemm_direct").and_then(|r| r.gflops);
     let forward = rows.iter().find(|r| r.case == "mlp_grad" && r.variant == "forward").map(|r| r.ms);
     println!("kiln benchmark ({} threads, float32, {:?} elements; matmul {n}x{n})", kiln_threads(), SHAPE, n = MATMUL_N);
-    println!("native code built for: {}", kiln::backend::cpu::native::target_name());
+    match kiln::default_device().kind {
+        kiln::DeviceKind::Gpu => {
+            let g = kiln::backend::cuda::context::gpu("bench", 0).expect("GPU 0");
+            println!("device: GPU 0, {} ({}, {} SMs)", g.name, g.arch(), g.multiprocessors);
+        }
+        kiln::DeviceKind::Cpu => println!("native code built for: {}", kiln::backend::cpu::native::target_name()),
+    }
     println!("{:<13} {:<14} {:>10} {:>10} {:>10}  ratio", "case", "variant", "ms", "GB/s", "GFLOP/s");
     for r in rows {
         let mut notes = Vec::new();
         match (r.gbps, memcpy, r.gflops, direct) {
             _ if r.variant == "value_and_grad" => notes.extend(forward.map(|f| format!("{:.2}x forward", r.ms / f))),
             _ if r.case == "mlp_grad" => {}
-            (Some(g), Some(m), _, _) => notes.push(format!("{:.0}% of memcpy", 100.0 * g / m)),
+            (Some(g), Some(m), _, _) => notes.push(format!("{:.0}% of {reference_name}", 100.0 * g / m)),
             (_, _, Some(g), Some(d)) => notes.push(format!("{:.0}% of gemm_direct", 100.0 * g / d)),
             _ => {}
         }

@@ -252,7 +252,11 @@ fn binary(b: BinaryOp, d: Dtype, x: &str, y: &str) -> Result<String> {
 /// Conversion of `x` from `from` to `to` with `astype` semantics.
 fn cast(from: Dtype, to: Dtype, x: &str) -> String {
     let t = compute_type(to);
-    if from == to || compute_type(from) == t && to.is_float() {
+    if from == Dtype::F64 && matches!(to, Dtype::F16 | Dtype::BF16) {
+        // Rounded once, as the CPU's astype does: to float32 by rounding to odd, then to the half
+        // dtype (by the caller's rounding).
+        format!("k_f32_round_odd({x})")
+    } else if from == to || compute_type(from) == t && to.is_float() {
         x.to_string()
     } else if to == Dtype::Bool {
         format!("({x} != 0)")

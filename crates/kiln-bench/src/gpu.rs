@@ -1,0 +1,82 @@
+//! The GPU cases of `scripts/bench --device gpu`: the CPU bench's cases and JSON keys, timed on
+//! GPU 0 with the GPU waited for after each run, and `d2d_copy` (the driver's device-to-device
+//! copy of the same bytes) as the reference row every bandwidth is read against.
+
+use crate::{median_ms, random_input, Row, SHAPE};
+use cudarc::driver::result as cu;
+use kiln::backend::cuda::{context, memory::DeviceBlock};
+use kiln::{ops, Array, Device, Stream};
+
+/// The GPU cases, in order.
+pub const CASES: [&str; 7] = ["d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op"];
+
+/// Evaluates `a` and waits for the GPU.
+fn done(a: &Array) {
+    a.eval().expect("eval");
+    kiln::synchronize(Stream::default_for(Device::gpu(0))).expect("synchronize");
+}
+
+/// Runs one GPU case.
+pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
+    let n: usize = SHAPE.iter().product();
+    let bytes = n * 4;
+    match case {
+        "d2d_copy" => {
+            let g = context::gpu("bench", 0).expect("GPU 0");
+            let stream = g.stream("bench", 0).expect("stream");
+            let src = DeviceBlock::new("bench", g, stream, bytes).expect("alloc");
+            let dst = DeviceBlock::new("bench", g, stream, bytes).expect("alloc");
+            let ms = median_ms(reps, || unsafe {
+                cu::memcpy_dtod_async(dst.ptr, src.ptr, bytes, stream).expect("copy");
+                cu::stream::synchronize(stream).expect("sync");
+            });
+            vec![Row::new("d2d_copy", "reference", ms).bytes(2 * bytes)]
+        }
+        "copy" => {
+            let x = random_input(&SHAPE);
+            done(&x);
+            let ms = median_ms(reps, || done(&ops::copy(&x).unwrap()));
+            vec![Row::new("copy", "eager", ms).bytes(2 * bytes)]
+        }
+        "add" => {
+            let (x, y) = (random_input(&SHAPE), random_input(&SHAPE));
+            done(&x);
+            done(&y);
+            let ms = median_ms(reps, || done(&ops::add(&x, &y).unwrap()));
+            vec![Row::new("add", "eager", ms).bytes(3 * bytes)]
+        }
+        "gelu" => {
+            let x = random_input(&SHAPE);
+            done(&x);
+            let ms = median_ms(reps, || done(&crate::compiled::gelu(std::slice::from_ref(&x)).unwrap()));
+            vec![Row::new("gelu", "eager", ms).bytes(2 * bytes)]
+        }
+        "sum" => {
+            let x = random_input(&SHAPE);
+            done(&x);
+            let ms = median_ms(reps, || done(&ops::sum(&x, None, false).unwrap()));
+            vec![Row::new("sum", "eager", ms).bytes(bytes)]
+        }
+        "sum_rows" => {
+            let x = random_input(&SHAPE);
+            done(&x);
+            let ms = median_ms(reps, || done(&ops::sum(&x, Some(&[-1]), false).unwrap()));
+            vec![Row::new("sum_rows", "eager", ms).bytes(bytes)]
+        }
+        "tiny_op" => {
+            let x = random_input(&[4]);
+            done(&x);
+            const CALLS: usize = 1000;
+            let ms = median_ms(reps, || {
+                for _ in 0..CALLS {
+                    done(&ops::add(&x, 1.0f32).unwrap());
+                }
+            });
+            vec![Row::new("tiny_op", "eager", ms / CALLS as f64).extra("us", ms * 1e3 / CALLS as f64)]
+        }
+        other => {
+            eprintln!("unknown GPU case {other:?}; cases are: {}", CASES.join(" "));
+            std::process::exit(2);
+        }
+    }
+}
