@@ -7,8 +7,15 @@
  * integers otherwise, as on the CPU; the order of the fold differs from the CPU's, so float sums
  * may differ in the last bits. */
 
+/* K_COMBINE as a function: its operands are evaluated once, and every lane reaches each shuffle
+ * (a shuffle inside the macro's conditional would run on some lanes only). */
+__device__ __forceinline__ K_ACC k_combine(K_ACC a, K_ACC b) { return K_COMBINE(a, b); }
+
 __device__ __forceinline__ K_ACC k_warp_fold(K_ACC a) {
-    for (int o = 16; o > 0; o >>= 1) a = K_COMBINE(a, __shfl_down_sync(0xffffffffu, a, o));
+    for (int o = 16; o > 0; o >>= 1) {
+        const K_ACC other = __shfl_down_sync(0xffffffffu, a, o);
+        a = k_combine(a, other);
+    }
     return a;
 }
 
@@ -31,7 +38,7 @@ extern "C" __global__ void kiln_reduce_rows(const K_IN* in, K_ACC* partial, K_OU
     const i64 start = split * chunk, end = min(cols, start + chunk);
     const K_IN* p = in + row * cols;
     K_ACC acc = K_IDENTITY;
-    for (i64 i = start + threadIdx.x; i < end; i += blockDim.x) acc = K_COMBINE(acc, K_LOAD(p[i]));
+    for (i64 i = start + threadIdx.x; i < end; i += blockDim.x) acc = k_combine(acc, K_LOAD(p[i]));
     acc = k_block_fold(acc);
     if (threadIdx.x == 0) {
         if (splits == 1) out[row] = K_STORE(acc);
@@ -43,7 +50,7 @@ extern "C" __global__ void kiln_reduce_rows(const K_IN* in, K_ACC* partial, K_OU
 extern "C" __global__ void kiln_reduce_partials(const K_ACC* partial, K_OUT* out, i64 splits) {
     const K_ACC* p = partial + (i64)blockIdx.x * splits;
     K_ACC acc = K_IDENTITY;
-    for (i64 i = threadIdx.x; i < splits; i += blockDim.x) acc = K_COMBINE(acc, p[i]);
+    for (i64 i = threadIdx.x; i < splits; i += blockDim.x) acc = k_combine(acc, p[i]);
     acc = k_block_fold(acc);
     if (threadIdx.x == 0) out[blockIdx.x] = K_STORE(acc);
 }
