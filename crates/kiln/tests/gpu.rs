@@ -187,6 +187,23 @@ fn strided_broadcast_and_selected_inputs_match_the_cpu() {
 }
 
 #[test]
+fn vector_accesses_handle_every_length_offset_and_dtype() {
+    let Some((g, _one)) = gpu("vector_accesses_handle_every_length_offset_and_dtype") else { return };
+    let mut rng = Rng::new(8);
+    for d in [Dtype::F32, Dtype::F16, Dtype::F64, Dtype::Bool, Dtype::I8] {
+        let big = array(&random_values(&mut rng, 64, d, -3.0, 3.0), &[64], d);
+        for start in 0..5usize {
+            for len in [0usize, 1, 3, 7, 8, 17, 33, 59 - start] {
+                let spec = ops::SliceSpec { start: Some(start as i64), stop: Some((start + len) as i64), step: 1 };
+                let x = ops::slice(&big, &[spec]).unwrap();
+                let f = || ops::add(ops::astype(&x, Dtype::F32)?, ops::astype(&x, Dtype::F32)?);
+                same(&format!("{d} [{start}:{}]", start + len), on(Device::cpu(), f), on(g, f), None);
+            }
+        }
+    }
+}
+
+#[test]
 fn data_moves_once_each_way_and_is_counted() {
     let Some((g, _one)) = gpu("data_moves_once_each_way_and_is_counted") else { return };
     let x = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
@@ -286,14 +303,20 @@ fn printed_kernels_build_with_nvrtc_for_every_op_dtype_and_access() {
     }
     kernels.push(kernel_of(&[Dtype::Bool, Dtype::F16, Dtype::BF16], vec![(InstOp::Select(0, 1, 2), Dtype::F16), (InstOp::Const(0x3c00), Dtype::F16)]));
     let variants = [
-        Variant { rank: 1, access: vec![], wide: false },
-        Variant { rank: 3, access: vec![], wide: true },
+        Variant { rank: 1, access: vec![], wide: false, vector: 1 },
+        Variant { rank: 3, access: vec![], wide: true, vector: 1 },
+        Variant { rank: 1, access: vec![], wide: false, vector: 2 },
     ];
     let mut built = 0;
     for k in &kernels {
         for v in &variants {
-            let access = [Access::Contiguous, Access::Strided, Access::Scalar];
-            let variant = Variant { access: (0..k.inputs.len()).map(|j| access[(j + v.rank) % 3]).collect(), ..v.clone() };
+            let access: &[Access] = if v.vector > 1 {
+                &[Access::Contiguous, Access::Immediate, Access::Scalar]
+            } else {
+                &[Access::Contiguous, Access::Strided, Access::Scalar, Access::Immediate]
+            };
+            let pick = |j: usize| access[(j + v.rank) % access.len()];
+            let variant = Variant { access: (0..k.inputs.len()).map(pick).collect(), ..v.clone() };
             // Ops a dtype does not define are refused by the printer, as the CPU refuses them; the
             // kernels keep only the defined ones.
             let mut k2 = kernel_of(&k.inputs, vec![]);
@@ -310,7 +333,7 @@ fn printed_kernels_build_with_nvrtc_for_every_op_dtype_and_access() {
             built += 1;
         }
     }
-    assert_eq!(built, kernels.len() * 2);
+    assert_eq!(built, kernels.len() * variants.len());
 }
 
 /// The public op of a reduction.

@@ -13,6 +13,8 @@ use crate::error::Result;
 use crate::fused::{Inst, InstOp, Kernel, Level};
 use crate::shape::{numel, row_major_strides};
 use cudarc::driver::{result as cu, sys};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// Axes of `space` with each input's strides over them, size-1 axes dropped and neighbours merged
 /// where every input steps through them as one axis.
@@ -49,9 +51,10 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
     let row_major: Vec<isize> = row_major_strides(&dims).to_vec();
     let access: Vec<Access> = st
         .iter()
-        .map(|s| {
+        .zip(inputs)
+        .map(|(s, x)| {
             if s.iter().all(|&v| v == 0) {
-                Access::Scalar
+                if x.buffer.storage.on_host() && x.dtype.size() <= 8 { Access::Immediate } else { Access::Scalar }
             } else if *s == row_major {
                 Access::Contiguous
             } else {
@@ -61,17 +64,31 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
         .collect();
     let reach = st.iter().map(|s| s.iter().zip(&dims).map(|(&v, &d)| v.unsigned_abs() * d).sum::<usize>()).max().unwrap_or(0);
     let wide = n >= 1 << 30 || reach >= 1 << 30;
-    let variant = Variant { rank: dims.len(), access, wide };
+    let vector = vector_width(k, inputs, &access);
+    let variant = Variant { rank: dims.len(), access, wide, vector };
     let outputs: Vec<Dtype> = k.outputs.iter().map(|&i| k.insts[i].dtype).collect();
     let blocks: Vec<DeviceBlock> =
         outputs.iter().map(|d| DeviceBlock::new(op, gpu, stream, n * d.size())).collect::<Result<_>>()?;
     if n > 0 {
-        let text = source::elementwise(k, &variant)?;
-        let function = nvrtc::function(op, gpu, &text, ENTRY)?;
+        let function = function(op, gpu, k, &variant)?;
         let mut words: Vec<u64> = Vec::new();
-        for x in inputs {
-            let base = x.buffer.storage.on_gpu(op, gpu.ordinal, stream)?;
-            words.push(base.wrapping_add_signed(x.buffer.offset as i64 * x.dtype.size() as i64));
+        for (x, a) in inputs.iter().zip(&variant.access) {
+            words.push(if *a == Access::Immediate {
+                let mut bits = 0u64;
+                // Safety: the host copy holds the element at the view's start (`on_host` was
+                // checked when the access was chosen); at most 8 bytes are read.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        x.buffer.start_address(x.dtype.size()) as *const u8,
+                        &mut bits as *mut u64 as *mut u8,
+                        x.dtype.size(),
+                    )
+                };
+                bits
+            } else {
+                let base = x.buffer.storage.on_gpu(op, gpu.ordinal, stream)?;
+                base.wrapping_add_signed(x.buffer.offset as i64 * x.dtype.size() as i64)
+            });
         }
         if inputs.is_empty() {
             words.push(0);
@@ -86,7 +103,7 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
         if inputs.is_empty() {
             words.extend(std::iter::repeat_n(0, rank));
         }
-        launch(op, gpu, stream, function, &mut words, n)?;
+        launch(op, gpu, stream, function, &mut words, n.div_ceil(variant.vector))?;
     }
     Ok(blocks
         .into_iter()
@@ -94,9 +111,48 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
         .collect())
 }
 
-/// Launches an elementwise kernel over `n` elements with its parameter block `words`.
-fn launch(op: &str, gpu: &Gpu, stream: sys::CUstream, f: nvrtc::Function, words: &mut [u64], n: usize) -> Result<()> {
-    let blocks = n.div_ceil(BLOCK as usize).min(gpu.multiprocessors as usize * 16).max(1) as u32;
+/// Elements per access for a kernel whose inputs are all contiguous or one value and whose
+/// contiguous inputs start 16-byte aligned (for the widest dtype; narrower ones read less): 16
+/// bytes of the widest dtype, else 1 (element by element).
+fn vector_width(k: &Kernel, inputs: &[Input], access: &[Access]) -> usize {
+    if access.contains(&Access::Strided) {
+        return 1;
+    }
+    let widest = k
+        .outputs
+        .iter()
+        .map(|&i| k.insts[i].dtype.size())
+        .chain(inputs.iter().zip(access).filter(|(_, a)| **a == Access::Contiguous).map(|(x, _)| x.dtype.size()))
+        .max()
+        .unwrap_or(1);
+    let vector = 16 / widest;
+    let aligned = inputs.iter().zip(access).filter(|(_, a)| **a == Access::Contiguous).all(|(x, _)| {
+        x.buffer.offset.unsigned_abs() * x.dtype.size() % (x.dtype.size() * vector) == 0
+    });
+    if aligned { vector } else { 1 }
+}
+
+/// Kernels loaded so far, by their instructions, variant and GPU: an eager op finds its kernel
+/// without printing its source again.
+type LoadedKey = (Vec<Inst>, Vec<Dtype>, Vec<usize>, Variant, usize);
+static LOADED: Mutex<Option<HashMap<LoadedKey, nvrtc::Function>>> = Mutex::new(None);
+
+/// The loaded kernel of `k` for `variant` on `gpu`, printed and built (or read from the disk
+/// cache) the first time.
+fn function(op: &str, gpu: &Gpu, k: &Kernel, variant: &Variant) -> Result<nvrtc::Function> {
+    let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), variant.clone(), gpu.ordinal);
+    if let Some(f) = LOADED.lock().unwrap().get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(*f);
+    }
+    let f = nvrtc::function(op, gpu, &source::elementwise(k, variant)?, ENTRY)?;
+    LOADED.lock().unwrap().get_or_insert_with(HashMap::new).insert(key, f);
+    Ok(f)
+}
+
+/// Launches an elementwise kernel for `work` items (elements, or vectors of them) with its
+/// parameter block `words`.
+fn launch(op: &str, gpu: &Gpu, stream: sys::CUstream, f: nvrtc::Function, words: &mut [u64], work: usize) -> Result<()> {
+    let blocks = work.div_ceil(BLOCK as usize).min(gpu.multiprocessors as usize * 16).max(1) as u32;
     let mut params = [words.as_mut_ptr() as *mut std::ffi::c_void];
     // Safety: the kernel takes one struct parameter laid out as `words` (all 8-byte fields); every
     // pointer in it addresses device memory of the sizes the kernel indexes.

@@ -118,7 +118,7 @@ pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[us
     let out = DeviceBlock::new(name, gpu, stream, rows * dtype.size())?;
     if rows > 0 {
         let source = source(op, x.dtype, dtype);
-        let many_blocks = 4 * gpu.multiprocessors as usize;
+        let many_blocks = 8 * gpu.multiprocessors as usize;
         let splits = if rows < many_blocks && cols > 8192 { many_blocks.div_ceil(rows).min(cols.div_ceil(4096)) } else { 1 };
         let partial = DeviceBlock::new(name, gpu, stream, rows * splits * 8)?;
         let input = rows_input.storage.on_gpu(name, gpu.ordinal, stream)?

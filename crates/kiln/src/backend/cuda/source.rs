@@ -7,10 +7,12 @@
 //! each op per dtype is the CPU's `scalar.rs`): float16/bfloat16 in float32, rounded to their
 //! dtype after every instruction; integers wrap; conversions follow Rust's `as`.
 //!
-//! Inputs are read through one of three access patterns chosen per call ([`Access`]), after
+//! Inputs are read through one of four access patterns chosen per call ([`Access`]), after
 //! adjacent axes that every input walks contiguously are merged: contiguous (the element's own
-//! index), one value everywhere, or strided (the index unravelled over the merged axes, shared
-//! by all strided inputs). Indices are 32-bit when every offset fits, else 64-bit.
+//! index), one value everywhere (in device memory, or in the parameter block for a host scalar),
+//! or strided (the index unravelled over the merged axes, shared by all strided inputs). Indices
+//! are 32-bit when every offset fits, else 64-bit. Kernels whose inputs are all contiguous or
+//! one value read and write 16 bytes per access.
 
 use crate::dtype::{Category, Dtype};
 use crate::error::{Error, Result};
@@ -36,6 +38,9 @@ pub enum Access {
     Scalar,
     /// Element `i` is at the dot product of its coordinates and the input's strides.
     Strided,
+    /// One value for every element, passed in the parameter block itself (a scalar that lives on
+    /// the host: no copy to the GPU, no read of device memory).
+    Immediate,
 }
 
 /// The call-dependent shape of a kernel's source: merged rank, each input's access, index width.
@@ -47,6 +52,8 @@ pub struct Variant {
     pub access: Vec<Access>,
     /// 64-bit indices.
     pub wide: bool,
+    /// Elements each thread reads and writes per access (1: one at a time).
+    pub vector: usize,
 }
 
 /// The CUDA type of a dtype's compute values.
@@ -286,15 +293,49 @@ fn rounded(d: Dtype, expr: String) -> String {
     }
 }
 
+/// The instructions of `k` for one element, as lines of CUDA C: `read(j)` is the stored value of
+/// input `j`, `write(o, value)` the statement that stores output `o`.
+fn element_body(k: &Kernel, indent: &str, read: &dyn Fn(usize) -> String, write: &dyn Fn(usize, String) -> String) -> Result<String> {
+    let mut s = String::new();
+    for (i, inst) in k.insts.iter().enumerate() {
+        let d = inst.dtype;
+        let v = |j: usize| format!("v{j}");
+        let dt = |j: usize| k.insts[j].dtype;
+        let expr = match inst.op {
+            InstOp::Load(j) => load_expr(d, &read(j)),
+            InstOp::Const(bits) => const_expr(bits, d),
+            InstOp::Unary(u, a) => rounded(d, unary(u, dt(a), &v(a))?),
+            InstOp::Binary(b, a, c) => rounded(d, binary(b, dt(a), &v(a), &v(c))?),
+            InstOp::Select(c, a, b) => format!("({} ? {} : {})", v(c), v(a), v(b)),
+            InstOp::Cast(a) => rounded(d, cast(dt(a), d, &v(a))),
+            InstOp::Reduce(..) | InstOp::Broadcast(_) => unreachable!("callers pass element-only kernels"),
+        };
+        let _ = writeln!(s, "{indent}const {} v{i} = {expr};", compute_type(d));
+    }
+    for (o, &inst) in k.outputs.iter().enumerate() {
+        let d = k.insts[inst].dtype;
+        let _ = writeln!(s, "{indent}{}", write(o, store_expr(d, &format!("v{inst}"))));
+    }
+    Ok(s)
+}
+
 /// The CUDA C of elementwise kernel `k` for `variant`. The parameter block is one struct of
-/// 8-byte words: input pointers, output pointers, the element count, the merged sizes, then each
-/// input's strides ([`super::elementwise`] fills it in this order).
+/// 8-byte words: input pointers (or, for [`Access::Immediate`] inputs, the value's bits), output
+/// pointers, the element count, the merged sizes, then each input's strides
+/// ([`super::elementwise`] fills it in this order).
+///
+/// With `variant.vector > 1` (every input contiguous or one value, every pointer aligned), each
+/// thread reads and writes `vector` consecutive elements per access (16 bytes for the widest
+/// dtype), then a scalar loop finishes the last `n % vector` elements.
 pub fn elementwise(k: &Kernel, variant: &Variant) -> Result<String> {
     if k.reduced != 0 || k.insts.iter().any(|i| i.level != Level::Element) {
         return Err(Error::unsupported(&k.name, "the CUDA printer has no reductions yet"));
     }
     let (ni, no, r) = (k.inputs.len(), k.outputs.len(), variant.rank.max(1));
     let idx = if variant.wide { "i64" } else { "i32" };
+    let in_type = |j: usize| storage_type(k.inputs[j]);
+    let out_type = |o: usize| storage_type(k.insts[k.outputs[o]].dtype);
+    let immediate = |j: usize| format!("(*(const {}*)&p.in[{j}])", in_type(j));
     let mut s = String::with_capacity(4096);
     s.push_str(PRELUDE);
     let _ = writeln!(s, "\n/* {} */", k.name);
@@ -304,41 +345,60 @@ pub fn elementwise(k: &Kernel, variant: &Variant) -> Result<String> {
         ni.max(1),
         ni.max(1)
     );
+    let vec = variant.vector;
+    if vec > 1 {
+        for j in 0..ni {
+            let _ = writeln!(s, "struct __align__({}) KIn{j} {{ {} e[{vec}]; }};", k.inputs[j].size() * vec, in_type(j));
+        }
+        for o in 0..no {
+            let _ = writeln!(s, "struct __align__({}) KOut{o} {{ {} e[{vec}]; }};", k.insts[k.outputs[o]].dtype.size() * vec, out_type(o));
+        }
+    }
     let _ = writeln!(s, "extern \"C\" __global__ void __launch_bounds__({BLOCK}) {ENTRY}(const KParams p) {{");
     let _ = writeln!(s, "  const {idx} n = ({idx})p.n, step = ({idx})gridDim.x * {BLOCK};");
-    let _ = writeln!(s, "  for ({idx} i = ({idx})blockIdx.x * {BLOCK} + threadIdx.x; i < n; i += step) {{");
+    let first = if vec > 1 {
+        let _ = writeln!(s, "  for ({idx} c = ({idx})blockIdx.x * {BLOCK} + threadIdx.x; c < n / {vec}; c += step) {{");
+        for (j, a) in variant.access.iter().enumerate() {
+            if *a == Access::Contiguous {
+                let _ = writeln!(s, "    const KIn{j} a{j} = ((const KIn{j}*)p.in[{j}])[c];");
+            }
+        }
+        for o in 0..no {
+            let _ = writeln!(s, "    KOut{o} r{o};");
+        }
+        let _ = writeln!(s, "    #pragma unroll\n    for (int e = 0; e < {vec}; e++) {{");
+        let read = |j: usize| match variant.access[j] {
+            Access::Contiguous => format!("a{j}.e[e]"),
+            Access::Immediate => immediate(j),
+            _ => format!("((const {}*)p.in[{j}])[0]", in_type(j)),
+        };
+        s.push_str(&element_body(k, "      ", &read, &|o, value| format!("r{o}.e[e] = {value};"))?);
+        s.push_str("    }\n");
+        for o in 0..no {
+            let _ = writeln!(s, "    ((KOut{o}*)p.out[{o}])[c] = r{o};");
+        }
+        s.push_str("  }\n");
+        format!("n / {vec} * {vec} + ")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(s, "  for ({idx} i = {first}({idx})blockIdx.x * {BLOCK} + threadIdx.x; i < n; i += step) {{");
     if variant.access.contains(&Access::Strided) {
         let _ = writeln!(s, "    {idx} c[{r}]; {{ {idx} rest = i;");
         let _ = writeln!(s, "      for (int d = {r} - 1; d > 0; d--) {{ c[d] = rest % ({idx})p.dim[d]; rest /= ({idx})p.dim[d]; }}");
         let _ = writeln!(s, "      c[0] = rest; }}");
     }
-    for (j, a) in variant.access.iter().enumerate() {
-        let offset = match a {
-            Access::Contiguous => "i".to_string(),
-            Access::Scalar => "0".to_string(),
-            Access::Strided => (0..r).map(|d| format!("c[{d}] * ({idx})p.st[{j}][{d}]")).collect::<Vec<_>>().join(" + "),
-        };
-        let _ = writeln!(s, "    const {idx} o{j} = {offset};");
-    }
-    for (i, inst) in k.insts.iter().enumerate() {
-        let d = inst.dtype;
-        let v = |j: usize| format!("v{j}");
-        let dt = |j: usize| k.insts[j].dtype;
-        let expr = match inst.op {
-            InstOp::Load(j) => load_expr(d, &format!("((const {}*)p.in[{j}])[o{j}]", storage_type(k.inputs[j]))),
-            InstOp::Const(bits) => const_expr(bits, d),
-            InstOp::Unary(u, a) => rounded(d, unary(u, dt(a), &v(a))?),
-            InstOp::Binary(b, a, c) => rounded(d, binary(b, dt(a), &v(a), &v(c))?),
-            InstOp::Select(c, a, b) => format!("({} ? {} : {})", v(c), v(a), v(b)),
-            InstOp::Cast(a) => rounded(d, cast(dt(a), d, &v(a))),
-            InstOp::Reduce(..) | InstOp::Broadcast(_) => unreachable!("element-only kernels were checked above"),
-        };
-        let _ = writeln!(s, "    const {} v{i} = {expr};", compute_type(d));
-    }
-    for (o, &inst) in k.outputs.iter().enumerate() {
-        let d = k.insts[inst].dtype;
-        let _ = writeln!(s, "    (({}*)p.out[{o}])[i] = {};", storage_type(d), store_expr(d, &format!("v{inst}")));
-    }
+    let offset = |j: usize| match variant.access[j] {
+        Access::Contiguous => "i".to_string(),
+        Access::Scalar | Access::Immediate => "0".to_string(),
+        Access::Strided => (0..r).map(|d| format!("c[{d}] * ({idx})p.st[{j}][{d}]")).collect::<Vec<_>>().join(" + "),
+    };
+    let read = |j: usize| match variant.access[j] {
+        Access::Immediate => immediate(j),
+        _ => format!("((const {}*)p.in[{j}])[{}]", in_type(j), offset(j)),
+    };
+    let write = |o: usize, value: String| format!("(({}*)p.out[{o}])[i] = {value};", out_type(o));
+    s.push_str(&element_body(k, "    ", &read, &write)?);
     s.push_str("  }\n}\n");
     Ok(s)
 }
