@@ -287,13 +287,10 @@ def test_dtype_categories():
 
 
 def test_devices():
-    assert mx.default_device() == mx.Device(mx.cpu)
+    # test_gpu.py covers the GPU and the errors without one.
     mx.synchronize()
-    with pytest.raises(RuntimeError, match="not available"):
-        mx.set_default_device(mx.gpu)
-    with pytest.raises(RuntimeError, match="not available"):
-        mx.add(mx.array(1), 2, stream=mx.gpu)
     assert mx.add(mx.array(1), 2, stream=mx.cpu).item() == 3
+    assert mx.Device(mx.cpu).type == mx.cpu
 
 
 def test_lists_of_numpy_scalars():

@@ -80,7 +80,10 @@ impl Storage {
         }
         let device = self.device.get().expect("a storage lives on the host, a GPU, or both");
         let host = HostBlock::new(self.bytes);
-        crate::backend::cuda::download(op, device, host.ptr.as_ptr())?;
+        // Safety: the block was just allocated with at least `self.bytes` bytes, and no one else
+        // sees it until it is stored below.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(host.ptr.as_ptr(), self.bytes) };
+        crate::backend::cuda::download(op, device, bytes)?;
         count(&TO_HOST, device.bytes);
         let _ = self.host.set(host);
         Ok(())
@@ -93,7 +96,9 @@ impl Storage {
             let _fill = FILL.lock().unwrap_or_else(|e| e.into_inner());
             if self.device.get().is_none() {
                 let host = self.host.get().expect("a storage lives on the host, a GPU, or both");
-                let block = crate::backend::cuda::upload(op, gpu, stream, host.ptr.as_ptr(), self.bytes)?;
+                // Safety: the host copy holds `self.bytes` bytes, written only before it was shared.
+                let bytes = unsafe { std::slice::from_raw_parts(host.ptr.as_ptr(), self.bytes) };
+                let block = crate::backend::cuda::upload(op, gpu, stream, bytes)?;
                 count(&TO_DEVICE, self.bytes);
                 let _ = self.device.set(block);
             }

@@ -260,8 +260,8 @@ fn compiled_functions_run_on_a_gpu_stream() {
         let inner = ops::multiply(ops::add(x, ops::multiply(ops::power(x, 3.0f32)?, 0.044715f32)?)?, 0.797_884_6f32)?;
         Ok(vec![ops::multiply(ops::multiply(x, 0.5f32)?, ops::add(ops::tanh(&inner)?, 1.0f32)?)?])
     });
-    let cpu = with_device(Device::cpu(), || gelu.call(&[x.clone()])).unwrap().unwrap();
-    let gpu_out = with_device(g, || gelu.call(&[x.clone()])).unwrap().unwrap();
+    let cpu = with_device(Device::cpu(), || gelu.call(std::slice::from_ref(&x))).unwrap().unwrap();
+    let gpu_out = with_device(g, || gelu.call(std::slice::from_ref(&x))).unwrap().unwrap();
     assert_close(&gpu_out[0].to_f64_vec().unwrap(), &cpu[0].to_f64_vec().unwrap(), 4e-6, 1e-7, "compiled gelu");
 }
 

@@ -40,6 +40,7 @@ unsafe impl Sync for DeviceBlock {}
 
 impl DeviceBlock {
     /// Allocates `bytes` on `gpu`, ordered on `stream`.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
     pub fn new(op: &str, g: &Gpu, stream: sys::CUstream, bytes: usize) -> Result<DeviceBlock> {
         let size = bytes.max(1);
         let limit = LIMIT.load(Ordering::Relaxed);

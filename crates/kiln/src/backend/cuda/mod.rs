@@ -85,27 +85,27 @@ pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], spa
 }
 
 /// Copies a device block's bytes to `host` once the kernels writing them are done.
-pub fn download(op: &str, block: &DeviceBlock, host: *mut u8) -> Result<()> {
+pub fn download(op: &str, block: &DeviceBlock, host: &mut [u8]) -> Result<()> {
     context::gpu(op, block.gpu)?;
-    // Safety: `host` holds `block.bytes` bytes; the copy is queued after the block's writers on
-    // their stream, and the stream is waited for before the bytes are read.
+    let dst = &mut host[..block.bytes];
+    // Safety: the copy is queued after the block's writers on their stream, and the stream is
+    // waited for before `dst` is used again.
     unsafe {
-        let dst = std::slice::from_raw_parts_mut(host, block.bytes);
         cu::memcpy_dtoh_async(dst, block.ptr, block.stream).map_err(|e| context::device_error(op, "copying to the host", e))?;
         cu::stream::synchronize(block.stream).map_err(|e| context::device_error(op, "waiting for the GPU", e))?;
     }
     Ok(())
 }
 
-/// A new block on GPU `gpu` holding `bytes` bytes copied from `host`, ordered on `stream`.
-pub fn upload(op: &str, gpu: usize, stream: CuStream, host: *const u8, bytes: usize) -> Result<DeviceBlock> {
+/// A new block on GPU `gpu` holding a copy of `host`, ordered on `stream`.
+#[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
+pub fn upload(op: &str, gpu: usize, stream: CuStream, host: &[u8]) -> Result<DeviceBlock> {
     let g = context::gpu(op, gpu)?;
-    let block = DeviceBlock::new(op, g, stream, bytes)?;
-    // Safety: `host` holds `bytes` readable bytes that no one writes while the array lives; a
-    // copy from pageable memory returns once the bytes are staged.
+    let block = DeviceBlock::new(op, g, stream, host.len())?;
+    // Safety: a copy from pageable memory returns once the bytes are staged; the block holds
+    // `host.len()` bytes.
     unsafe {
-        let src = std::slice::from_raw_parts(host, bytes);
-        cu::memcpy_htod_async(block.ptr, src, stream).map_err(|e| context::device_error(op, "copying to the GPU", e))?;
+        cu::memcpy_htod_async(block.ptr, host, stream).map_err(|e| context::device_error(op, "copying to the GPU", e))?;
     }
     Ok(block)
 }

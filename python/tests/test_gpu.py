@@ -1,0 +1,52 @@
+"""The GPU from Python: availability, device errors, memory statistics, and (where a GPU is
+present) ops on ``mx.gpu`` giving the CPU's results, with numpy conversion copying to the host."""
+
+import numpy as np
+import pytest
+
+import kiln.core as mx
+
+HAS_GPU = mx.is_available(mx.gpu)
+
+
+def test_the_cpu_is_always_available_and_the_default_follows_the_gpu():
+    assert mx.is_available(mx.cpu)
+    expected = mx.gpu if HAS_GPU else mx.cpu
+    assert mx.default_device().type == expected
+
+
+def test_memory_statistics_and_transfer_counts():
+    a = mx.array(np.ones(1024, np.float32))
+    mx.eval(a)
+    assert mx.get_active_memory() >= 4096
+    assert mx.get_peak_memory() >= mx.get_active_memory()
+    assert isinstance(mx.get_cache_memory(), int)
+    t = mx.transfers()
+    assert set(t) == {"to_device", "to_device_bytes", "to_host", "to_host_bytes"}
+    previous = mx.set_cache_limit(1 << 30)
+    mx.set_cache_limit(previous)
+    mx.clear_cache()
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_without_a_gpu_asking_for_one_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="gpu|GPU|driver|libcuda"):
+        mx.set_default_device(mx.gpu)
+    with pytest.raises(RuntimeError, match="libcuda|driver|GPU"):
+        mx.exp(mx.array([1.0]), stream=mx.gpu)
+    with pytest.raises(RuntimeError):
+        mx.new_stream(mx.gpu)
+    assert mx.default_device().type == mx.cpu
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="no usable GPU")
+def test_ops_on_the_gpu_give_the_cpu_results():
+    rng = np.random.default_rng(0)
+    x = mx.array(rng.standard_normal((33, 65)).astype(np.float32))
+    for f in (lambda s: mx.exp(x, stream=s), lambda s: mx.sum(x * x, axis=1, stream=s),
+              lambda s: mx.maximum(x, 0.5, stream=s), lambda s: mx.sort(x, axis=-1, stream=s)):
+        np.testing.assert_allclose(np.asarray(f(mx.gpu)), np.asarray(f(mx.cpu)), rtol=2e-6, atol=1e-6)
+    s = mx.new_stream(mx.gpu)
+    y = mx.exp(x, stream=s)
+    mx.synchronize(s)
+    np.testing.assert_allclose(np.asarray(y), np.exp(np.asarray(x)), rtol=1e-5)
