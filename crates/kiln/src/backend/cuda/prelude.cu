@@ -30,18 +30,7 @@ __device__ __forceinline__ bf16 k_bf16_store(float f) {
 __device__ __forceinline__ float k_f16_round(float f) { return k_f16_load(k_f16_store(f)); }
 __device__ __forceinline__ float k_bf16_round(float f) { return k_bf16_load(k_bf16_store(f)); }
 
-/* Float to integer with Rust's `as`: truncate toward zero, saturate, NaN gives 0. */
-#define K_SATURATE(T, lo, hi, v) \
-    ((v) != (v) ? (T)0 : (double)(v) >= (double)(hi) + 1.0 ? (T)(hi) : (double)(v) <= (double)(lo) - 1.0 ? (T)(lo) : (T)(v))
-
-/* Integer division and remainder with numpy's floor semantics, 0 for a zero divisor, wrapping
- * for MIN / -1. */
-#define K_INT_DIV(T, signed_, x, y) \
-    ((y) == 0 ? (T)0 : (signed_) && (y) == (T)-1 ? (T)(0 - (x)) : \
-     (T)((x) / (y) - ((signed_) && (x) % (y) != 0 && (((x) < 0) != ((y) < 0)))))
-#define K_INT_REM(T, signed_, x, y) \
-    ((y) == 0 || ((signed_) && (y) == (T)-1) ? (T)0 : \
-     (T)((x) % (y) + (((signed_) && (x) % (y) != 0 && ((((x) % (y)) < 0) != ((y) < 0))) ? (y) : 0)))
+/* K_SATURATE, K_INT_DIV and K_INT_REM: ../integer_ops.h, shared with the CPU's C prelude. */
 
 /* Shifts of the dtype's width or more (or negative) give 0, or -1 for a negative value shifted
  * right, as the CPU does. */

@@ -6,7 +6,7 @@ use super::context::{device_error, Gpu};
 use super::elementwise;
 use super::memory::DeviceBlock;
 use super::nvrtc::{self, Function};
-use super::source::PRELUDE;
+use super::source::{storage_type, PRELUDE};
 use crate::backend::cpu::strided::is_row_contiguous;
 use crate::backend::Input;
 use crate::buffer::{Buffer, Storage};
@@ -25,22 +25,6 @@ fn accumulator(input: Dtype) -> &'static str {
         Category::Float => "double",
         Category::Unsigned => "u64",
         Category::Signed | Category::Bool => "i64",
-    }
-}
-
-/// The stored CUDA type of a dtype.
-fn stored(d: Dtype) -> &'static str {
-    match d {
-        Dtype::Bool | Dtype::U8 => "u8",
-        Dtype::U16 | Dtype::F16 | Dtype::BF16 => "u16",
-        Dtype::U32 => "u32",
-        Dtype::U64 => "u64",
-        Dtype::I8 => "i8",
-        Dtype::I16 => "i16",
-        Dtype::I32 => "i32",
-        Dtype::I64 => "i64",
-        Dtype::F32 => "float",
-        Dtype::F64 => "double",
     }
 }
 
@@ -72,13 +56,13 @@ fn definitions(op: ReduceOp, input: Dtype, output: Dtype) -> String {
         Dtype::Bool => "(u8)((a) != 0)".to_string(),
         Dtype::F16 => "k_f16_store(k_f32_round_odd((double)(a)))".to_string(),
         Dtype::BF16 => "k_bf16_store(k_f32_round_odd((double)(a)))".to_string(),
-        d => format!("({})(a)", stored(d)),
+        d => format!("({})(a)", storage_type(d)),
     };
     format!(
         "#define K_IN {}\n#define K_ACC {acc}\n#define K_OUT {}\n#define K_LOAD(x) {load}\n#define K_IDENTITY {identity}\n\
          #define K_COMBINE(a, b) {combine}\n#define K_STORE(a) {store}\n",
-        stored(input),
-        stored(output)
+        storage_type(input),
+        storage_type(output)
     )
 }
 

@@ -20,8 +20,9 @@ use crate::fused::{InstOp, Kernel, Level};
 use crate::primitive::{BinaryOp, UnaryOp};
 use std::fmt::Write as _;
 
-/// The helpers every kernel starts with.
-pub const PRELUDE: &str = include_str!("prelude.cu");
+/// The helpers every kernel starts with: the CUDA prelude, then the integer semantics shared
+/// with the CPU's C prelude.
+pub const PRELUDE: &str = concat!(include_str!("prelude.cu"), include_str!("../integer_ops.h"));
 
 /// The kernel's entry point.
 pub const ENTRY: &str = "kiln_elementwise";
@@ -74,7 +75,7 @@ fn compute_type(d: Dtype) -> &'static str {
 }
 
 /// The CUDA type of a dtype's stored values.
-fn storage_type(d: Dtype) -> &'static str {
+pub(super) fn storage_type(d: Dtype) -> &'static str {
     match d {
         Dtype::Bool => "u8",
         Dtype::F16 => "f16",

@@ -223,19 +223,7 @@ static inline double k_sigmoid_f64(double x) {
     return x >= 0.0 ? r : e * r;
 }
 
-/* Float to integer with Rust's `as`: truncate toward zero, saturate, NaN gives 0. The bounds are
- * compared in double, where they are exact (a float promotes exactly). */
-#define K_SATURATE(T, lo, hi, v) \
-    ((v) != (v) ? (T)0 : (double)(v) >= (double)(hi) + 1.0 ? (T)(hi) : (double)(v) <= (double)(lo) - 1.0 ? (T)(lo) : (T)(v))
-
-/* Integer division and remainder with numpy's floor semantics, 0 for a zero divisor, and
- * wrapping for MIN / -1 (where C would trap). */
-#define K_INT_DIV(T, signed_, x, y) \
-    ((y) == 0 ? (T)0 : (signed_) && (y) == (T)-1 ? (T)(0 - (x)) : \
-     (T)((x) / (y) - ((signed_) && (x) % (y) != 0 && (((x) < 0) != ((y) < 0)))))
-#define K_INT_REM(T, signed_, x, y) \
-    ((y) == 0 || ((signed_) && (y) == (T)-1) ? (T)0 : \
-     (T)((x) % (y) + (((signed_) && (x) % (y) != 0 && ((((x) % (y)) < 0) != ((y) < 0))) ? (y) : 0)))
+/* K_SATURATE, K_INT_DIV and K_INT_REM come from ../../integer_ops.h, shared with the CUDA prelude. */
 
 /* Float remainder with the sign of the divisor, as numpy's mod. */
 static inline float k_rem_f32(float x, float y) {

@@ -575,10 +575,11 @@ pub(in crate::backend::cpu) fn kernel_source(
     fma: bool,
 ) -> Result<(String, Vec<Layout>), String> {
     let mut source = format!(
-        "#define KILN_FMA {}\n#define KILN_TILE {}\n{}\n/* {} */\n",
+        "#define KILN_FMA {}\n#define KILN_TILE {}\n{}\n{}\n/* {} */\n",
         u8::from(fma),
         crate::backend::cpu::fused::TILE,
         include_str!("prelude.c"),
+        include_str!("../../integer_ops.h"),
         k.name.replace("*/", "* /")
     );
     let mut layouts = Vec::new();
