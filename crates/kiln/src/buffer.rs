@@ -339,6 +339,19 @@ impl Buffer {
     pub fn start_address(&self, elem_size: usize) -> usize {
         (self.storage.ptr() as isize + self.offset * elem_size as isize) as usize
     }
+
+    /// The bytes of element 0 of a view with `elem_size`-byte elements (at most 8), in the low
+    /// bytes of a u64: a scalar's value as constants and kernel parameters carry it. The host
+    /// copy must exist ([`Storage::to_host`]).
+    pub fn first_element_bits(&self, elem_size: usize) -> u64 {
+        assert!(elem_size <= 8, "an element of {elem_size} bytes does not fit in a u64");
+        let mut bits = 0u64;
+        // Safety: an evaluated view holds an element of `elem_size` bytes at its start.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.start_address(elem_size) as *const u8, &mut bits as *mut u64 as *mut u8, elem_size)
+        };
+        bits
+    }
 }
 
 #[cfg(test)]

@@ -81,7 +81,6 @@ thread_local! {
 pub fn default_device() -> Device {
     *DEFAULT_DEVICE.lock().unwrap().get_or_insert_with(|| match std::env::var("KILN_DEFAULT_DEVICE").as_deref() {
         Ok("cpu") => Device::cpu(),
-        Ok("gpu") if Device::gpu(0).is_available() => Device::gpu(0),
         _ if Device::gpu(0).is_available() => Device::gpu(0),
         _ => Device::cpu(),
     })

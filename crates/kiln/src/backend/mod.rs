@@ -54,6 +54,21 @@ pub fn to_host(op: &str, inputs: &[Input]) -> Result<()> {
 }
 
 
+/// The smallest and largest value of an integer dtype as C expressions (`<stdint.h>`'s names,
+/// which the CUDA prelude defines too): the bounds of saturating casts in both printers.
+pub(crate) fn c_int_range(d: Dtype) -> (&'static str, &'static str) {
+    match d {
+        Dtype::U8 => ("0", "UINT8_MAX"),
+        Dtype::U16 => ("0", "UINT16_MAX"),
+        Dtype::U32 => ("0", "UINT32_MAX"),
+        Dtype::U64 => ("0", "UINT64_MAX"),
+        Dtype::I8 => ("INT8_MIN", "INT8_MAX"),
+        Dtype::I16 => ("INT16_MIN", "INT16_MAX"),
+        Dtype::I32 => ("INT32_MIN", "INT32_MAX"),
+        _ => ("INT64_MIN", "INT64_MAX"),
+    }
+}
+
 /// kiln's cache directory for built kernels: `$KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln`, else
 /// `~/.cache/kiln`, else the temporary directory. Each backend keeps a folder in it.
 pub(crate) fn cache_root() -> std::path::PathBuf {

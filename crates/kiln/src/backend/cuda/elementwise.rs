@@ -13,8 +13,6 @@ use crate::error::Result;
 use crate::fused::{Inst, InstOp, Kernel, Level};
 use crate::shape::{numel, row_major_strides};
 use cudarc::driver::{result as cu, sys};
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 /// Axes of `space` with each input's strides over them, size-1 axes dropped and neighbours merged
 /// where every input steps through them as one axis.
@@ -73,18 +71,9 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
         let function = function(op, gpu, k, &variant)?;
         let mut words: Vec<u64> = Vec::new();
         for (x, a) in inputs.iter().zip(&variant.access) {
+            // An immediate's host copy exists: `on_host` was checked when the access was chosen.
             words.push(if *a == Access::Immediate {
-                let mut bits = 0u64;
-                // Safety: the host copy holds the element at the view's start (`on_host` was
-                // checked when the access was chosen); at most 8 bytes are read.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        x.buffer.start_address(x.dtype.size()) as *const u8,
-                        &mut bits as *mut u64 as *mut u8,
-                        x.dtype.size(),
-                    )
-                };
-                bits
+                x.buffer.first_element_bits(x.dtype.size())
             } else {
                 let base = x.buffer.storage.on_gpu(op, gpu.ordinal, stream)?;
                 base.wrapping_add_signed(x.buffer.offset as i64 * x.dtype.size() as i64)
@@ -132,21 +121,17 @@ fn vector_width(k: &Kernel, inputs: &[Input], access: &[Access]) -> usize {
     if aligned { vector } else { 1 }
 }
 
-/// Kernels loaded so far, by their instructions, variant and GPU: an eager op finds its kernel
-/// without printing its source again.
-type LoadedKey = (Vec<Inst>, Vec<Dtype>, Vec<usize>, Variant, usize);
-static LOADED: Mutex<Option<HashMap<LoadedKey, nvrtc::Function>>> = Mutex::new(None);
+/// What identifies an elementwise kernel's code: its instructions, input dtypes, outputs, variant.
+type KernelKey = (Vec<Inst>, Vec<Dtype>, Vec<usize>, Variant);
+
+/// Elementwise kernels loaded so far.
+static LOADED: nvrtc::Loaded<KernelKey> = nvrtc::Loaded::new();
 
 /// The loaded kernel of `k` for `variant` on `gpu`, printed and built (or read from the disk
 /// cache) the first time.
 fn function(op: &str, gpu: &Gpu, k: &Kernel, variant: &Variant) -> Result<nvrtc::Function> {
-    let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), variant.clone(), gpu.ordinal);
-    if let Some(f) = LOADED.lock().unwrap().get_or_insert_with(HashMap::new).get(&key) {
-        return Ok(*f);
-    }
-    let f = nvrtc::function(op, gpu, &source::elementwise(k, variant)?, ENTRY)?;
-    LOADED.lock().unwrap().get_or_insert_with(HashMap::new).insert(key, f);
-    Ok(f)
+    let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), variant.clone());
+    LOADED.get(op, gpu, key, ENTRY, || source::elementwise(k, variant))
 }
 
 /// Launches an elementwise kernel for `work` items (elements, or vectors of them) with its

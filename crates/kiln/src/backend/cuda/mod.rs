@@ -43,11 +43,16 @@ pub fn ops_on_host() -> Vec<(&'static str, usize)> {
     ON_HOST.lock().unwrap().iter().map(|(k, v)| (*k, *v)).collect()
 }
 
+/// The GPU of kiln's `stream` (made current) and the CUDA stream it maps to.
+fn resolve(op: &str, stream: Stream) -> Result<(&'static context::Gpu, CuStream)> {
+    let gpu = context::gpu(op, stream.device.index)?;
+    Ok((gpu, gpu.stream(op, stream.index)?))
+}
+
 /// Runs `op` on the GPU of `stream`.
 pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
     let name = op.name();
-    let gpu = context::gpu(name, stream.device.index)?;
-    let cu_stream = gpu.stream(name, stream.index)?;
+    let (gpu, cu_stream) = resolve(name, stream)?;
     let fused = |inst: InstOp| {
         let k = elementwise::one_op(name, inst, inputs, dtype);
         Ok(elementwise::run(name, gpu, cu_stream, &k, inputs, shape)?.remove(0))
@@ -79,8 +84,7 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
 
 /// Runs elementwise fused kernel `k` over `space` on the GPU of `stream`.
 pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
-    let gpu = context::gpu(&k.name, stream.device.index)?;
-    let cu_stream = gpu.stream(&k.name, stream.index)?;
+    let (gpu, cu_stream) = resolve(&k.name, stream)?;
     elementwise::run(&k.name, gpu, cu_stream, k, inputs, space)
 }
 
@@ -112,8 +116,7 @@ pub fn upload(op: &str, gpu: usize, stream: CuStream, host: &[u8]) -> Result<Dev
 
 /// Waits for the work queued on `stream`.
 pub fn synchronize(stream: Stream) -> Result<()> {
-    let gpu = context::gpu("synchronize", stream.device.index)?;
-    let s = gpu.stream("synchronize", stream.index)?;
+    let (_, s) = resolve("synchronize", stream)?;
     // Safety: a stream of the current context.
     unsafe { cu::stream::synchronize(s) }.map_err(|e| context::device_error("synchronize", "waiting for the GPU", e))
 }

@@ -14,6 +14,7 @@ use crate::error::{Error, ErrorKind, Result};
 use cudarc::driver::{result as cu, sys};
 use cudarc::nvrtc::{result as rtc, sys as rtc_sys};
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::ffi::CString;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
@@ -116,15 +117,37 @@ pub struct Function(pub sys::CUfunction);
 unsafe impl Send for Function {}
 unsafe impl Sync for Function {}
 
-/// Kernels loaded so far, per GPU and source.
-static LOADED: Mutex<Option<HashMap<(usize, String), Function>>> = Mutex::new(None);
+/// Kernels loaded so far, by a key of the caller's (what the source is printed from) and the GPU:
+/// a kernel found again costs one lookup, without printing its source.
+pub struct Loaded<K>(Mutex<Option<HashMap<(K, usize), Function>>>);
 
-/// The function `entry` of `source` loaded on `gpu`, built or read from the caches.
-pub fn function(op: &str, gpu: &Gpu, source: &str, entry: &str) -> Result<Function> {
-    let key = (gpu.ordinal, format!("{entry}\n{source}"));
-    if let Some(f) = LOADED.lock().unwrap().get_or_insert_with(HashMap::new).get(&key) {
-        return Ok(*f);
+impl<K: Hash + Eq> Default for Loaded<K> {
+    fn default() -> Loaded<K> {
+        Loaded::new()
     }
+}
+
+impl<K: Hash + Eq> Loaded<K> {
+    /// An empty cache (for a `static`).
+    pub const fn new() -> Loaded<K> {
+        Loaded(Mutex::new(None))
+    }
+
+    /// The kernel `key` stands for on `gpu`: loaded before, or `entry` of the source `print`
+    /// gives, built (or read from the disk cache) and loaded now.
+    pub fn get(&self, op: &str, gpu: &Gpu, key: K, entry: &str, print: impl FnOnce() -> Result<String>) -> Result<Function> {
+        let key = (key, gpu.ordinal);
+        if let Some(f) = self.0.lock().unwrap().get_or_insert_with(HashMap::new).get(&key) {
+            return Ok(*f);
+        }
+        let f = load(op, gpu, &print()?, entry)?;
+        self.0.lock().unwrap().get_or_insert_with(HashMap::new).insert(key, f);
+        Ok(f)
+    }
+}
+
+/// The function `entry` of `source` loaded on `gpu`, its cubin built or read from the disk cache.
+fn load(op: &str, gpu: &Gpu, source: &str, entry: &str) -> Result<Function> {
     let cubin = cached_cubin(op, source, &gpu.arch())?;
     // Safety: the image is a cubin NVRTC built for this device; the module stays loaded for the
     // process (kernels are few and small).
@@ -132,7 +155,5 @@ pub fn function(op: &str, gpu: &Gpu, source: &str, entry: &str) -> Result<Functi
         .map_err(|e| device_error(op, "loading a kernel (cuModuleLoadData)", e))?;
     let name = CString::new(entry).expect("entry names are identifiers");
     let f = unsafe { cu::module::get_function(module, name) }.map_err(|e| device_error(op, "finding a kernel", e))?;
-    let f = Function(f);
-    LOADED.lock().unwrap().get_or_insert_with(HashMap::new).insert(key, f);
-    Ok(f)
+    Ok(Function(f))
 }

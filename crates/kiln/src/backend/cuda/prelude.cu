@@ -13,6 +13,21 @@ typedef long long i64;
 typedef unsigned long long u64;
 typedef u16 f16;
 typedef u16 bf16;
+/* <stdint.h>'s limits, which NVRTC does not include: the printers share their names with C. */
+#ifndef INT8_MIN
+#define INT8_MIN (-128)
+#define INT8_MAX 127
+#define INT16_MIN (-32768)
+#define INT16_MAX 32767
+#define INT32_MIN (-2147483647 - 1)
+#define INT32_MAX 2147483647
+#define INT64_MIN (-9223372036854775807ll - 1)
+#define INT64_MAX 9223372036854775807ll
+#define UINT8_MAX 255
+#define UINT16_MAX 65535
+#define UINT32_MAX 4294967295u
+#define UINT64_MAX 18446744073709551615ull
+#endif
 #define K_INF __int_as_float(0x7f800000)
 #define K_NAN __int_as_float(0x7fc00000)
 

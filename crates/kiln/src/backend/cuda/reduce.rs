@@ -19,6 +19,9 @@ use std::ffi::c_void;
 
 const BODY: &str = include_str!("reduce.cu");
 
+/// Reduction kernels loaded so far, by op, input and output dtype, and entry point.
+static LOADED: nvrtc::Loaded<(ReduceOp, Dtype, Dtype, &'static str)> = nvrtc::Loaded::new();
+
 /// The accumulator's CUDA type for an input dtype: float64 for floats, 64-bit integers otherwise.
 fn accumulator(input: Dtype) -> &'static str {
     match input.category() {
@@ -44,11 +47,11 @@ fn definitions(op: ReduceOp, input: Dtype, output: Dtype) -> String {
         ReduceOp::Any => ("0", format!("({acc})((a) != 0 || (b) != 0)")),
         // NaN propagates, as in numpy and on the CPU.
         ReduceOp::Max => (
-            if float { "(-(double)K_INF)" } else if acc == "u64" { "0ull" } else { "(-9223372036854775807ll - 1)" },
+            if float { "(-(double)K_INF)" } else if acc == "u64" { "0ull" } else { "INT64_MIN" },
             "(((a) > (b) || (a) != (a)) ? (a) : (b))".to_string(),
         ),
         ReduceOp::Min => (
-            if float { "((double)K_INF)" } else if acc == "u64" { "18446744073709551615ull" } else { "9223372036854775807ll" },
+            if float { "((double)K_INF)" } else if acc == "u64" { "UINT64_MAX" } else { "INT64_MAX" },
             "(((a) < (b) || (a) != (a)) ? (a) : (b))".to_string(),
         ),
     };
@@ -101,13 +104,13 @@ pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[us
     let cols: usize = axes.iter().map(|&d| x.shape[d]).product();
     let out = DeviceBlock::new(name, gpu, stream, rows * dtype.size())?;
     if rows > 0 {
-        let source = source(op, x.dtype, dtype);
         let many_blocks = 8 * gpu.multiprocessors as usize;
         let splits = if rows < many_blocks && cols > 8192 { many_blocks.div_ceil(rows).min(cols.div_ceil(4096)) } else { 1 };
         let partial = DeviceBlock::new(name, gpu, stream, rows * splits * 8)?;
         let input = rows_input.storage.on_gpu(name, gpu.ordinal, stream)?
             .wrapping_add_signed(rows_input.offset as i64 * x.dtype.size() as i64);
-        let rows_fn = nvrtc::function(name, gpu, &source, "kiln_reduce_rows")?;
+        let kernel = |entry: &'static str| LOADED.get(name, gpu, (op, x.dtype, dtype, entry), entry, || Ok(source(op, x.dtype, dtype)));
+        let rows_fn = kernel("kiln_reduce_rows")?;
         let (mut cols_arg, mut splits_arg) = (cols as i64, splits as i64);
         let (mut in_arg, mut partial_arg, mut out_arg) = (input, partial.ptr, out.ptr);
         launch(stream, rows_fn, rows * splits, block_for(cols / splits), &mut [
@@ -118,7 +121,7 @@ pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[us
             &mut splits_arg as *mut i64 as *mut c_void,
         ])?;
         if splits > 1 {
-            let partials_fn = nvrtc::function(name, gpu, &source, "kiln_reduce_partials")?;
+            let partials_fn = kernel("kiln_reduce_partials")?;
             launch(stream, partials_fn, rows, block_for(splits), &mut [
                 &mut partial_arg as *mut u64 as *mut c_void,
                 &mut out_arg as *mut u64 as *mut c_void,

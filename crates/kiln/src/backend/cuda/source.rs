@@ -269,16 +269,7 @@ fn cast(from: Dtype, to: Dtype, x: &str) -> String {
     } else if to == Dtype::Bool {
         format!("({x} != 0)")
     } else if from.is_float() && to.is_integer() {
-        let (lo, hi) = match to {
-            Dtype::U8 => ("0", "255"),
-            Dtype::U16 => ("0", "65535"),
-            Dtype::U32 => ("0", "4294967295ull"),
-            Dtype::U64 => ("0", "18446744073709551615ull"),
-            Dtype::I8 => ("-128", "127"),
-            Dtype::I16 => ("-32768", "32767"),
-            Dtype::I32 => ("(-2147483647 - 1)", "2147483647"),
-            _ => ("(-9223372036854775807ll - 1)", "9223372036854775807ll"),
-        };
+        let (lo, hi) = crate::backend::c_int_range(to);
         format!("K_SATURATE({t}, {lo}, {hi}, {x})")
     } else {
         format!("(({t}){x})")

@@ -169,13 +169,7 @@ pub(super) fn scalar_bits(a: &Array) -> Option<u64> {
     }
     let buf = a.buffer()?;
     buf.storage.to_host("compile").ok()?;
-    let size = a.dtype().size();
-    let mut bits = 0u64;
-    // Safety: an evaluated one-element array has `size` readable bytes at its start.
-    unsafe {
-        std::ptr::copy_nonoverlapping(buf.start_address(size) as *const u8, &mut bits as *mut u64 as *mut u8, size);
-    }
-    Some(bits)
+    Some(buf.first_element_bits(a.dtype().size()))
 }
 
 /// Keeps only the nodes the outputs depend on (inputs always stay, so input indices hold).

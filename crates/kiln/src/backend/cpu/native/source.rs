@@ -124,20 +124,6 @@ fn widen_function(d: Dtype) -> Option<&'static str> {
     })
 }
 
-/// The smallest and largest value of an integer dtype, as C expressions.
-fn int_range(d: Dtype) -> (&'static str, &'static str) {
-    match d {
-        Dtype::U8 => ("0", "UINT8_MAX"),
-        Dtype::U16 => ("0", "UINT16_MAX"),
-        Dtype::U32 => ("0", "UINT32_MAX"),
-        Dtype::U64 => ("0", "UINT64_MAX"),
-        Dtype::I8 => ("INT8_MIN", "INT8_MAX"),
-        Dtype::I16 => ("INT16_MIN", "INT16_MAX"),
-        Dtype::I32 => ("INT32_MIN", "INT32_MAX"),
-        _ => ("INT64_MIN", "INT64_MAX"),
-    }
-}
-
 /// How C computes an instruction on the `K_LANES` values of one step of the element loop.
 enum Form {
     /// One expression on whole vectors (named `v{i}`).
@@ -310,7 +296,7 @@ fn cast(from: Dtype, to: Dtype, t: &str, x: &str) -> Form {
     } else if to == Dtype::Bool {
         bool_of(&format!("{x} != 0"))
     } else if from.is_float() && to.is_integer() {
-        let (lo, hi) = int_range(to);
+        let (lo, hi) = crate::backend::c_int_range(to);
         Form::Lanes(format!("K_SATURATE({t}, {lo}, {hi}, {x}[j])"))
     } else {
         Form::Vector(format!("__builtin_convertvector({x}, {})", vector_type(to)))
