@@ -69,7 +69,7 @@ def test_gelu_fuses_to_one_kernel_and_matches_eager():
     assert "runs as: native code (C source: " in report or "runs as: interpreted until" in report, report
 
 
-def test_native_code_runs_after_its_build_and_timing_trial():
+def test_native_code_runs_after_its_build_and_timing_trial(on_cpu):
     from kiln import _core
 
     def gelu(x):
