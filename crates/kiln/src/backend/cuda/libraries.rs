@@ -77,12 +77,13 @@ fn load(wanted: Wanted) -> std::result::Result<libloading::Library, String> {
             Err(e) => tried.push(format!("{file} by the system loader ({e})")),
         }
     }
-    Err(format!(
-        "{} was not found; tried {}. Set KILN_CUDA_PATH to the folder of a CUDA 12 or 13 toolkit \
-         (or install NVIDIA's wheels, e.g. pip install nvidia-cuda-nvrtc nvidia-cublas)",
-        wanted.name,
-        tried.join(", ")
-    ))
+    let fix = if wanted.driver {
+        "Install the NVIDIA driver (CUDA 12 or newer) to use the GPU; the CPU needs nothing"
+    } else {
+        "Set KILN_CUDA_PATH to the folder of a CUDA 12 or 13 toolkit (or install NVIDIA's wheels, \
+         e.g. pip install nvidia-cuda-nvrtc nvidia-cublas)"
+    };
+    Err(format!("{} was not found; tried {}. {fix}", wanted.name, tried.join(", ")))
 }
 
 /// Makes sure `wanted` is loaded (once per process), or returns why it cannot be.
