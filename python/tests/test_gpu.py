@@ -50,3 +50,30 @@ def test_ops_on_the_gpu_give_the_cpu_results():
     y = mx.exp(x, stream=s)
     mx.synchronize(s)
     np.testing.assert_allclose(np.asarray(y), np.exp(np.asarray(x)), rtol=1e-5)
+
+
+def test_tf32_is_off_by_default_and_switchable():
+    assert mx.allow_tf32() is False
+    previous = mx.set_allow_tf32(True)
+    try:
+        assert previous is False and mx.allow_tf32() is True
+    finally:
+        mx.set_allow_tf32(previous)
+    assert mx.allow_tf32() is False
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="no usable GPU")
+def test_matmul_and_creation_on_the_gpu_match_numpy():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 70, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 50)).astype(np.float32)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    got = mx.matmul(mx.array(a), mx.array(b), stream=mx.gpu)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(mx.arange(-3, 40, 0.5, stream=mx.gpu)), np.arange(-3, 40, 0.5, dtype=np.float32))
+    key = mx.random.key(3)
+    with mx.stream(mx.gpu):
+        on_gpu = mx.random.uniform(shape=(4, 9), key=key)
+    np.testing.assert_array_equal(np.asarray(on_gpu), np.asarray(mx.random.uniform(shape=(4, 9), key=key, stream=mx.cpu)))
+    x = mx.array(rng.integers(0, 4, (5, 30)).astype(np.int32))
+    np.testing.assert_array_equal(np.asarray(mx.argmax(x, axis=1, stream=mx.gpu)), np.argmax(np.asarray(x), axis=1))

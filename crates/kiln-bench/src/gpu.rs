@@ -5,10 +5,13 @@
 use crate::{median_ms, random_input, Row, SHAPE};
 use cudarc::driver::result as cu;
 use kiln::backend::cuda::{context, memory::DeviceBlock};
-use kiln::{ops, Array, Device, Stream};
+use kiln::{ops, Array, Device, Dtype, Stream};
 
 /// The GPU cases, in order.
-pub const CASES: [&str; 7] = ["d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op"];
+pub const CASES: [&str; 8] = ["d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op", "matmul"];
+
+/// The matmul case's size: 4096² by 4096² (the reference problem).
+const MATMUL_N: usize = 4096;
 
 /// Evaluates `a` and waits for the GPU.
 fn done(a: &Array) {
@@ -74,6 +77,18 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
             });
             vec![Row::new("tiny_op", "eager", ms / CALLS as f64).extra("us", ms * 1e3 / CALLS as f64)]
         }
+        "matmul" => [Dtype::F32, Dtype::BF16]
+            .into_iter()
+            .map(|d| {
+                let a = ops::astype(random_input(&[MATMUL_N, MATMUL_N]), d).unwrap();
+                let b = ops::astype(random_input(&[MATMUL_N, MATMUL_N]), d).unwrap();
+                done(&a);
+                done(&b);
+                let ms = median_ms(reps, || done(&ops::matmul(&a, &b).unwrap()));
+                let tflops = 2.0 * (MATMUL_N as f64).powi(3) / (ms * 1e-3) / 1e12;
+                Row::new("matmul", if d == Dtype::F32 { "float32" } else { "bfloat16" }, ms).extra("tflops", tflops)
+            })
+            .collect(),
         other => {
             eprintln!("unknown GPU case {other:?}; cases are: {}", CASES.join(" "));
             std::process::exit(2);

@@ -152,6 +152,19 @@ fn is_available(device: StreamOrDevice) -> bool {
     device.stream().device.is_available()
 }
 
+/// Whether float32 matmuls on a GPU may use TF32 tensor cores (off unless asked for).
+#[pyfunction]
+fn allow_tf32() -> bool {
+    kiln::allow_tf32()
+}
+
+/// Allows (or forbids) TF32 in float32 matmuls on a GPU, as PyTorch's `allow_tf32`: faster,
+/// with inputs rounded to 10-bit mantissas. Returns the previous setting.
+#[pyfunction]
+fn set_allow_tf32(allow: bool) -> bool {
+    kiln::set_allow_tf32(allow)
+}
+
 /// A new stream on `device`.
 #[pyfunction]
 fn new_stream(device: StreamOrDevice) -> PyResult<PyStream> {
@@ -181,6 +194,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_default_device, m)?)?;
     m.add_function(wrap_pyfunction!(default_stream, m)?)?;
     m.add_function(wrap_pyfunction!(is_available, m)?)?;
+    m.add_function(wrap_pyfunction!(allow_tf32, m)?)?;
+    m.add_function(wrap_pyfunction!(set_allow_tf32, m)?)?;
     m.add_function(wrap_pyfunction!(new_stream, m)?)?;
     m.add_function(wrap_pyfunction!(synchronize, m)?)
 }

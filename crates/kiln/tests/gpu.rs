@@ -227,11 +227,161 @@ fn ops_without_gpu_kernels_give_the_cpu_results_through_the_host() {
     let Some((g, _one)) = gpu("ops_without_gpu_kernels_give_the_cpu_results_through_the_host") else { return };
     let mut rng = Rng::new(5);
     let a = array(&rng.vec(64 * 48, -1.0, 1.0), &[64, 48], Dtype::F32);
-    let b = array(&rng.vec(48 * 32, -1.0, 1.0), &[48, 32], Dtype::F32);
-    let f = || ops::sort(ops::matmul(ops::exp(&a)?, &b)?, Some(-1));
-    same("sort(matmul(exp(a), b))", on(Device::cpu(), f), on(g, f), None);
+    let f = || ops::sort(ops::cumsum(ops::exp(&a)?, Some(0), false, true)?, Some(-1));
+    same("sort(cumsum(exp(a)))", on(Device::cpu(), f), on(g, f), None);
     let host = kiln::backend::cuda::ops_on_host();
-    assert!(host.iter().any(|(op, _)| *op == "matmul") && host.iter().any(|(op, _)| *op == "sort"), "{host:?}");
+    assert!(host.iter().any(|(op, _)| *op == "cumsum") && host.iter().any(|(op, _)| *op == "sort"), "{host:?}");
+}
+
+/// Float dtypes cuBLASLt multiplies, with the tolerance of a product of length-k sums against the
+/// CPU's GEMM (another summation order; half types round their float32 sums once).
+const MATMUL_DTYPES: [(Dtype, f64, f64); 4] =
+    [(Dtype::F32, 2e-5, 1e-5), (Dtype::F64, 1e-12, 1e-13), (Dtype::F16, 2e-3, 2e-3), (Dtype::BF16, 1.6e-2, 1e-2)];
+
+#[test]
+fn matmul_matches_the_cpu_for_float_dtypes_layouts_and_batches() {
+    let Some((g, _one)) = gpu("matmul_matches_the_cpu_for_float_dtypes_layouts_and_batches") else { return };
+    let mut rng = Rng::new(11);
+    let mut x = |shape: &[usize], d: Dtype| array(&rng.vec(shape.iter().product(), -1.0, 1.0), shape, d);
+    let t = |a: &Array| ops::swapaxes(a, -1, -2);
+    let every_other = |a: &Array| {
+        let mut specs = vec![ops::SliceSpec::ALL; a.ndim()];
+        specs[a.ndim() - 1] = ops::SliceSpec { start: None, stop: None, step: 2 };
+        ops::slice(a, &specs)
+    };
+    for (d, rtol, atol) in MATMUL_DTYPES {
+        let (a, b) = (x(&[67, 48], d), x(&[48, 33], d));
+        let (at, bt) = (x(&[48, 67], d), x(&[33, 48], d));
+        let (ba, bb) = (x(&[3, 17, 9], d), x(&[3, 9, 5], d));
+        let (wa, wb) = (x(&[2, 1, 17, 9], d), x(&[4, 9, 5], d));
+        let (v, wide) = (x(&[48], d), x(&[48, 66], d));
+        let cases: Vec<(&str, Case)> = vec![
+            ("a @ b", Box::new(|| ops::matmul(&a, &b))),
+            ("at.T @ b (transposed view)", Box::new(|| ops::matmul(t(&at)?, &b))),
+            ("a @ bt.T", Box::new(|| ops::matmul(&a, t(&bt)?))),
+            ("at.T @ bt.T", Box::new(|| ops::matmul(t(&at)?, t(&bt)?))),
+            ("batched", Box::new(|| ops::matmul(&ba, &bb))),
+            ("broadcast batch", Box::new(|| ops::matmul(&wa, &wb))),
+            ("transposed batch", Box::new(|| ops::matmul(t(&bb)?, t(&ba)?))),
+            ("vector @ matrix", Box::new(|| ops::matmul(&v, &b))),
+            ("matrix @ vector", Box::new(|| ops::matmul(&a, &v))),
+            ("every other column (copied first)", Box::new(|| ops::matmul(&a, every_other(&wide)?))),
+            ("empty sum", Box::new(|| ops::matmul(ops::zeros(&[5, 0], d)?, ops::zeros(&[0, 7], d)?))),
+            ("empty output", Box::new(|| ops::matmul(ops::zeros(&[0, 4], d)?, x_const(&[4, 3], d)))),
+        ];
+        for (what, f) in &cases {
+            let (c, gg) = (on(Device::cpu(), f), on(g, f));
+            let (c, gg) = (c.unwrap_or_else(|e| panic!("{what} {d} on the CPU: {e}")), gg.unwrap_or_else(|e| panic!("{what} {d} on the GPU: {e}")));
+            assert_eq!(c.len(), gg.len(), "{what} {d}");
+            assert_close(&gg, &c, rtol, atol, &format!("{what} of {d}"));
+        }
+    }
+    // Integers are refused on both devices alike.
+    let i = array(&[1.0, 2.0, 3.0, 4.0], &[2, 2], Dtype::I32);
+    let f = || ops::matmul(&i, &i);
+    same("int32 matmul", on(Device::cpu(), f), on(g, f), None);
+    let host = kiln::backend::cuda::ops_on_host();
+    assert!(!host.iter().any(|(op, _)| *op == "matmul"), "matmul ran on the host: {host:?}");
+}
+
+/// One matmul case: a product built when called.
+type Case<'a> = Box<dyn Fn() -> kiln::Result<Array> + 'a>;
+
+/// An array of `shape` filled with 0.5.
+fn x_const(shape: &[usize], d: Dtype) -> Array {
+    array(&vec![0.5; shape.iter().product()], shape, d)
+}
+
+#[test]
+fn tf32_is_off_by_default_and_switchable() {
+    let Some((g, _one)) = gpu("tf32_is_off_by_default_and_switchable") else { return };
+    let mut rng = Rng::new(12);
+    let a = array(&rng.vec(256 * 512, -1.0, 1.0), &[256, 512], Dtype::F32);
+    let b = array(&rng.vec(512 * 128, -1.0, 1.0), &[512, 128], Dtype::F32);
+    let exact = on(Device::cpu(), || ops::matmul(ops::astype(&a, Dtype::F64)?, ops::astype(&b, Dtype::F64)?)).unwrap();
+    assert!(!kiln::allow_tf32(), "TF32 must be off unless asked for");
+    let full = on(g, || ops::matmul(&a, &b)).unwrap();
+    let before = kiln::set_allow_tf32(true);
+    let fast = on(g, || ops::matmul(&a, &b));
+    kiln::set_allow_tf32(before);
+    let fast = fast.unwrap();
+    let worst = |got: &[f64]| got.iter().zip(&exact).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    // Full float32 products err by float32 rounding of 512-term sums; TF32 rounds inputs to 10
+    // mantissa bits, errors about a thousand times larger.
+    assert!(worst(&full) < 1e-4, "float32: {}", worst(&full));
+    assert!(worst(&fast) > 1e-3 && worst(&fast) < 0.1, "tf32: {}", worst(&fast));
+}
+
+#[test]
+fn arange_random_bits_and_arg_reductions_match_the_cpu() {
+    let Some((g, _one)) = gpu("arange_random_bits_and_arg_reductions_match_the_cpu") else { return };
+    for d in Dtype::ALL {
+        for (start, stop, step) in [(-3.5, 17.0, 0.75), (0.0, 300.0, 1.0), (1e9, 5e9, 1.1e8), (2.0, -9.0, -0.3)] {
+            let f = || ops::arange(start, stop, step, d);
+            same(&format!("arange({start}, {stop}, {step}) of {d}"), on(Device::cpu(), f), on(g, f), None);
+        }
+    }
+    let key = kiln::random::key(7);
+    let keys = kiln::random::split(&key, 3).unwrap();
+    for width in [1, 2, 4] {
+        for shape in [&[1usize][..], &[7], &[3, 333], &[1000, 17]] {
+            let f = || kiln::random::bits(shape, width, Some(&key));
+            same(&format!("bits {shape:?} width {width}"), on(Device::cpu(), f), on(g, f), None);
+        }
+    }
+    let f = || kiln::random::normal(&[5, 101], Dtype::F32, 0.0, 1.0, Some(&key));
+    same("normal", on(Device::cpu(), f), on(g, f), None);
+    let f = || kiln::vmap(|a: &[Array]| Ok(vec![kiln::random::uniform(0.0, 1.0, &[9], Dtype::F32, Some(&a[0]))?]), &[Some(0)], &[Some(0)])(std::slice::from_ref(&keys)).map(|mut v| v.remove(0));
+    same("uniform under vmap over 3 keys", on(Device::cpu(), f), on(g, f), None);
+    let mut rng = Rng::new(13);
+    for d in Dtype::ALL {
+        // Few distinct values: ties everywhere, and the first must win.
+        let mut values = random_values(&mut rng, 6 * 37 * 50, d, -3.0, 3.0);
+        if d.is_float() {
+            values[100] = f64::NAN;
+            values[2000] = f64::NAN;
+            values[2001] = f64::NAN;
+        }
+        let x = array(&values, &[6, 37, 50], d);
+        for axis in [None, Some(0), Some(1), Some(2)] {
+            let f = || ops::argmax(&x, axis, false);
+            same(&format!("argmax {axis:?} of {d}"), on(Device::cpu(), f), on(g, f), None);
+            let f = || ops::argmin(&x, axis, true);
+            same(&format!("argmin {axis:?} of {d}"), on(Device::cpu(), f), on(g, f), None);
+        }
+    }
+}
+
+#[test]
+fn concatenate_and_slice_update_match_the_cpu() {
+    let Some((g, _one)) = gpu("concatenate_and_slice_update_match_the_cpu") else { return };
+    let mut rng = Rng::new(14);
+    for d in Dtype::ALL {
+        let mut x = |shape: &[usize]| array(&random_values(&mut rng, shape.iter().product(), d, -9.0, 9.0), shape, d);
+        let (a, b, c) = (x(&[4, 5, 6]), x(&[4, 3, 6]), x(&[6, 2, 4]));
+        let f = || ops::concatenate(&[a.clone(), b.clone(), ops::transpose(&c, Some(&[2, 1, 0]))?], 1);
+        same(&format!("concatenate of {d} with a transposed input"), on(Device::cpu(), f), on(g, f), None);
+        let f = || ops::concatenate(&[a.clone(), a.clone()], 0);
+        same(&format!("concatenate along 0 of {d}"), on(Device::cpu(), f), on(g, f), None);
+        let u = x(&[2, 5, 3]);
+        let spec = |start, stop, step| ops::SliceSpec { start, stop, step };
+        let f = || ops::slice_update(&a, &u, &[spec(Some(1), Some(3), 1), ops::SliceSpec::ALL, spec(Some(5), None, -2)]);
+        same(&format!("slice_update of {d} with a negative step"), on(Device::cpu(), f), on(g, f), None);
+        let f = || ops::slice_update(ops::transpose(&a, None)?, ops::transpose(&u, None)?, &[spec(None, None, 2), ops::SliceSpec::ALL, spec(Some(1), Some(3), 1)]);
+        same(&format!("slice_update of a transposed {d}"), on(Device::cpu(), f), on(g, f), None);
+    }
+    let host = kiln::backend::cuda::ops_on_host();
+    assert!(!host.iter().any(|(op, _)| ["concatenate", "slice_update", "arange", "random_bits", "argmax", "argmin"].contains(op)), "{host:?}");
+}
+
+#[test]
+fn handwritten_kernels_build_with_nvrtc_for_every_variant() {
+    if !nvrtc_found("handwritten_kernels_build_with_nvrtc_for_every_variant") {
+        return;
+    }
+    for (what, text) in kiln::backend::cuda::handwritten_sources() {
+        nvrtc::build("test", &text, "sm_90a").unwrap_or_else(|e| panic!("{what}: {}", e.message));
+    }
 }
 
 #[test]

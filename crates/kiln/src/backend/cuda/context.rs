@@ -157,6 +157,12 @@ impl Gpu {
         cu::ctx::synchronize().map_err(|e| device_error(op, "waiting for the GPU", e))
     }
 
+    /// Blocks of `block` threads for `work` items: enough to cover them, at most 16 per
+    /// multiprocessor (kernels loop over the rest).
+    pub fn grid_for(&self, block: u32, work: usize) -> usize {
+        work.div_ceil(block as usize).min(self.multiprocessors as usize * 16).max(1)
+    }
+
     /// The architecture NVRTC builds for, e.g. `sm_90a` (the `a` variant where the device has
     /// architecture-specific features, as Hopper does).
     pub fn arch(&self) -> String {

@@ -2,7 +2,7 @@
 //! contiguously, picks each input's access pattern, builds (or finds) the kernel printed for that
 //! variant, fills its parameter block and launches it.
 
-use super::context::{device_error, Gpu};
+use super::context::Gpu;
 use super::memory::DeviceBlock;
 use super::nvrtc;
 use super::source::{self, Access, Variant, BLOCK, ENTRY};
@@ -12,11 +12,11 @@ use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::fused::{Inst, InstOp, Kernel, Level};
 use crate::shape::{numel, row_major_strides};
-use cudarc::driver::{result as cu, sys};
+use cudarc::driver::sys;
 
 /// Axes of `space` with each input's strides over them, size-1 axes dropped and neighbours merged
 /// where every input steps through them as one axis.
-fn merged_axes(space: &[usize], strides: &[Vec<isize>]) -> (Vec<usize>, Vec<Vec<isize>>) {
+pub(super) fn merged_axes(space: &[usize], strides: &[Vec<isize>]) -> (Vec<usize>, Vec<Vec<isize>>) {
     let mut dims: Vec<usize> = Vec::new();
     let mut st: Vec<Vec<isize>> = vec![Vec::new(); strides.len()];
     for (d, &size) in space.iter().enumerate() {
@@ -92,7 +92,7 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
         if inputs.is_empty() {
             words.extend(std::iter::repeat_n(0, rank));
         }
-        launch(op, gpu, stream, function, &mut words, n.div_ceil(variant.vector))?;
+        function.launch_words(op, gpu, stream, BLOCK, n.div_ceil(variant.vector), &mut words)?;
     }
     Ok(blocks
         .into_iter()
@@ -132,17 +132,6 @@ static LOADED: nvrtc::Loaded<KernelKey> = nvrtc::Loaded::new();
 fn function(op: &str, gpu: &Gpu, k: &Kernel, variant: &Variant) -> Result<nvrtc::Function> {
     let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), variant.clone());
     LOADED.get(op, gpu, key, ENTRY, || source::elementwise(k, variant))
-}
-
-/// Launches an elementwise kernel for `work` items (elements, or vectors of them) with its
-/// parameter block `words`.
-fn launch(op: &str, gpu: &Gpu, stream: sys::CUstream, f: nvrtc::Function, words: &mut [u64], work: usize) -> Result<()> {
-    let blocks = work.div_ceil(BLOCK as usize).min(gpu.multiprocessors as usize * 16).max(1) as u32;
-    let mut params = [words.as_mut_ptr() as *mut std::ffi::c_void];
-    // Safety: the kernel takes one struct parameter laid out as `words` (all 8-byte fields); every
-    // pointer in it addresses device memory of the sizes the kernel indexes.
-    unsafe { cu::launch_kernel(f.0, (blocks, 1, 1), (BLOCK, 1, 1), 0, stream, &mut params) }
-        .map_err(|e| device_error(op, "launching a kernel", e))
 }
 
 /// An eager elementwise op as a one-instruction kernel: a load per input, then `op`.

@@ -1,7 +1,7 @@
 //! Finding the CUDA libraries at run time, so kiln builds and runs with no CUDA toolkit.
 //!
 //! The driver (`libcuda`) comes with the NVIDIA driver and is found by the system's loader.
-//! NVRTC (and later cuBLASLt) come with a toolkit or with NVIDIA's Python wheels, often in folders the
+//! NVRTC and cuBLASLt come with a toolkit or with NVIDIA's Python wheels, often in folders the
 //! loader does not search: each is looked for in `$KILN_CUDA_PATH`, `$CUDA_HOME`, `$CUDA_PATH`,
 //! `/usr/local/cuda` and the wheels' folders (`$KILN_CUDA_WHEEL_PATH`, which the Python package
 //! sets), then by name. A library found is loaded by its full path and kept loaded; cudarc, which
@@ -21,15 +21,25 @@ pub(super) struct Wanted {
     pub files: &'static [&'static str],
     /// Whether it lives with the driver (searched by name only) rather than with a toolkit.
     pub driver: bool,
+    /// Its slot among the libraries loaded once per process.
+    slot: usize,
 }
 
 /// The CUDA driver.
-pub(super) const DRIVER: Wanted = Wanted { name: "the CUDA driver (libcuda)", files: &["libcuda.so.1", "libcuda.so"], driver: true };
+pub(super) const DRIVER: Wanted = Wanted { name: "the CUDA driver (libcuda)", files: &["libcuda.so.1", "libcuda.so"], driver: true, slot: 0 };
 /// The run-time compiler of CUDA C.
 pub(super) const NVRTC: Wanted = Wanted {
     name: "NVRTC (libnvrtc)",
     files: &["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"],
     driver: false,
+    slot: 1,
+};
+/// NVIDIA's matrix-product library, for matmul.
+pub(super) const CUBLASLT: Wanted = Wanted {
+    name: "cuBLASLt (libcublasLt)",
+    files: &["libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"],
+    driver: false,
+    slot: 2,
 };
 /// The folders a toolkit library is looked for in, in order.
 pub(super) fn search_dirs() -> Vec<PathBuf> {
@@ -89,8 +99,8 @@ fn load(wanted: Wanted) -> std::result::Result<libloading::Library, String> {
 /// Makes sure `wanted` is loaded (once per process), or returns why it cannot be.
 pub(super) fn require(op: &str, wanted: Wanted) -> Result<()> {
     type Loaded = OnceLock<std::result::Result<libloading::Library, String>>;
-    static LOADED: [Loaded; 2] = [OnceLock::new(), OnceLock::new()];
-    let slot = &LOADED[usize::from(!wanted.driver)];
+    static LOADED: [Loaded; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let slot = &LOADED[wanted.slot];
     match slot.get_or_init(|| load(wanted)) {
         Ok(_) => Ok(()),
         Err(why) => Err(Error::new(op, ErrorKind::Device, why.clone())),

@@ -6,13 +6,19 @@
 //! data (or `synchronize`) waits. Elementwise ops are one-instruction kernels of the fused IR,
 //! printed as CUDA C by the one CUDA lowering ([`source`]) and built by NVRTC ([`nvrtc`]).
 //!
+//! Matrix products go through cuBLASLt ([`matmul`]); arg-reductions, concatenation, slice
+//! updates, arange and random bits are hand-written kernels (`*.cu`).
+//!
 //! Ops without a GPU kernel yet run on the CPU: their inputs are copied to the host (once per
 //! storage, counted in [`crate::transfers`]) and the result stays there until a GPU op needs it.
 //! Results are therefore always right; which ops run where is listed by [`ops_on_host`].
 
 pub mod context;
+mod copy;
+mod creation;
 mod elementwise;
 pub mod libraries;
+pub mod matmul;
 pub mod memory;
 pub mod nvrtc;
 pub mod reduce;
@@ -43,6 +49,15 @@ pub fn ops_on_host() -> Vec<(&'static str, usize)> {
     ON_HOST.lock().unwrap().iter().map(|(k, v)| (*k, *v)).collect()
 }
 
+/// Every variant of the hand-written kernels (copies, creation, arg-reductions) as (what, CUDA
+/// C): the tests build each with NVRTC, with or without a GPU.
+pub fn handwritten_sources() -> Vec<(String, String)> {
+    let mut all = copy::variants();
+    all.extend(creation::variants());
+    all.extend(reduce::arg_variants());
+    all
+}
+
 /// The GPU of kiln's `stream` (made current) and the CUDA stream it maps to.
 fn resolve(op: &str, stream: Stream) -> Result<(&'static context::Gpu, CuStream)> {
     let gpu = context::gpu(op, stream.device.index)?;
@@ -63,6 +78,15 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
         Op::Select => fused(InstOp::Select(0, 1, 2)),
         Op::AsType(_) => fused(InstOp::Cast(0)),
         Op::Reduce { op: r, axes, .. } => reduce::run(*r, gpu, cu_stream, &inputs[0], axes, shape, dtype),
+        Op::ArgReduce { op: r, axis } => reduce::arg_reduce(*r, gpu, cu_stream, &inputs[0], *axis, shape),
+        Op::Matmul => matmul::run(gpu, cu_stream, &inputs[0], &inputs[1], shape, dtype),
+        Op::Concatenate { axis } => copy::concatenate(gpu, cu_stream, inputs, *axis, shape),
+        Op::SliceUpdate { start, step } => copy::slice_update(gpu, cu_stream, &inputs[0], &inputs[1], start, step),
+        Op::Arange { start, step, .. } => creation::arange(gpu, cu_stream, start.get(), step.get(), shape, dtype),
+        // A count reads only its input's shape: made on the host, it reaches GPU kernels as an
+        // immediate parameter, with no launch and no copy.
+        Op::Count { .. } => crate::backend::cpu::run(op, inputs, shape, dtype),
+        Op::RandomBits { width, .. } => creation::random_bits(gpu, cu_stream, &inputs[0], shape, *width),
         Op::Transpose(perm) => Ok(views::transpose(&inputs[0], perm)),
         Op::BroadcastTo(_) | Op::BroadcastLike => Ok(views::broadcast_to(&inputs[0], shape)),
         Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),

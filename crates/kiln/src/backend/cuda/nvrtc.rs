@@ -117,6 +117,45 @@ pub struct Function(pub sys::CUfunction);
 unsafe impl Send for Function {}
 unsafe impl Sync for Function {}
 
+impl Function {
+    /// Queues the kernel on `stream` with `grid` blocks of `block` threads; `args` point at
+    /// values of the kernel's parameter types, in order.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
+    pub fn launch(self, op: &str, stream: sys::CUstream, grid: usize, block: u32, args: &mut [*mut std::ffi::c_void]) -> Result<()> {
+        let grid = u32::try_from(grid).ok().filter(|&g| g <= i32::MAX as u32).ok_or_else(|| {
+            Error::unsupported(op, format!("{grid} blocks are more than one GPU launch covers (2^31 - 1)"))
+        })?;
+        // Safety: the caller passes the kernel's parameters; the buffers they address hold what
+        // the kernel indexes.
+        unsafe { cu::launch_kernel(self.0, (grid.max(1), 1, 1), (block, 1, 1), 0, stream, args) }
+            .map_err(|e| device_error(op, "launching a kernel", e))
+    }
+
+    /// Queues a kernel whose one parameter is a struct of 8-byte `words`, with enough blocks of
+    /// `block` threads for `work` items (at most 16 blocks per multiprocessor; the kernel loops).
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
+    pub fn launch_words(self, op: &str, gpu: &Gpu, stream: sys::CUstream, block: u32, work: usize, words: &mut [u64]) -> Result<()> {
+        self.launch(op, stream, gpu.grid_for(block, work), block, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])
+    }
+}
+
+/// Hand-written kernels (a `.cu` body after the prelude and its definitions) loaded so far, by
+/// entry point and definitions.
+static HANDWRITTEN: Loaded<(&'static str, String)> = Loaded::new();
+
+/// Entry `entry` of the hand-written kernel `body` specialised by `definitions` (C `#define`s),
+/// built on first use.
+pub fn handwritten(op: &str, gpu: &Gpu, body: &str, definitions: String, entry: &'static str) -> Result<Function> {
+    let source = handwritten_source(body, &definitions);
+    HANDWRITTEN.get(op, gpu, (entry, definitions), entry, || Ok(source))
+}
+
+/// The CUDA C of hand-written kernel `body` specialised by `definitions`: the prelude, the
+/// definitions, the body.
+pub fn handwritten_source(body: &str, definitions: &str) -> String {
+    format!("{}\n{definitions}\n{body}", super::source::PRELUDE)
+}
+
 /// Kernels loaded so far, by a key of the caller's (what the source is printed from) and the GPU:
 /// a kernel found again costs one lookup, without printing its source.
 pub struct Loaded<K>(Mutex<Option<HashMap<(K, usize), Function>>>);

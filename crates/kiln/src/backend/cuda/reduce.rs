@@ -2,19 +2,19 @@
 //! row-major copy when strides cannot express it), then each row is folded by a block, or by
 //! several blocks and a second pass when rows are few and long (a full reduction).
 
-use super::context::{device_error, Gpu};
+use super::context::Gpu;
 use super::elementwise;
 use super::memory::DeviceBlock;
-use super::nvrtc::{self, Function};
+use super::nvrtc;
 use super::source::{storage_type, PRELUDE};
 use crate::backend::cpu::strided::is_row_contiguous;
 use crate::backend::Input;
 use crate::buffer::{Buffer, Storage};
 use crate::dtype::{Category, Dtype};
 use crate::error::Result;
-use crate::primitive::ReduceOp;
+use crate::primitive::{ArgReduceOp, ReduceOp};
 use crate::shape::{numel, row_major_strides};
-use cudarc::driver::{result as cu, sys};
+use cudarc::driver::sys;
 use std::ffi::c_void;
 
 const BODY: &str = include_str!("reduce.cu");
@@ -84,9 +84,9 @@ fn block_for(cols: usize) -> u32 {
     }
 }
 
-/// Reduces `axes` of `x` into a new array of `shape` (reduced axes kept with size 1) and `dtype`.
-pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[usize], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
-    let name = "reduce";
+/// `x` with `axes` moved last, as row-major rows of their elements: a view where strides allow,
+/// else a copy.
+fn rows_of(op: &str, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[usize]) -> Result<Buffer> {
     let kept: Vec<usize> = (0..x.shape.len()).filter(|d| !axes.contains(d)).collect();
     let order: Vec<usize> = kept.iter().chain(axes).copied().collect();
     let permuted = Input {
@@ -95,11 +95,17 @@ pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[us
         buffer: Buffer { strides: order.iter().map(|&d| x.buffer.strides[d]).collect(), ..x.buffer.clone() },
         donatable: false,
     };
-    let rows_input = if is_row_contiguous(&permuted.shape, &permuted.buffer.strides) {
-        permuted.buffer.clone()
+    if is_row_contiguous(&permuted.shape, &permuted.buffer.strides) {
+        Ok(permuted.buffer)
     } else {
-        elementwise::contiguous(name, gpu, stream, &permuted)?
-    };
+        elementwise::contiguous(op, gpu, stream, &permuted)
+    }
+}
+
+/// Reduces `axes` of `x` into a new array of `shape` (reduced axes kept with size 1) and `dtype`.
+pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[usize], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
+    let name = "reduce";
+    let rows_input = rows_of(name, gpu, stream, x, axes)?;
     let rows = numel(shape);
     let cols: usize = axes.iter().map(|&d| x.shape[d]).product();
     let out = DeviceBlock::new(name, gpu, stream, rows * dtype.size())?;
@@ -113,7 +119,7 @@ pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[us
         let rows_fn = kernel("kiln_reduce_rows")?;
         let (mut cols_arg, mut splits_arg) = (cols as i64, splits as i64);
         let (mut in_arg, mut partial_arg, mut out_arg) = (input, partial.ptr, out.ptr);
-        launch(stream, rows_fn, rows * splits, block_for(cols / splits), &mut [
+        rows_fn.launch(name, stream, rows * splits, block_for(cols / splits), &mut [
             &mut in_arg as *mut u64 as *mut c_void,
             &mut partial_arg as *mut u64 as *mut c_void,
             &mut out_arg as *mut u64 as *mut c_void,
@@ -122,7 +128,7 @@ pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[us
         ])?;
         if splits > 1 {
             let partials_fn = kernel("kiln_reduce_partials")?;
-            launch(stream, partials_fn, rows, block_for(splits), &mut [
+            partials_fn.launch(name, stream, rows, block_for(splits), &mut [
                 &mut partial_arg as *mut u64 as *mut c_void,
                 &mut out_arg as *mut u64 as *mut c_void,
                 &mut splits_arg as *mut i64 as *mut c_void,
@@ -133,12 +139,53 @@ pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[us
     Ok(Buffer { storage: Storage::on_device(out), offset: 0, strides: row_major_strides(shape) })
 }
 
-fn launch(stream: sys::CUstream, f: Function, blocks: usize, threads: u32, args: &mut [*mut c_void]) -> Result<()> {
-    let blocks = u32::try_from(blocks).ok().filter(|&b| b <= i32::MAX as u32).ok_or_else(|| {
-        crate::error::Error::unsupported("reduce", format!("{blocks} rows are more than one GPU launch covers (2^31 - 1)"))
-    })?;
-    // Safety: `args` point at values of the kernel's parameter types, in order; the buffers they
-    // address hold what the kernel indexes.
-    unsafe { cu::launch_kernel(f.0, (blocks, 1, 1), (threads, 1, 1), 0, stream, args) }
-        .map_err(|e| device_error("reduce", "launching a reduction", e))
+const ARG_BODY: &str = include_str!("arg_reduce.cu");
+
+/// The definitions that make `arg_reduce.cu` arg-reduction `op` of `input`.
+fn arg_definitions(op: ArgReduceOp, input: Dtype) -> String {
+    let better = match op {
+        ArgReduceOp::ArgMax => "((a) > (b))",
+        ArgReduceOp::ArgMin => "((a) < (b))",
+    };
+    let load = match input {
+        Dtype::F16 => "(double)k_f16_load(x)",
+        Dtype::BF16 => "(double)k_bf16_load(x)",
+        _ => "(double)(x)",
+    };
+    format!("#define K_IN {}\n#define K_LOAD(x) {load}\n#define K_BETTER(a, b) {better}\n", storage_type(input))
+}
+
+/// Every arg-reduction kernel, as (what, CUDA C).
+pub(super) fn arg_variants() -> Vec<(String, String)> {
+    [ArgReduceOp::ArgMax, ArgReduceOp::ArgMin]
+        .into_iter()
+        .flat_map(|op| Dtype::ALL.iter().map(move |&d| (format!("{op:?} of {d}"), nvrtc::handwritten_source(ARG_BODY, &arg_definitions(op, d)))))
+        .collect()
+}
+
+/// The index (uint32) of the largest or smallest element along `axis` of `x`, into a new array
+/// of `shape`: the first NaN, else the first extreme value, as on the CPU.
+#[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
+pub fn arg_reduce(op: ArgReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axis: usize, shape: &[usize]) -> Result<Buffer> {
+    let name = "arg_reduce";
+    let rows = numel(shape);
+    let cols = x.shape[axis];
+    let out = DeviceBlock::new(name, gpu, stream, rows * 4)?;
+    if rows > 0 && cols == 0 {
+        // An empty axis gives index 0, as on the CPU.
+        // Safety: the block holds `rows * 4` bytes of this context.
+        unsafe { cudarc::driver::result::memset_d8_async(out.ptr, 0, rows * 4, stream) }
+            .map_err(|e| super::context::device_error(name, "zeroing the output", e))?;
+    } else if rows > 0 {
+        let input = rows_of(name, gpu, stream, x, &[axis])?;
+        let f = nvrtc::handwritten(name, gpu, ARG_BODY, arg_definitions(op, x.dtype), "kiln_arg_reduce")?;
+        let mut in_arg = input.storage.on_gpu(name, gpu.ordinal, stream)?.wrapping_add_signed(input.offset as i64 * x.dtype.size() as i64);
+        let (mut out_arg, mut cols_arg) = (out.ptr, cols as i64);
+        f.launch(name, stream, rows, block_for(cols), &mut [
+            &mut in_arg as *mut u64 as *mut c_void,
+            &mut out_arg as *mut u64 as *mut c_void,
+            &mut cols_arg as *mut i64 as *mut c_void,
+        ])?;
+    }
+    Ok(Buffer { storage: Storage::on_device(out), offset: 0, strides: row_major_strides(shape) })
 }

@@ -276,6 +276,12 @@ fn cast(from: Dtype, to: Dtype, x: &str) -> String {
     }
 }
 
+/// The stored value of `to` that float64 expression `x` converts to with `astype` semantics (what
+/// the CPU's `from_f64` gives, e.g. for arange).
+pub(super) fn from_f64(to: Dtype, x: &str) -> String {
+    store_expr(to, &rounded(to, cast(Dtype::F64, to, x)))
+}
+
 /// Rounds a float32 compute value to its half dtype (every instruction of a half dtype does).
 fn rounded(d: Dtype, expr: String) -> String {
     match d {
