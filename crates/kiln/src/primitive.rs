@@ -128,6 +128,18 @@ pub enum ArgReduceOp { ArgMax, ArgMin }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScanOp { Sum, Prod, Max, Min }
 
+impl ScanOp {
+    /// The reduction whose running value the scan writes.
+    pub fn as_reduce(self) -> ReduceOp {
+        match self {
+            ScanOp::Sum => ReduceOp::Sum,
+            ScanOp::Prod => ReduceOp::Prod,
+            ScanOp::Max => ReduceOp::Max,
+            ScanOp::Min => ReduceOp::Min,
+        }
+    }
+}
+
 /// How a scatter combines updates with the destination.
 #[allow(missing_docs)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

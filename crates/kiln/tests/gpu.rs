@@ -223,14 +223,180 @@ fn data_moves_once_each_way_and_is_counted() {
 }
 
 #[test]
-fn ops_without_gpu_kernels_give_the_cpu_results_through_the_host() {
-    let Some((g, _one)) = gpu("ops_without_gpu_kernels_give_the_cpu_results_through_the_host") else { return };
+fn user_cpu_kernels_give_their_results_through_the_host() {
+    let Some((g, _one)) = gpu("user_cpu_kernels_give_their_results_through_the_host") else { return };
     let mut rng = Rng::new(5);
     let a = array(&rng.vec(64 * 48, -1.0, 1.0), &[64, 48], Dtype::F32);
-    let f = || ops::sort(ops::cumsum(ops::exp(&a)?, Some(0), false, true)?, Some(-1));
-    same("sort(cumsum(exp(a)))", on(Device::cpu(), f), on(g, f), None);
+    let f = || {
+        let doubled = kiln::custom_kernel("double", &[ops::exp(&a)?], &[(vec![64, 48], Dtype::F32)], |args: &mut kiln::KernelArgs| {
+            let x: Vec<f32> = args.input::<f32>(0)?.to_vec();
+            args.output::<f32>(0)?.iter_mut().zip(x).for_each(|(o, v)| *o = 2.0 * v);
+            Ok(())
+        })?;
+        ops::sort(&doubled[0], Some(-1))
+    };
+    same("sort(custom_kernel(exp(a)))", on(Device::cpu(), f), on(g, f), None);
     let host = kiln::backend::cuda::ops_on_host();
-    assert!(host.iter().any(|(op, _)| *op == "cumsum") && host.iter().any(|(op, _)| *op == "sort"), "{host:?}");
+    assert!(host.iter().any(|(op, _)| *op == "custom_kernel") && !host.iter().any(|(op, _)| *op == "sort"), "{host:?}");
+}
+
+/// Fails unless none of `ops` ran on the host for a GPU stream.
+fn assert_ran_on_the_gpu(ops: &[&str]) {
+    let host = kiln::backend::cuda::ops_on_host();
+    assert!(!host.iter().any(|(op, _)| ops.contains(op)), "ran on the host: {host:?}");
+}
+
+type Scan = fn(&Array, Option<i64>, bool, bool) -> kiln::Result<Array>;
+
+#[test]
+fn scans_match_the_cpu_on_every_dtype_axis_and_direction() {
+    let Some((g, _one)) = gpu("scans_match_the_cpu_on_every_dtype_axis_and_direction") else { return };
+    let mut rng = Rng::new(21);
+    let scans: [(&str, Scan); 4] = [
+        ("cumsum", |x, a, r, i| ops::cumsum(x, a, r, i)),
+        ("cumprod", |x, a, r, i| ops::cumprod(x, a, r, i)),
+        ("cummax", |x, a, r, i| ops::cummax(x, a, r, i)),
+        ("cummin", |x, a, r, i| ops::cummin(x, a, r, i)),
+    ];
+    // Rows of 5 and 3 (one thread each), 40 (a block), 70,000 with 3 rows (parts of rows).
+    let shapes: [&[usize]; 2] = [&[5, 3, 40], &[3, 70_000]];
+    for d in Dtype::ALL {
+        for shape in shapes {
+            let n: usize = shape.iter().product();
+            let mut values: Vec<f64> = if d.is_float() { rng.vec(n, 0.5, 1.5) } else { random_values(&mut rng, n, d, -3.0, 3.0) };
+            if d.is_float() {
+                values[17] = f64::NAN;
+            }
+            let x = array(&values, shape, d);
+            for (name, scan) in scans {
+                for axis in 0..shape.len() as i64 {
+                    for (reverse, inclusive) in [(false, true), (true, true), (false, false), (true, false)] {
+                        let f = || scan(&x, Some(axis), reverse, inclusive);
+                        let rtol = (d.is_float() && matches!(name, "cumsum" | "cumprod")).then(|| rtol_for(d).max(1e-12));
+                        same(&format!("{name} of {d} {shape:?} along {axis}, reverse {reverse}, inclusive {inclusive}"), on(Device::cpu(), f), on(g, f), rtol);
+                    }
+                }
+            }
+        }
+    }
+    assert_ran_on_the_gpu(&["cumsum", "cumprod", "cummax", "cummin"]);
+}
+
+/// Checks that `got` (one row) is partitioned around `kth` in the CPU's order of values (NaN
+/// last), holding `want_kth` there.
+fn assert_partitioned(got: &[f64], kth: usize, want_kth: f64, what: &str) {
+    let less = |a: f64, b: f64| !a.is_nan() && (b.is_nan() || a < b);
+    let pivot = got[kth];
+    assert!(pivot == want_kth || pivot.is_nan() && want_kth.is_nan(), "{what}: element {kth} is {pivot}, want {want_kth}");
+    for (i, &v) in got.iter().enumerate() {
+        let ok = if i < kth { !less(pivot, v) } else { !less(v, pivot) };
+        assert!(ok, "{what}: element {i} ({v}) is on the wrong side of {pivot} at {kth}");
+    }
+}
+
+#[test]
+fn sorts_and_partitions_match_the_cpu() {
+    let Some((g, _one)) = gpu("sorts_and_partitions_match_the_cpu") else { return };
+    let mut rng = Rng::new(22);
+    // Tiles of one block (6, 37, 50 along each axis; 8192), and rows merged from several tiles.
+    let shapes: [&[usize]; 3] = [&[6, 37, 50], &[2, 8192], &[3, 20_000]];
+    for d in Dtype::ALL {
+        for shape in shapes {
+            let n: usize = shape.iter().product();
+            // Few distinct values: ties everywhere, which a stable sort keeps in order.
+            let mut values = random_values(&mut rng, n, d, -3.0, 3.0);
+            if d.is_float() {
+                for i in (0..n).step_by(97) {
+                    values[i] = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0][i % 4];
+                }
+            }
+            let x = array(&values, shape, d);
+            for axis in 0..shape.len() as i64 {
+                let what = format!("{d} {shape:?} along {axis}");
+                let f = || ops::argsort(&x, Some(axis));
+                same(&format!("argsort of {what}"), on(Device::cpu(), f), on(g, f), None);
+                // -0 and 0 are equal: the CPU's unstable value sort may order them either way.
+                let f = || ops::sort(&x, Some(axis));
+                same(&format!("sort of {what}"), on(Device::cpu(), f), on(g, f), Some(0.0));
+            }
+            let last = *shape.last().unwrap();
+            let rows = n / last;
+            let sorted = on(Device::cpu(), || ops::sort(&x, Some(-1))).unwrap();
+            let xv = x.to_f64_vec().unwrap();
+            for kth in [0, last / 3, last - 1] {
+                let what = format!("partition of {d} {shape:?} at {kth}");
+                let got = on(g, || ops::partition(&x, kth as i64, Some(-1))).unwrap();
+                let at = on(g, || ops::argpartition(&x, kth as i64, Some(-1))).unwrap();
+                for r in 0..rows {
+                    let row = &xv[r * last..(r + 1) * last];
+                    let want_kth = sorted[r * last + kth];
+                    assert_partitioned(&got[r * last..(r + 1) * last], kth, want_kth, &what);
+                    let mut picked: Vec<usize> = at[r * last..(r + 1) * last].iter().map(|&i| i as usize).collect();
+                    let by_index: Vec<f64> = picked.iter().map(|&i| row[i]).collect();
+                    assert_partitioned(&by_index, kth, want_kth, &format!("arg{what}"));
+                    picked.sort_unstable();
+                    assert!(picked.iter().enumerate().all(|(i, &p)| i == p), "arg{what}: not a permutation of row {r}");
+                }
+            }
+        }
+    }
+    assert_ran_on_the_gpu(&["sort", "argsort", "partition", "argpartition"]);
+}
+
+#[test]
+fn gathers_and_scatters_match_the_cpu_with_duplicate_and_out_of_range_indices() {
+    let Some((g, _one)) = gpu("gathers_and_scatters_match_the_cpu_with_duplicate_and_out_of_range_indices") else { return };
+    let mut rng = Rng::new(23);
+    let index_values: [f64; 12] = [3.0, -1.0, 9.0, 0.0, 3.0, -8.0, 3.0, 1.0, 2.0, -2.0, 3.0, 4.0];
+    for d in Dtype::ALL {
+        let x = array(&random_values(&mut rng, 7 * 5 * 6, d, -9.0, 9.0), &[7, 5, 6], d);
+        let xt = ops::transpose(&x, Some(&[2, 0, 1])).unwrap();
+        for id in [Dtype::I32, Dtype::U8, Dtype::I64] {
+            let vals: Vec<f64> = index_values.iter().map(|&v| if id.is_unsigned() { v.abs() } else { v }).collect();
+            let idx = array(&vals, &[3, 4], id);
+            for axis in [0i64, 1, 2] {
+                let f = || ops::take(&x, &idx, Some(axis));
+                same(&format!("take of {d} by {id} along {axis}"), on(Device::cpu(), f), on(g, f), None);
+                let f = || ops::take(&xt, &idx, Some(axis));
+                same(&format!("take of a transposed {d} by {id} along {axis}"), on(Device::cpu(), f), on(g, f), None);
+            }
+            let f = || ops::take(&x, &idx, None);
+            same(&format!("take of flattened {d} by {id}"), on(Device::cpu(), f), on(g, f), None);
+        }
+        // Two index arrays, broadcast together, with slices of several elements.
+        let (i0, i1) = (array(&[6.0, 0.0, -1.0], &[3, 1], Dtype::I32), array(&[1.0, 4.0], &[1, 2], Dtype::I64));
+        let f = || ops::gather(&x, &[i0.clone(), i1.clone()], &[0, 2], &[2, 5, 3]);
+        same(&format!("gather of {d} with slices"), on(Device::cpu(), f), on(g, f), None);
+        let huge = array(&[(1u64 << 63) as f64 + 4096.0, 1.0], &[2], Dtype::U64);
+        let f = || ops::take(&x, &huge, Some(1));
+        same(&format!("take of {d} by a uint64 past i64's range"), on(Device::cpu(), f), on(g, f), None);
+        // Scatters with duplicate indices (row 3 four times).
+        let rows = array(&index_values[..8], &[8], Dtype::I32);
+        let updates = array(&random_values(&mut rng, 8 * 5 * 6, d, -9.0, 9.0), &[8, 1, 5, 6], d);
+        type Scatter = fn(&Array, &[Array], &Array, &[i64]) -> kiln::Result<Array>;
+        let scatters: [(&str, Scatter); 5] = [
+            ("scatter", |a, i, u, ax| ops::scatter(a, i, u, ax)),
+            ("scatter_add", |a, i, u, ax| ops::scatter_add(a, i, u, ax)),
+            ("scatter_prod", |a, i, u, ax| ops::scatter_prod(a, i, u, ax)),
+            ("scatter_max", |a, i, u, ax| ops::scatter_max(a, i, u, ax)),
+            ("scatter_min", |a, i, u, ax| ops::scatter_min(a, i, u, ax)),
+        ];
+        for (name, scatter) in scatters {
+            let f = || scatter(&x, std::slice::from_ref(&rows), &updates, &[0]);
+            // Duplicates combine in another order on the GPU: float sums and products round differently.
+            let rtol = (d.is_float() && matches!(name, "scatter_add" | "scatter_prod")).then(|| rtol_for(d).max(1e-12));
+            same(&format!("{name} of {d} with duplicates"), on(Device::cpu(), f), on(g, f), rtol);
+            let f = || scatter(&xt, std::slice::from_ref(&rows), &ops::transpose(&updates, Some(&[0, 1, 3, 2]))?, &[2]);
+            same(&format!("{name} of a transposed {d} along its last axis"), on(Device::cpu(), f), on(g, f), rtol);
+        }
+        let along = array(&[0.0, 4.0, 4.0, -1.0, 2.0, 4.0], &[1, 6, 1], Dtype::I32);
+        let ones = ops::ones(&[7, 6, 6], d).unwrap();
+        let f = || ops::put_along_axis(&x, &ops::broadcast_to(&along, &[7, 6, 6])?, &ones, Some(1));
+        same(&format!("put_along_axis of {d}"), on(Device::cpu(), f), on(g, f), None);
+        let f = || ops::take_along_axis(&x, &ops::broadcast_to(&along, &[7, 6, 6])?, Some(1));
+        same(&format!("take_along_axis of {d}"), on(Device::cpu(), f), on(g, f), None);
+    }
+    assert_ran_on_the_gpu(&["gather", "scatter"]);
 }
 
 /// Float dtypes cuBLASLt multiplies, with the tolerance of a product of length-k sums against the

@@ -14,7 +14,7 @@ pub mod views;
 
 mod creation;
 mod index;
-mod lanes;
+pub(crate) mod lanes;
 mod random;
 mod reduce;
 mod scan;

@@ -12,15 +12,6 @@ use crate::dtype::{Dtype, Element};
 use crate::error::Result;
 use crate::primitive::{ReduceOp, ScanOp};
 
-fn as_reduce(op: ScanOp) -> ReduceOp {
-    match op {
-        ScanOp::Sum => ReduceOp::Sum,
-        ScanOp::Prod => ReduceOp::Prod,
-        ScanOp::Max => ReduceOp::Max,
-        ScanOp::Min => ReduceOp::Min,
-    }
-}
-
 /// What an exclusive scan writes before it has seen an element: the op's identity in the output
 /// dtype. For max and min that is the dtype's own extreme (int32 min, not int64 min narrowed to
 /// 0), and false/true for bool.
@@ -73,7 +64,7 @@ pub fn scan(op: ScanOp, x: &Input, axis: usize, reverse: bool, inclusive: bool, 
     let l = lanes(x, &[axis]);
     let permuted: Vec<usize> = l.perm.iter().map(|&p| x.shape[p]).collect();
     let out = alloc(&permuted, dtype);
-    let (src, dst, rop) = (l.buffer.start_address(x.dtype.size()), out.ptr::<u8>() as usize, as_reduce(op));
+    let (src, dst, rop) = (l.buffer.start_address(x.dtype.size()), out.ptr::<u8>() as usize, op.as_reduce());
     crate::with_dtype!(x.dtype, T => crate::with_dtype!(dtype, O => {
         if x.dtype.is_float() {
             scan_rows::<T, O, f64>(rop, src, dst, l.rows, l.len, reverse, inclusive, |v: T| Element::to_f64(v), O::from_f64)

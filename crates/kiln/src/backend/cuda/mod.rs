@@ -6,22 +6,26 @@
 //! data (or `synchronize`) waits. Elementwise ops are one-instruction kernels of the fused IR,
 //! printed as CUDA C by the one CUDA lowering ([`source`]) and built by NVRTC ([`nvrtc`]).
 //!
-//! Matrix products go through cuBLASLt ([`matmul`]); arg-reductions, concatenation, slice
-//! updates, arange and random bits are hand-written kernels (`*.cu`).
+//! Matrix products go through cuBLASLt ([`matmul`]); arg-reductions, scans, sorts, gathers,
+//! scatters, concatenation, slice updates, arange and random bits are hand-written kernels
+//! (`*.cu`).
 //!
-//! Ops without a GPU kernel yet run on the CPU: their inputs are copied to the host (once per
+//! User CPU kernels (`Op::Kernel`) run on the CPU: their inputs are copied to the host (once per
 //! storage, counted in [`crate::transfers`]) and the result stays there until a GPU op needs it.
-//! Results are therefore always right; which ops run where is listed by [`ops_on_host`].
+//! Which ops ran that way is listed by [`ops_on_host`].
 
 pub mod context;
 mod copy;
 mod creation;
 mod elementwise;
+mod index;
 pub mod libraries;
 pub mod matmul;
 pub mod memory;
 pub mod nvrtc;
 pub mod reduce;
+mod scan;
+mod sort;
 pub mod source;
 
 pub use memory::DeviceBlock;
@@ -49,12 +53,16 @@ pub fn ops_on_host() -> Vec<(&'static str, usize)> {
     ON_HOST.lock().unwrap().iter().map(|(k, v)| (*k, *v)).collect()
 }
 
-/// Every variant of the hand-written kernels (copies, creation, arg-reductions) as (what, CUDA
-/// C): the tests build each with NVRTC, with or without a GPU.
+/// Every variant of the hand-written kernels (copies, creation, arg-reductions, scans, sorts,
+/// gathers and scatters) as (what, CUDA C): the tests build each with NVRTC, with or without a
+/// GPU.
 pub fn handwritten_sources() -> Vec<(String, String)> {
     let mut all = copy::variants();
     all.extend(creation::variants());
     all.extend(reduce::arg_variants());
+    all.extend(scan::variants());
+    all.extend(sort::variants());
+    all.extend(index::variants());
     all
 }
 
@@ -79,6 +87,11 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
         Op::AsType(_) => fused(InstOp::Cast(0)),
         Op::Reduce { op: r, axes, .. } => reduce::run(*r, gpu, cu_stream, &inputs[0], axes, shape, dtype),
         Op::ArgReduce { op: r, axis } => reduce::arg_reduce(*r, gpu, cu_stream, &inputs[0], *axis, shape),
+        Op::Scan { op: s, axis, reverse, inclusive } => scan::run(*s, gpu, cu_stream, &inputs[0], *axis, *reverse, *inclusive, dtype),
+        Op::Sort { axis } | Op::Partition { axis, .. } => sort::run(name, gpu, cu_stream, &inputs[0], *axis, false),
+        Op::ArgSort { axis } | Op::ArgPartition { axis, .. } => sort::run(name, gpu, cu_stream, &inputs[0], *axis, true),
+        Op::Gather { axes, slice_sizes } => index::gather(gpu, cu_stream, inputs, axes, slice_sizes, shape),
+        Op::Scatter { axes, op: s } => index::scatter(gpu, cu_stream, inputs, axes, *s),
         Op::Matmul => matmul::run(gpu, cu_stream, &inputs[0], &inputs[1], shape, dtype),
         Op::Concatenate { axis } => copy::concatenate(gpu, cu_stream, inputs, *axis, shape),
         Op::SliceUpdate { start, step } => copy::slice_update(gpu, cu_stream, &inputs[0], &inputs[1], start, step),

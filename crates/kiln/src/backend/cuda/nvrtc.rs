@@ -122,13 +122,34 @@ impl Function {
     /// values of the kernel's parameter types, in order.
     #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
     pub fn launch(self, op: &str, stream: sys::CUstream, grid: usize, block: u32, args: &mut [*mut std::ffi::c_void]) -> Result<()> {
+        self.launch_shared(op, stream, grid, block, 0, args)
+    }
+
+    /// [`Function::launch`] with `shared` bytes of dynamic shared memory per block (above 48 KiB
+    /// the kernel is first allowed that much).
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
+    pub fn launch_shared(self, op: &str, stream: sys::CUstream, grid: usize, block: u32, shared: u32, args: &mut [*mut std::ffi::c_void]) -> Result<()> {
+        if shared > 48 * 1024 {
+            let attribute = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+            // Safety: a loaded function of the current context.
+            unsafe { cu::function::set_function_attribute(self.0, attribute, shared as i32) }
+                .map_err(|e| device_error(op, &format!("allowing a kernel {shared} bytes of shared memory"), e))?;
+        }
         let grid = u32::try_from(grid).ok().filter(|&g| g <= i32::MAX as u32).ok_or_else(|| {
             Error::unsupported(op, format!("{grid} blocks are more than one GPU launch covers (2^31 - 1)"))
         })?;
         // Safety: the caller passes the kernel's parameters; the buffers they address hold what
         // the kernel indexes.
-        unsafe { cu::launch_kernel(self.0, (grid.max(1), 1, 1), (block, 1, 1), 0, stream, args) }
+        unsafe { cu::launch_kernel(self.0, (grid.max(1), 1, 1), (block, 1, 1), shared, stream, args) }
             .map_err(|e| device_error(op, "launching a kernel", e))
+    }
+
+    /// Queues a kernel whose parameters are all 8 bytes (device addresses, 64-bit integers),
+    /// given in order as `params`, with `shared` bytes of dynamic shared memory per block.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
+    pub fn launch_params(self, op: &str, stream: sys::CUstream, grid: usize, block: u32, shared: u32, params: &mut [u64]) -> Result<()> {
+        let mut args: Vec<*mut std::ffi::c_void> = params.iter_mut().map(|p| p as *mut u64 as *mut std::ffi::c_void).collect();
+        self.launch_shared(op, stream, grid, block, shared, &mut args)
     }
 
     /// Queues a kernel whose one parameter is a struct of 8-byte `words`, with enough blocks of

@@ -17,7 +17,8 @@ use crate::shape::{numel, row_major_strides};
 use cudarc::driver::sys;
 use std::ffi::c_void;
 
-const BODY: &str = include_str!("reduce.cu");
+/// The reduction kernels' text (scans build on its block folds).
+pub(super) const BODY: &str = include_str!("reduce.cu");
 
 /// Reduction kernels loaded so far, by op, input and output dtype, and entry point.
 static LOADED: nvrtc::Loaded<(ReduceOp, Dtype, Dtype, &'static str)> = nvrtc::Loaded::new();
@@ -32,7 +33,7 @@ fn accumulator(input: Dtype) -> &'static str {
 }
 
 /// The definitions that make `reduce.cu` the reduction `op` of `input` into `output`.
-fn definitions(op: ReduceOp, input: Dtype, output: Dtype) -> String {
+pub(super) fn definitions(op: ReduceOp, input: Dtype, output: Dtype) -> String {
     let acc = accumulator(input);
     let float = input.is_float();
     let load = match input {
@@ -76,7 +77,7 @@ pub fn source(op: ReduceOp, input: Dtype, output: Dtype) -> String {
 }
 
 /// Threads per block for rows of `cols` elements: a warp for short rows, up to 256 for long ones.
-fn block_for(cols: usize) -> u32 {
+pub(super) fn block_for(cols: usize) -> u32 {
     match cols {
         0..=256 => 32,
         257..=2048 => 128,
@@ -86,7 +87,7 @@ fn block_for(cols: usize) -> u32 {
 
 /// `x` with `axes` moved last, as row-major rows of their elements: a view where strides allow,
 /// else a copy.
-fn rows_of(op: &str, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[usize]) -> Result<Buffer> {
+pub(super) fn rows_of(op: &str, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[usize]) -> Result<Buffer> {
     let kept: Vec<usize> = (0..x.shape.len()).filter(|d| !axes.contains(d)).collect();
     let order: Vec<usize> = kept.iter().chain(axes).copied().collect();
     let permuted = Input {
@@ -100,6 +101,13 @@ fn rows_of(op: &str, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[usize]
     } else {
         elementwise::contiguous(op, gpu, stream, &permuted)
     }
+}
+
+/// The strides that read rows of `x`'s elements along `axis` (written row-major with `axis`
+/// moved last, as [`rows_of`] reads them) back in `x`'s axis order.
+pub(super) fn rows_in_place(shape: &[usize], axis: usize) -> crate::shape::Strides {
+    let perm: Vec<usize> = (0..shape.len()).filter(|&d| d != axis).chain([axis]).collect();
+    crate::backend::cpu::lanes::unpermute(shape, &perm)
 }
 
 /// Reduces `axes` of `x` into a new array of `shape` (reduced axes kept with size 1) and `dtype`.

@@ -276,6 +276,12 @@ fn cast(from: Dtype, to: Dtype, x: &str) -> String {
     }
 }
 
+/// Binary op `b` of stored values `x` and `y` of `d` as a stored value of `d`, computed as an
+/// elementwise kernel computes it (what a combining scatter applies).
+pub(super) fn combine_stored(b: BinaryOp, d: Dtype, x: &str, y: &str) -> Result<String> {
+    Ok(store_expr(d, &rounded(d, binary(b, d, &load_expr(d, x), &load_expr(d, y))?)))
+}
+
 /// The stored value of `to` that float64 expression `x` converts to with `astype` semantics (what
 /// the CPU's `from_f64` gives, e.g. for arange).
 pub(super) fn from_f64(to: Dtype, x: &str) -> String {
