@@ -8,7 +8,15 @@ use kiln::backend::cuda::{context, memory::DeviceBlock};
 use kiln::{ops, Array, Device, Dtype, Stream};
 
 /// The GPU cases, in order.
-pub const CASES: [&str; 8] = ["d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op", "matmul"];
+pub const CASES: [&str; 11] = ["d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op", "matmul", "argsort", "cumsum", "take"];
+
+/// The argsort case's rows and row length (the reference problem).
+const ARGSORT: [usize; 2] = [4096, 8192];
+
+/// The take case: rows of a 32000×4096 table gathered at 8192 random positions (an embedding
+/// lookup).
+const TABLE: [usize; 2] = [32000, 4096];
+const LOOKUPS: usize = 8192;
 
 /// The matmul case's size: 4096² by 4096² (the reference problem).
 const MATMUL_N: usize = 4096;
@@ -89,6 +97,28 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
                 Row::new("matmul", if d == Dtype::F32 { "float32" } else { "bfloat16" }, ms).extra("tflops", tflops)
             })
             .collect(),
+        "argsort" => {
+            let x = random_input(&ARGSORT);
+            done(&x);
+            let ms = median_ms(reps, || done(&ops::argsort(&x, Some(-1)).unwrap()));
+            vec![Row::new("argsort", "eager", ms).bytes(8 * ARGSORT[0] * ARGSORT[1])]
+        }
+        "cumsum" => {
+            let x = random_input(&SHAPE);
+            done(&x);
+            let ms = median_ms(reps, || done(&ops::cumsum(&x, Some(-1), false, true).unwrap()));
+            vec![Row::new("cumsum", "eager", ms).bytes(2 * bytes)]
+        }
+        "take" => {
+            let table = random_input(&TABLE);
+            // Uniform in [-3, 3) mapped onto the table's rows.
+            let scaled = ops::multiply(ops::add(random_input(&[LOOKUPS]), 3.0f32).unwrap(), TABLE[0] as f32 / 6.0).unwrap();
+            let positions = ops::astype(scaled, Dtype::I32).unwrap();
+            done(&table);
+            done(&positions);
+            let ms = median_ms(reps, || done(&ops::take(&table, &positions, Some(0)).unwrap()));
+            vec![Row::new("take", "eager", ms).bytes(2 * 4 * LOOKUPS * TABLE[1])]
+        }
         other => {
             eprintln!("unknown GPU case {other:?}; cases are: {}", CASES.join(" "));
             std::process::exit(2);

@@ -40,6 +40,25 @@ fn matches_reference_for_float_dtypes_and_layouts() {
 }
 
 #[test]
+fn half_type_products_round_once() {
+    // Sums of 48 products in float32, rounded to the half type once: within half a unit in the
+    // last place of the float64 product of the same (rounded) inputs, plus float32's own error
+    // where the sum cancels to near zero. Sums kept in float16 along the way miss this.
+    let mut rng = Rng::new(6);
+    let (m, k, n) = (4, 48, 33);
+    for (dtype, half_ulp) in [(Dtype::F16, 2f64.powi(-11)), (Dtype::BF16, 2f64.powi(-8))] {
+        let av = rounded(&rng.vec(m * k, -1.0, 1.0), &[m, k], dtype);
+        let bv = rounded(&rng.vec(k * n, -1.0, 1.0), &[k, n], dtype);
+        let want = reference(&av, &bv, 1, m, k, n);
+        for rows in [1, m] {
+            let a = if rows == 1 { array(&av[..k], &[k], dtype) } else { array(&av, &[m, k], dtype) };
+            let c = ops::matmul(&a, array(&bv, &[k, n], dtype)).unwrap();
+            assert_close(&c.to_f64_vec().unwrap(), &want[..rows * n], half_ulp * 1.01, 1e-5, &format!("{dtype} with {rows} rows"));
+        }
+    }
+}
+
+#[test]
 fn large_product_uses_threads_and_stays_exact_enough() {
     let mut rng = Rng::new(4);
     let (m, k, n) = (300, 200, 257);

@@ -1,5 +1,6 @@
 //! Matrix products through the `gemm` crate, which takes arbitrary row and column strides, so
-//! transposed and sliced operands are multiplied without copies. bfloat16 goes through float32.
+//! transposed and sliced operands are multiplied without copies. float16 and bfloat16 go through
+//! float32.
 
 use super::elementwise::astype;
 use super::strided::alloc;
@@ -16,17 +17,18 @@ pub fn matmul(a: &Input, b: &Input, shape: &[usize], dtype: Dtype) -> Result<Buf
     match dtype {
         Dtype::F32 => Ok(gemm_batched::<f32>(a, b, shape)),
         Dtype::F64 => Ok(gemm_batched::<f64>(a, b, shape)),
-        Dtype::F16 => Ok(gemm_batched::<half::f16>(a, b, shape)),
-        Dtype::BF16 => {
+        // Half types multiply in float32 and round once, as on GPUs (the gemm crate's float16
+        // kernels round partial sums to float16).
+        Dtype::F16 | Dtype::BF16 => {
             let to_f32 = |x: &Input| Input {
                 shape: x.shape.clone(),
                 dtype: Dtype::F32,
-                buffer: astype(x, Dtype::F32).expect("bfloat16 converts to float32"),
+                buffer: astype(x, Dtype::F32).expect("half types convert to float32"),
                 donatable: false,
             };
             let out = gemm_batched::<f32>(&to_f32(a), &to_f32(b), shape);
             let out_in = Input { shape: shape.into(), dtype: Dtype::F32, buffer: out, donatable: true };
-            astype(&out_in, Dtype::BF16)
+            astype(&out_in, dtype)
         }
         d => Err(Error::dtype("matmul", format!("only floating-point inputs are supported, got {d}"))),
     }

@@ -47,12 +47,15 @@ impl DeviceBlock {
         if limit != 0 && ACTIVE.load(Ordering::Relaxed) + size > limit {
             return Err(out_of_memory(op, g, size, "the memory limit set by set_memory_limit"));
         }
+        // Whole 8-byte words: a kernel that updates a narrow element through the aligned word
+        // holding it (a combining scatter's compare-and-swap) stays inside the block.
+        let words = size.next_multiple_of(8);
         // Safety: the context is current (gpu() made it so) and the stream belongs to it.
-        let ptr = match unsafe { cu::malloc_async(stream, size) } {
+        let ptr = match unsafe { cu::malloc_async(stream, words) } {
             Ok(p) => p,
             Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => {
                 clear_gpu_cache(g)?;
-                unsafe { cu::malloc_async(stream, size) }
+                unsafe { cu::malloc_async(stream, words) }
                     .map_err(|e| out_of_memory(op, g, size, &format!("the device ({})", describe(e))))?
             }
             Err(e) => return Err(device_error(op, &format!("allocating {size} bytes on GPU {}", g.ordinal), e)),
