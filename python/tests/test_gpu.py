@@ -39,13 +39,45 @@ def test_without_a_gpu_asking_for_one_is_a_clear_error():
     assert mx.default_device().type == mx.cpu
 
 
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_a_stream_scope_on_a_missing_gpu_fails_on_entry_and_leaves_no_scope():
+    with pytest.raises(RuntimeError, match="libcuda|driver|GPU"):
+        with mx.stream(mx.gpu):
+            pass
+    with mx.stream(mx.cpu) as s:
+        assert s == mx.default_stream(mx.cpu)
+        y = mx.exp(mx.array([0.0]))
+    assert y.item() == 1.0
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="no usable GPU")
+def test_a_stream_scope_places_its_ops():
+    x = mx.array(np.arange(8, dtype=np.float32))
+    before = mx.transfers()["to_device"]
+    with mx.stream(mx.cpu):
+        mx.eval(mx.exp(x))
+    assert mx.transfers()["to_device"] == before
+    with mx.stream(mx.gpu):
+        y = mx.exp(x)
+        mx.eval(y)
+    assert mx.transfers()["to_device"] == before + 1
+    np.testing.assert_allclose(np.asarray(y), np.exp(np.arange(8, dtype=np.float32)), rtol=1e-6)
+
+
 @pytest.mark.skipif(not HAS_GPU, reason="no usable GPU")
 def test_ops_on_the_gpu_give_the_cpu_results():
     rng = np.random.default_rng(0)
     x = mx.array(rng.standard_normal((33, 65)).astype(np.float32))
+    idx = mx.array(np.array([3, 0, 3, 32, -1], np.int32))
     for f in (lambda s: mx.exp(x, stream=s), lambda s: mx.sum(x * x, axis=1, stream=s),
-              lambda s: mx.maximum(x, 0.5, stream=s), lambda s: mx.sort(x, axis=-1, stream=s)):
+              lambda s: mx.maximum(x, 0.5, stream=s), lambda s: mx.sort(x, axis=-1, stream=s),
+              lambda s: mx.argsort(x, axis=0, stream=s), lambda s: mx.cumsum(x, axis=1, stream=s),
+              lambda s: mx.cummax(x, axis=0, reverse=True, stream=s), lambda s: mx.take(x, idx, axis=0, stream=s),
+              lambda s: mx.sort(mx.topk(x, 5, axis=-1, stream=s), axis=-1)):
         np.testing.assert_allclose(np.asarray(f(mx.gpu)), np.asarray(f(mx.cpu)), rtol=2e-6, atol=1e-6)
+    with mx.stream(mx.gpu):
+        added = x.at[idx].add(1.0)
+    np.testing.assert_allclose(np.asarray(added), np.asarray(x.at[idx].add(1.0)), rtol=1e-6)
     s = mx.new_stream(mx.gpu)
     y = mx.exp(x, stream=s)
     mx.synchronize(s)

@@ -1,6 +1,7 @@
 //! Devices and streams as in mlx.core: `Device`, `Stream`, `cpu`, `gpu`, `default_device`,
 //! `set_default_device`, `default_stream`, `new_stream`, `synchronize`, and the `stream=` argument
-//! every op takes. Only the CPU has a backend in this build; asking for the GPU is a clear error.
+//! every op takes, and `stream(s)` as a context manager. Asking for a GPU that cannot be used here
+//! is a clear error naming the cause.
 
 use crate::errors::OrRaise;
 use kiln::{Device, DeviceKind, Stream};
@@ -183,11 +184,38 @@ fn synchronize(stream: Option<StreamOrDevice>) -> PyResult<()> {
     kiln::synchronize(s).or_raise()
 }
 
+/// What `stream(s)` returns: a context manager placing the ops created inside it on `s`.
+#[pyclass(name = "StreamContext", module = "kiln.core", frozen)]
+pub struct PyStreamContext(Stream);
+
+#[pymethods]
+impl PyStreamContext {
+    fn __enter__(&self) -> PyResult<PyStream> {
+        kiln::device::enter_stream("stream", self.0).or_raise()?;
+        Ok(PyStream(self.0))
+    }
+
+    #[pyo3(signature = (*_exception))]
+    fn __exit__(&self, _exception: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        kiln::device::exit_stream();
+        false
+    }
+}
+
+/// `with stream(s):` runs every op created inside on `s` (a stream, a device or a device type),
+/// as mlx's `mx.stream`. A device that cannot be used here is a clear error on entering.
+#[pyfunction]
+fn stream(s: StreamOrDevice) -> PyStreamContext {
+    PyStreamContext(s.stream())
+}
+
 /// Adds the device classes, the `cpu`/`gpu` device types and the functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDeviceType>()?;
     m.add_class::<PyDevice>()?;
     m.add_class::<PyStream>()?;
+    m.add_class::<PyStreamContext>()?;
+    m.add_function(wrap_pyfunction!(stream, m)?)?;
     m.add("cpu", PyDeviceType::Cpu)?;
     m.add("gpu", PyDeviceType::Gpu)?;
     m.add_function(wrap_pyfunction!(default_device, m)?)?;

@@ -114,16 +114,28 @@ pub fn current_stream() -> Stream {
 
 /// Runs `f` with every op it creates placed on `stream` (mlx's per-op `stream=` argument).
 pub fn with_stream<R>(stream: Stream, f: impl FnOnce() -> R) -> Result<R> {
-    check_available("with_stream", stream.device)?;
-    struct Pop;
-    impl Drop for Pop {
+    struct Exit;
+    impl Drop for Exit {
         fn drop(&mut self) {
-            STREAM_SCOPE.with(|s| s.borrow_mut().pop());
+            exit_stream();
         }
     }
-    STREAM_SCOPE.with(|s| s.borrow_mut().push(stream));
-    let _pop = Pop;
+    enter_stream("with_stream", stream)?;
+    let _exit = Exit;
     Ok(f())
+}
+
+/// Places the ops this thread creates on `stream` until the matching [`exit_stream`]: the two
+/// halves of [`with_stream`], for scopes a closure cannot express (Python's `with mx.stream(s)`).
+pub fn enter_stream(op: &str, stream: Stream) -> Result<()> {
+    check_available(op, stream.device)?;
+    STREAM_SCOPE.with(|s| s.borrow_mut().push(stream));
+    Ok(())
+}
+
+/// Ends the innermost [`enter_stream`] scope of this thread.
+pub fn exit_stream() {
+    STREAM_SCOPE.with(|s| s.borrow_mut().pop());
 }
 
 /// A new stream on `device`, independent of its other streams (work on two streams runs in any

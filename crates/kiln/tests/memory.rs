@@ -9,8 +9,13 @@ fn big() -> Array {
     ops::copy(&x).unwrap()
 }
 
+/// The CPU's memory: its donation and its block cache (tests/gpu.rs covers the GPU's).
 #[test]
 fn intermediates_are_freed_and_buffers_donated() {
+    kiln::with_device(kiln::Device::cpu(), on_the_cpu).unwrap();
+}
+
+fn on_the_cpu() {
     let mb = |b: usize| b as f64 / (1 << 20) as f64;
     let x = big();
     x.eval().unwrap();

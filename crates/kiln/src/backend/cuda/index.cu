@@ -8,12 +8,21 @@
  * scatter's (batch, slice) space then lives at offsets[e / per] plus its slice coordinates times
  * the array's strides. */
 
+/* Index arithmetic within a space and within an array: 32-bit where every position and offset
+ * fits (K_WIDE 0), 64-bit otherwise. Offsets of slices (offsets[]) are always 64-bit. */
+#if K_WIDE
+typedef i64 KI;
+#else
+typedef i32 KI;
+#endif
+
 /* The dot product of index i's coordinates over dims with strides. */
-__device__ __forceinline__ i64 k_unravel(i64 i, const i64* dims, const i64* strides) {
-    i64 off = 0;
+__device__ __forceinline__ KI k_unravel(KI i, const i64* dims, const i64* strides) {
+    KI off = 0;
     for (int a = K_RANK - 1; a >= 0; --a) {
-        off += (i % dims[a]) * strides[a];
-        i /= dims[a];
+        const KI d = (KI)dims[a];
+        off += (i % d) * (KI)strides[a];
+        i /= d;
     }
     return off;
 }
@@ -34,7 +43,7 @@ struct KOffsets {
 extern "C" __global__ void __launch_bounds__(256) kiln_index_offsets(const KOffsets p) {
     const i64 step = (i64)gridDim.x * blockDim.x;
     for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < p.n; b += step) {
-        i64 v = K_INDEX(p.idx[k_unravel(b, p.dims, p.strides)]);
+        i64 v = K_INDEX(p.idx[k_unravel((KI)b, p.dims, p.strides)]);
         if (v < 0) v += p.dim;
         v = v < 0 ? 0 : v > p.hi ? p.hi : v;
         p.offsets[b] = (p.first ? 0 : p.offsets[b]) + v * p.stride;
@@ -55,7 +64,8 @@ struct KGather {
 extern "C" __global__ void __launch_bounds__(256) kiln_gather(const KGather p) {
     const i64 step = (i64)gridDim.x * blockDim.x;
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < p.n; e += step) {
-        p.dst[e] = p.src[p.offsets[e / p.per] + k_unravel(e % p.per, p.dims, p.strides)];
+        const KI per = (KI)p.per;
+        p.dst[e] = p.src[p.offsets[(KI)e / per] + k_unravel((KI)e % per, p.dims, p.strides)];
     }
 }
 
@@ -72,7 +82,8 @@ struct KScatter {
 
 /* Where update e goes. */
 __device__ __forceinline__ i64 k_target(const KScatter& p, i64 e) {
-    return p.offsets[e / p.per] + k_unravel(e % p.per, p.dims, p.strides);
+    const KI per = (KI)p.per;
+    return p.offsets[(KI)e / per] + k_unravel((KI)e % per, p.dims, p.strides);
 }
 
 /* A set-scatter's first pass: each element of the destination remembers the last update that

@@ -38,14 +38,24 @@ fn bits_type(bytes: usize) -> &'static str {
     }
 }
 
+/// Whether index arithmetic needs 64 bits: some position of the `elements` a kernel walks, or some
+/// offset within one of the arrays it reads (each given by shape and strides), is past i32.
+fn wide<'a>(elements: usize, arrays: impl IntoIterator<Item = (&'a [usize], &'a [isize])>) -> bool {
+    let limit = i32::MAX as usize;
+    let span = |(shape, strides): (&[usize], &[isize])| shape.iter().zip(strides).map(|(&d, &s)| d.saturating_sub(1) * s.unsigned_abs()).sum::<usize>();
+    elements > limit || arrays.into_iter().any(|a| span(a) > limit)
+}
+
 /// The definitions of this file's kernels over `rank` axes for index dtype `index`, element type
-/// `element` of `size` bytes, and a combining scatter's `combine` expression (`0` otherwise).
-fn definitions(rank: usize, index: Dtype, element: &str, size: usize, combine: &str) -> String {
+/// `element` of `size` bytes, and a combining scatter's `combine` expression (`0` otherwise),
+/// with 64-bit index arithmetic when `wide`.
+fn definitions(rank: usize, wide: bool, index: Dtype, element: &str, size: usize, combine: &str) -> String {
     // The CPU reads an index through float64 as i64: a uint64 past i64's range saturates.
     let read = if index == Dtype::U64 { "((x) > (u64)INT64_MAX ? INT64_MAX : (i64)(x))" } else { "((i64)(x))" };
     format!(
-        "#define K_RANK {rank}\n#define K_IDX {}\n#define K_INDEX(x) {read}\n#define K_T {element}\n#define K_T_SIZE {size}\n\
+        "#define K_RANK {rank}\n#define K_WIDE {}\n#define K_IDX {}\n#define K_INDEX(x) {read}\n#define K_T {element}\n#define K_T_SIZE {size}\n\
          #define K_COMBINE(a, b) {combine}\n",
+        u8::from(wide),
         storage_type(index)
     )
 }
@@ -66,12 +76,12 @@ fn combining(op: ScatterOp) -> Option<BinaryOp> {
 pub(super) fn variants() -> Vec<(String, String)> {
     let integers = Dtype::ALL.iter().copied().filter(|d| d.is_integer());
     let mut all: Vec<(String, String)> = integers
-        .flat_map(|i| [1, 2, 4, 8].map(move |size| (format!("gather of {size}-byte elements by {i}"), definitions(2, i, bits_type(size), size, "0"))))
+        .flat_map(|i| [1, 2, 4, 8].map(move |size| (format!("gather of {size}-byte elements by {i}"), definitions(2, size == 8, i, bits_type(size), size, "0"))))
         .collect();
     for op in [ScatterOp::Add, ScatterOp::Prod, ScatterOp::Max, ScatterOp::Min] {
         for d in Dtype::ALL {
             if let Ok(combine) = combine_stored(combining(op).expect("a combining op"), d, "(a)", "(b)") {
-                all.push((format!("{op:?} scatter of {d}"), definitions(1, Dtype::I32, storage_type(d), d.size(), &combine)));
+                all.push((format!("{op:?} scatter of {d}"), definitions(1, d.size() == 8, Dtype::I32, storage_type(d), d.size(), &combine)));
             }
         }
     }
@@ -103,7 +113,8 @@ fn slice_offsets(op: &str, gpu: &Gpu, stream: sys::CUstream, indices: &[Input], 
     for (j, (idx, &axis)) in indices.iter().zip(axes).enumerate() {
         let (idims, istrides) = merged_axes(batch, &[idx.strides_for(batch).to_vec()]);
         let rank = idims.len().max(1);
-        let f = nvrtc::handwritten(op, gpu, BODY, definitions(rank, idx.dtype, "u8", 1, "0"), "kiln_index_offsets")?;
+        let wide64 = wide(n, [(&idx.shape[..], &idx.buffer.strides[..])]);
+        let f = nvrtc::handwritten(op, gpu, BODY, definitions(rank, wide64, idx.dtype, "u8", 1, "0"), "kiln_index_offsets")?;
         let dim = dims[axis] as i64;
         let hi = (dim - slice[axis] as i64).max(0);
         let mut words = vec![start_of(op, gpu, stream, idx)?, offsets.ptr, n as u64, dim as u64, hi as u64, strides[axis] as u64, u64::from(j == 0)];
@@ -127,8 +138,9 @@ pub fn gather(gpu: &Gpu, stream: sys::CUstream, inputs: &[Input], axes: &[usize]
         let offsets = slice_offsets(op, gpu, stream, &inputs[1..], axes, &a.shape, &a.buffer.strides, slice_sizes, batch)?;
         let (dims, strides) = merged_axes(slice_sizes, &[a.buffer.strides.to_vec()]);
         let rank = dims.len().max(1);
-        let f = nvrtc::handwritten(op, gpu, BODY, definitions(rank, Dtype::I32, bits_type(size), size, "0"), "kiln_gather")?;
         let n = numel(shape);
+        let wide64 = wide(n, [(&a.shape[..], &a.buffer.strides[..])]);
+        let f = nvrtc::handwritten(op, gpu, BODY, definitions(rank, wide64, Dtype::I32, bits_type(size), size, "0"), "kiln_gather")?;
         let mut words = vec![start_of(op, gpu, stream, a)?, out.ptr, offsets.ptr, n as u64, per as u64];
         space_words(&mut words, rank, &dims, &strides[0]);
         f.launch_words(op, gpu, stream, BLOCK, n, &mut words)?;
@@ -164,7 +176,8 @@ pub fn scatter(gpu: &Gpu, stream: sys::CUstream, inputs: &[Input], axes: &[usize
         None => (bits_type(a.dtype.size()), "0".to_string()),
         Some(b) => (storage_type(a.dtype), combine_stored(b, a.dtype, "(a)", "(b)").map_err(|e| Error::dtype(name, e.message))?),
     };
-    let defs = definitions(rank, Dtype::I32, element, a.dtype.size(), &combine);
+    let wide64 = wide(n, [(&a.shape[..], &ostrides[..])]);
+    let defs = definitions(rank, wide64, Dtype::I32, element, a.dtype.size(), &combine);
     let launch = |entry: &'static str, claims: u64| -> Result<()> {
         let f = nvrtc::handwritten(name, gpu, BODY, defs.clone(), entry)?;
         let mut words = vec![dst, upd, offsets.ptr, claims, n as u64, per as u64];

@@ -37,9 +37,18 @@ extern "C" __global__ void kiln_reduce_rows(const K_IN* in, K_ACC* partial, K_OU
     const i64 chunk = (cols + splits - 1) / splits;
     const i64 start = split * chunk, end = min(cols, start + chunk);
     const K_IN* p = in + row * cols;
-    K_ACC acc = K_IDENTITY;
-    for (i64 i = start + threadIdx.x; i < end; i += blockDim.x) acc = k_combine(acc, K_LOAD(p[i]));
-    acc = k_block_fold(acc);
+    /* Four independent folds keep four loads in flight per thread. */
+    K_ACC a0 = K_IDENTITY, a1 = K_IDENTITY, a2 = K_IDENTITY, a3 = K_IDENTITY;
+    const i64 step = blockDim.x;
+    i64 i = start + threadIdx.x;
+    for (; i + 3 * step < end; i += 4 * step) {
+        a0 = k_combine(a0, K_LOAD(p[i]));
+        a1 = k_combine(a1, K_LOAD(p[i + step]));
+        a2 = k_combine(a2, K_LOAD(p[i + 2 * step]));
+        a3 = k_combine(a3, K_LOAD(p[i + 3 * step]));
+    }
+    for (; i < end; i += step) a0 = k_combine(a0, K_LOAD(p[i]));
+    K_ACC acc = k_block_fold(k_combine(k_combine(a0, a1), k_combine(a2, a3)));
     if (threadIdx.x == 0) {
         if (splits == 1) out[row] = K_STORE(acc);
         else partial[b] = acc;
