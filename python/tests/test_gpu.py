@@ -109,3 +109,48 @@ def test_matmul_and_creation_on_the_gpu_match_numpy():
     np.testing.assert_array_equal(np.asarray(on_gpu), np.asarray(mx.random.uniform(shape=(4, 9), key=key, stream=mx.cpu)))
     x = mx.array(rng.integers(0, 4, (5, 30)).astype(np.int32))
     np.testing.assert_array_equal(np.asarray(mx.argmax(x, axis=1, stream=mx.gpu)), np.argmax(np.asarray(x), axis=1))
+
+
+
+def test_dlpack_hands_host_memory_to_numpy_in_place():
+    a = mx.array(np.arange(12, dtype=np.float32).reshape(3, 4))
+    t = mx.transpose(a, stream=mx.cpu)
+    assert t.__dlpack_device__() == (1, 0)
+    got = np.from_dlpack(t)
+    np.testing.assert_array_equal(got, np.arange(12, dtype=np.float32).reshape(3, 4).T)
+    assert got.strides == (4, 16), "the transposed view itself, not a copy"
+    with pytest.raises(BufferError, match="device type 4"):
+        a.__dlpack__(dl_device=(4, 0))
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_dlpack_to_a_missing_gpu_is_a_clear_error():
+    a = mx.array([1.0, 2.0])
+    with pytest.raises(BufferError, match="copy=False"):
+        a.__dlpack__(dl_device=(2, 0), copy=False)
+    with pytest.raises(RuntimeError, match="libcuda|driver|GPU"):
+        a.__dlpack__(dl_device=(2, 0))
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="no usable GPU")
+def test_dlpack_exchanges_gpu_memory_with_torch_in_place():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4)
+    before = mx.transfers()["to_device"]
+    a = mx.array(t)
+    b = mx.array(t.T)
+    assert a.__dlpack_device__() == (2, 0)
+    np.testing.assert_array_equal(np.asarray(mx.add(a, 1, stream=mx.gpu)), t.cpu().numpy() + 1)
+    np.testing.assert_array_equal(np.asarray(mx.add(b, 1, stream=mx.gpu)), t.cpu().numpy().T + 1)
+    assert mx.transfers()["to_device"] == before, "torch's memory was read in place"
+    t.add_(100)  # the same memory: kiln sees torch's in-place change
+    np.testing.assert_array_equal(np.asarray(mx.multiply(a, 1, stream=mx.gpu)), t.cpu().numpy())
+    c = mx.multiply(a, 2, stream=mx.gpu)
+    tc = torch.from_dlpack(c)
+    assert tc.device.type == "cuda" and tc.dtype == torch.float32
+    np.testing.assert_array_equal(tc.cpu().numpy(), 2 * t.cpu().numpy())
+    for dtype in (torch.bfloat16, torch.int64, torch.bool, torch.float16):
+        x = (torch.arange(6, device="cuda") % 3).to(dtype)
+        np.testing.assert_array_equal(np.asarray(mx.array(x).astype(mx.float32)), x.float().cpu().numpy())
+        back = torch.from_dlpack(mx.array(x))
+        assert back.dtype == dtype and torch.equal(back, x)

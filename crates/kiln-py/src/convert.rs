@@ -72,8 +72,11 @@ pub fn to_array(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array>
         from_nested(obj)?
     } else if obj.hasattr("__array_interface__")? {
         from_numpy(obj, dtype)?
+    } else if let Some(a) = crate::dlpack::from_gpu_producer(obj)? {
+        // Another library's array on a GPU: read in place.
+        a
     } else if obj.hasattr("__array__")? {
-        // Other array libraries (torch, jax, ...) convert through numpy.
+        // Other array libraries (torch, jax, ...) on the host convert through numpy.
         let n = obj.py().import("numpy")?.call_method1("asarray", (obj,))?;
         from_numpy(&n, dtype)?
     } else {

@@ -8,6 +8,7 @@ mod buffer;
 mod compile;
 mod convert;
 mod device;
+mod dlpack;
 mod dtype;
 mod errors;
 mod index;

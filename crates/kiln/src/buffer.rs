@@ -123,6 +123,11 @@ impl Storage {
         self.device.get().is_none()
     }
 
+    /// The GPU holding a copy of the bytes, if one does.
+    pub fn gpu(&self) -> Option<usize> {
+        self.device.get().map(|d| d.gpu)
+    }
+
     /// Whether the bytes have a copy on the host.
     pub fn on_host(&self) -> bool {
         self.host.get().is_some()

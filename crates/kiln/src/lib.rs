@@ -18,6 +18,7 @@ pub mod buffer;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod external;
 pub mod fused;
 pub mod kernel;
 pub mod ops;

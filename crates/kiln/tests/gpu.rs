@@ -556,6 +556,44 @@ fn concatenate_and_slice_update_match_the_cpu() {
     assert!(!host.iter().any(|(op, _)| ["concatenate", "slice_update", "arange", "random_bits", "argmax", "argmin"].contains(op)), "{host:?}");
 }
 
+/// The owner of memory "another library" lent: holds it, and records its release.
+struct Lender {
+    released: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    _memory: std::sync::Arc<kiln::buffer::Storage>,
+}
+
+impl Drop for Lender {
+    fn drop(&mut self) {
+        self.released.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn gpu_memory_is_exchanged_in_place_and_released_through_its_owner() {
+    let Some((g, _one)) = gpu("gpu_memory_is_exchanged_in_place_and_released_through_its_owner") else { return };
+    let x = with_device(g, || ops::reshape(ops::arange(0.0, 12.0, 1.0, Dtype::F32)?, &[3, 4])).unwrap().unwrap();
+    let view = x.device_view(0).unwrap();
+    assert_eq!((x.resident_gpu(), view.strides.clone()), (Some(0), vec![4, 1]));
+    let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let lend = || Box::new(Lender { released: released.clone(), _memory: view.keep.clone() });
+    let before = kiln::transfers();
+    // The transpose through strides, and the rows reversed through a negative stride.
+    let t = Array::from_gpu_memory(0, view.ptr, &[4, 3], Some(&[1, 4]), Dtype::F32, lend()).unwrap();
+    let last_row = view.ptr + 8 * 4;
+    let r = Array::from_gpu_memory(0, last_row, &[3, 4], Some(&[-4, 1]), Dtype::F32, lend()).unwrap();
+    let on_gpu = |a: &Array| with_device(g, || ops::add(a, 0.5)).unwrap().unwrap().to_f64_vec().unwrap();
+    let want_t: Vec<f64> = (0..12).map(|i| ((i % 3) * 4 + i / 3) as f64 + 0.5).collect();
+    let want_r: Vec<f64> = (0..12).map(|i| ((2 - i / 4) * 4 + i % 4) as f64 + 0.5).collect();
+    assert_eq!((on_gpu(&t), on_gpu(&r)), (want_t, want_r));
+    assert_eq!(kiln::transfers().to_device, before.to_device, "exchanged memory was read in place");
+    drop(t);
+    assert!(!released.load(std::sync::atomic::Ordering::SeqCst), "released while an array still used it");
+    drop(r);
+    assert!(released.load(std::sync::atomic::Ordering::SeqCst), "released once no array uses it");
+    let bad = Array::from_gpu_memory(0, view.ptr, &[4, 3], Some(&[1]), Dtype::F32, lend());
+    assert_eq!(bad.unwrap_err().kind, ErrorKind::Shape);
+}
+
 #[test]
 fn handwritten_kernels_build_with_nvrtc_for_every_variant() {
     if !nvrtc_found("handwritten_kernels_build_with_nvrtc_for_every_variant") {

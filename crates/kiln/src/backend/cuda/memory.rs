@@ -32,6 +32,8 @@ pub struct DeviceBlock {
     pub stream: sys::CUstream,
     /// Other streams that read it: the free waits for them.
     readers: Mutex<Vec<usize>>,
+    /// For memory another library allocated (see [`DeviceBlock::foreign`]): what releases it.
+    owner: Option<Box<dyn Send + Sync>>,
 }
 
 // Safety: a device address and stream handle are plain values usable from any thread.
@@ -62,7 +64,14 @@ impl DeviceBlock {
         };
         let now = ACTIVE.fetch_add(size, Ordering::Relaxed) + size;
         PEAK.fetch_max(now, Ordering::Relaxed);
-        Ok(DeviceBlock { gpu: g.ordinal, ptr, bytes: size, stream, readers: Mutex::new(Vec::new()) })
+        Ok(DeviceBlock { gpu: g.ordinal, ptr, bytes: size, stream, readers: Mutex::new(Vec::new()), owner: None })
+    }
+
+    /// `bytes` of GPU `g`'s memory at `ptr` that another library allocated and `owner` releases
+    /// when dropped (after kiln's reads of it are done). Not counted in kiln's memory statistics.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
+    pub fn foreign(g: &Gpu, ptr: sys::CUdeviceptr, bytes: usize, stream: sys::CUstream, owner: Box<dyn Send + Sync>) -> DeviceBlock {
+        DeviceBlock { gpu: g.ordinal, ptr, bytes, stream, readers: Mutex::new(Vec::new()), owner: Some(owner) }
     }
 
     /// Makes `reader` wait for the writes queued on this block's stream before reading it, and
@@ -97,6 +106,17 @@ pub(super) fn order(op: &str, earlier: sys::CUstream, later: sys::CUstream) -> R
 
 impl Drop for DeviceBlock {
     fn drop(&mut self) {
+        if let Some(owner) = self.owner.take() {
+            // Another library's memory: its owner may reuse it at once, so kiln's reads finish first.
+            if gpu("free", self.gpu).is_ok() {
+                for &s in self.readers.lock().unwrap().iter().chain([&(self.stream as usize)]) {
+                    // Safety: a stream of this context; a failure means the driver is already broken.
+                    let _ = unsafe { cu::stream::synchronize(s as sys::CUstream) };
+                }
+            }
+            drop(owner);
+            return;
+        }
         ACTIVE.fetch_sub(self.bytes, Ordering::Relaxed);
         if gpu("free", self.gpu).is_err() {
             return;
