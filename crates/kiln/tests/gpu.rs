@@ -574,23 +574,32 @@ fn gpu_memory_is_exchanged_in_place_and_released_through_its_owner() {
     let x = with_device(g, || ops::reshape(ops::arange(0.0, 12.0, 1.0, Dtype::F32)?, &[3, 4])).unwrap().unwrap();
     let view = x.device_view(0).unwrap();
     assert_eq!((x.resident_gpu(), view.strides.clone()), (Some(0), vec![4, 1]));
-    let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let lend = || Box::new(Lender { released: released.clone(), _memory: view.keep.clone() });
+    let flag = || std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let released = |f: &std::sync::Arc<std::sync::atomic::AtomicBool>| f.load(std::sync::atomic::Ordering::SeqCst);
+    let lend = |f: &std::sync::Arc<std::sync::atomic::AtomicBool>| Box::new(Lender { released: f.clone(), _memory: view.keep.clone() });
+    let (t_flag, r_flag) = (flag(), flag());
     let before = kiln::transfers();
     // The transpose through strides, and the rows reversed through a negative stride.
-    let t = Array::from_gpu_memory(0, view.ptr, &[4, 3], Some(&[1, 4]), Dtype::F32, lend()).unwrap();
+    let t = Array::from_gpu_memory(0, view.ptr, &[4, 3], Some(&[1, 4]), Dtype::F32, lend(&t_flag)).unwrap();
     let last_row = view.ptr + 8 * 4;
-    let r = Array::from_gpu_memory(0, last_row, &[3, 4], Some(&[-4, 1]), Dtype::F32, lend()).unwrap();
+    let r = Array::from_gpu_memory(0, last_row, &[3, 4], Some(&[-4, 1]), Dtype::F32, lend(&r_flag)).unwrap();
     let on_gpu = |a: &Array| with_device(g, || ops::add(a, 0.5)).unwrap().unwrap().to_f64_vec().unwrap();
     let want_t: Vec<f64> = (0..12).map(|i| ((i % 3) * 4 + i / 3) as f64 + 0.5).collect();
     let want_r: Vec<f64> = (0..12).map(|i| ((2 - i / 4) * 4 + i % 4) as f64 + 0.5).collect();
     assert_eq!((on_gpu(&t), on_gpu(&r)), (want_t, want_r));
     assert_eq!(kiln::transfers().to_device, before.to_device, "exchanged memory was read in place");
+    // A view of t keeps its memory: released only once no array uses it.
+    let column = ops::slice(&t, &[ops::SliceSpec::ALL, ops::SliceSpec { start: Some(1), stop: Some(2), step: 1 }]).unwrap();
+    column.eval().unwrap();
     drop(t);
-    assert!(!released.load(std::sync::atomic::Ordering::SeqCst), "released while an array still used it");
+    assert!(!released(&t_flag), "released while an array still used it");
+    assert_eq!(column.to_f64_vec().unwrap(), vec![4.0, 5.0, 6.0, 7.0]);
+    drop(column);
+    assert!(released(&t_flag) && !released(&r_flag), "released once no array uses it");
     drop(r);
-    assert!(released.load(std::sync::atomic::Ordering::SeqCst), "released once no array uses it");
-    let bad = Array::from_gpu_memory(0, view.ptr, &[4, 3], Some(&[1]), Dtype::F32, lend());
+    assert!(released(&r_flag));
+    let other = flag();
+    let bad = Array::from_gpu_memory(0, view.ptr, &[4, 3], Some(&[1]), Dtype::F32, lend(&other));
     assert_eq!(bad.unwrap_err().kind, ErrorKind::Shape);
 }
 

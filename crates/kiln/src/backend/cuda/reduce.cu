@@ -31,21 +31,42 @@ __device__ __forceinline__ K_ACC k_block_fold(K_ACC a) {
     return warp == 0 ? k_warp_fold(a) : a;
 }
 
-/* Block b folds part b % splits of row b / splits. */
+/* K_VEC inputs make one 16-byte load. */
+#define K_VEC (16 / sizeof(K_IN))
+struct __align__(16) KVec { K_IN v[K_VEC]; };
+
+/* Block b folds part b % splits of row b / splits. Parts are whole 16-byte vectors (but the
+ * last), read with one load per vector where the part starts 16-byte aligned; four independent
+ * folds per thread keep loads in flight. */
 extern "C" __global__ void kiln_reduce_rows(const K_IN* in, K_ACC* partial, K_OUT* out, i64 cols, i64 splits) {
     const i64 b = blockIdx.x, row = b / splits, split = b % splits;
-    const i64 chunk = (cols + splits - 1) / splits;
-    const i64 start = split * chunk, end = min(cols, start + chunk);
+    const i64 chunk = ((cols + splits - 1) / splits + K_VEC - 1) / K_VEC * K_VEC;
+    const i64 start = min(cols, split * chunk), end = min(cols, start + chunk);
     const K_IN* p = in + row * cols;
-    /* Four independent folds keep four loads in flight per thread. */
     K_ACC a0 = K_IDENTITY, a1 = K_IDENTITY, a2 = K_IDENTITY, a3 = K_IDENTITY;
     const i64 step = blockDim.x;
     i64 i = start + threadIdx.x;
-    for (; i + 3 * step < end; i += 4 * step) {
-        a0 = k_combine(a0, K_LOAD(p[i]));
-        a1 = k_combine(a1, K_LOAD(p[i + step]));
-        a2 = k_combine(a2, K_LOAD(p[i + 2 * step]));
-        a3 = k_combine(a3, K_LOAD(p[i + 3 * step]));
+    if ((((unsigned long long)(p + start)) & 15) == 0) {
+        const KVec* q = (const KVec*)(p + start);
+        const i64 vectors = (end - start) / K_VEC;
+        for (i64 j = threadIdx.x; j < vectors; j += step) {
+            const KVec w = q[j];
+#pragma unroll
+            for (int k = 0; k < (int)K_VEC; k += 4) {
+                a0 = k_combine(a0, K_LOAD(w.v[k]));
+                if (k + 1 < (int)K_VEC) a1 = k_combine(a1, K_LOAD(w.v[k + 1]));
+                if (k + 2 < (int)K_VEC) a2 = k_combine(a2, K_LOAD(w.v[k + 2]));
+                if (k + 3 < (int)K_VEC) a3 = k_combine(a3, K_LOAD(w.v[k + 3]));
+            }
+        }
+        i = start + vectors * K_VEC + threadIdx.x;
+    } else {
+        for (; i + 3 * step < end; i += 4 * step) {
+            a0 = k_combine(a0, K_LOAD(p[i]));
+            a1 = k_combine(a1, K_LOAD(p[i + step]));
+            a2 = k_combine(a2, K_LOAD(p[i + 2 * step]));
+            a3 = k_combine(a3, K_LOAD(p[i + 3 * step]));
+        }
     }
     for (; i < end; i += step) a0 = k_combine(a0, K_LOAD(p[i]));
     K_ACC acc = k_block_fold(k_combine(k_combine(a0, a1), k_combine(a2, a3)));
