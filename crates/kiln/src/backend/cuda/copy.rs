@@ -17,8 +17,8 @@ const BODY: &str = include_str!("copy.cu");
 /// Threads per block of the copy kernel (its `__launch_bounds__`).
 const BLOCK: u32 = 256;
 
-/// The unsigned CUDA type of an element of `bytes` bytes.
-fn bits_type(bytes: usize) -> &'static str {
+/// The unsigned CUDA type of an element of `bytes` bytes: what moves bits without computing.
+pub(super) fn bits_type(bytes: usize) -> &'static str {
     match bytes {
         1 => "u8",
         2 => "u16",

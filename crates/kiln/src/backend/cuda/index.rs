@@ -10,6 +10,7 @@
 //! exact; float sums and products of duplicates may round differently from the CPU's serial order.
 
 use super::context::{device_error, Gpu};
+use super::copy::bits_type;
 use super::elementwise::{self, merged_axes};
 use super::memory::DeviceBlock;
 use super::nvrtc;
@@ -27,16 +28,6 @@ const BODY: &str = include_str!("index.cu");
 
 /// Threads per block of these kernels (their `__launch_bounds__`).
 const BLOCK: u32 = 256;
-
-/// The unsigned CUDA type of an element of `bytes` bytes: what moves bits without computing.
-fn bits_type(bytes: usize) -> &'static str {
-    match bytes {
-        1 => "u8",
-        2 => "u16",
-        4 => "u32",
-        _ => "u64",
-    }
-}
 
 /// Whether index arithmetic needs 64 bits: some position of the `elements` a kernel walks, or some
 /// offset within one of the arrays it reads (each given by shape and strides), is past i32.
