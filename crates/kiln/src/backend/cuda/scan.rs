@@ -58,7 +58,7 @@ pub(super) fn variants() -> Vec<(String, String)> {
     let mut all = Vec::new();
     for op in [ScanOp::Sum, ScanOp::Prod, ScanOp::Max, ScanOp::Min] {
         for d in Dtype::ALL {
-            let out = if matches!(op, ScanOp::Sum | ScanOp::Prod) { crate::primitive::accumulate_dtype(d) } else { d };
+            let out = op.as_reduce().out_dtype(d);
             for (reverse, inclusive) in [(false, true), (true, false)] {
                 let what = format!("{op:?} scan of {d} (reverse {reverse}, inclusive {inclusive})");
                 all.push((what, nvrtc::handwritten_source(BODY, &definitions(op, d, out, reverse, inclusive))));
