@@ -458,10 +458,21 @@ fn matmul_matches_the_cpu_for_float_dtypes_layouts_and_batches() {
             assert_close(&gg, &c, rtol, atol, &format!("{what} of {d}"));
         }
     }
-    // Integers are refused on both devices alike.
-    let i = array(&[1.0, 2.0, 3.0, 4.0], &[2, 2], Dtype::I32);
-    let f = || ops::matmul(&i, &i);
-    same("int32 matmul", on(Device::cpu(), f), on(g, f), None);
+    // Integer and boolean products (sums that overflow narrow dtypes): the CPU's wrapping sums.
+    for d in Dtype::ALL.into_iter().filter(|d| !d.is_float()) {
+        let mut ints = |shape: &[usize]| array(&random_values(&mut rng, shape.iter().product(), d, -300.0, 300.0), shape, d);
+        let (a, b, wa, wb, bt) = (ints(&[37, 70]), ints(&[70, 21]), ints(&[2, 1, 17, 9]), ints(&[3, 9, 5]), ints(&[21, 70]));
+        let cases: Vec<(&str, Case)> = vec![
+            ("a @ b", Box::new(|| ops::matmul(&a, &b))),
+            ("a @ bt.T (copied first)", Box::new(|| ops::matmul(&a, t(&bt)?))),
+            ("broadcast batch", Box::new(|| ops::matmul(&wa, &wb))),
+            ("empty sum", Box::new(|| ops::matmul(ops::zeros(&[5, 0], d)?, ops::zeros(&[0, 7], d)?))),
+        ];
+        for (what, f) in &cases {
+            let (c, gg) = (on(Device::cpu(), f).unwrap(), on(g, f).unwrap_or_else(|e| panic!("{what} {d} on the GPU: {e}")));
+            same(&format!("{what} of {d}"), Ok(c), Ok(gg), None);
+        }
+    }
     let host = kiln::backend::cuda::ops_on_host();
     assert!(!host.iter().any(|(op, _)| *op == "matmul"), "matmul ran on the host: {host:?}");
 }

@@ -8,15 +8,10 @@ use crate::primitive::Op;
 use crate::shape::{broadcast_shapes, fmt_shape};
 
 /// Matrix product with numpy rules: 1-d operands are promoted to a row / column and the added axis
-/// removed; leading (batch) axes broadcast. Floating-point dtypes only, as in mlx.
+/// removed; leading (batch) axes broadcast. Integer products wrap in their dtype and boolean
+/// ones are ORs of ANDs, as numpy's (mlx refuses both).
 pub fn matmul(a: impl AsArray, b: impl AsArray) -> Result<Array> {
     let (a, b) = promote_pair(&a.as_array(), &b.as_array())?;
-    if !a.dtype().is_float() {
-        return Err(Error::dtype(
-            "matmul",
-            format!("only floating-point inputs are supported, got {}; cast with astype", a.dtype()),
-        ));
-    }
     if a.ndim() == 0 || b.ndim() == 0 {
         return Err(Error::shape("matmul", "inputs must have at least one dimension; use multiply for scalars"));
     }

@@ -1,13 +1,14 @@
 //! Matrix products through the `gemm` crate, which takes arbitrary row and column strides, so
 //! transposed and sliced operands are multiplied without copies. float16 and bfloat16 go through
-//! float32.
+//! float32; integers and booleans through [`super::integer_matmul`].
 
 use super::elementwise::astype;
+use super::integer_matmul::{self, batch_offset};
 use super::strided::alloc;
 use crate::backend::Input;
 use crate::buffer::Buffer;
 use crate::dtype::{Dtype, Element};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::shape::numel;
 use gemm::Parallelism;
 use rayon::prelude::*;
@@ -30,7 +31,7 @@ pub fn matmul(a: &Input, b: &Input, shape: &[usize], dtype: Dtype) -> Result<Buf
             let out_in = Input { shape: shape.into(), dtype: Dtype::F32, buffer: out, donatable: true };
             astype(&out_in, dtype)
         }
-        d => Err(Error::dtype("matmul", format!("only floating-point inputs are supported, got {d}"))),
+        _ => Ok(integer_matmul::matmul(a, b, shape, dtype)),
     }
 }
 
@@ -41,15 +42,7 @@ fn gemm_batched<T: Element>(a: &Input, b: &Input, shape: &[usize]) -> Buffer {
     let batch = numel(&shape[..nd - 2]);
     let (sa, sb) = (&a.buffer.strides, &b.buffer.strides);
     let (pa, pb, po) = (a.buffer.ptr::<T>() as usize, b.buffer.ptr::<T>() as usize, out.ptr::<T>() as usize);
-    let batch_shape = &shape[..nd - 2];
-    let offset_of = |strides: &[isize], mut i: usize| -> isize {
-        let mut off = 0;
-        for axis in (0..batch_shape.len()).rev() {
-            off += (i % batch_shape[axis]) as isize * strides[axis];
-            i /= batch_shape[axis];
-        }
-        off
-    };
+    let offset_of = |strides: &[isize], i: usize| batch_offset(&shape[..nd - 2], strides, i);
     let one_product = |i: usize, par: Parallelism| unsafe {
         gemm::gemm(
             m, n, k,

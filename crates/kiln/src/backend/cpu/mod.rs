@@ -2,6 +2,7 @@
 
 pub mod elementwise;
 pub mod fused;
+pub mod integer_matmul;
 pub mod math;
 pub mod matmul;
 pub mod native;

@@ -1,4 +1,5 @@
-//! Matrix products on a GPU through cuBLASLt, for float32, float16, bfloat16 and float64.
+//! Matrix products on a GPU through cuBLASLt, for float32, float16, bfloat16 and float64
+//! (integers and booleans go to [`super::integer_matmul`]).
 //!
 //! kiln's arrays are row-major and cuBLASLt's matrices column-major, so `C = A B` is computed as
 //! `Cᵀ = Bᵀ Aᵀ`: a row-major operand is its transpose in column-major order, and a transposed view
@@ -171,7 +172,7 @@ pub fn run(gpu: &Gpu, stream: sys::CUstream, a: &Input, b: &Input, shape: &[usiz
     let op = "matmul";
     let tf32 = dtype == Dtype::F32 && allow_tf32();
     let Some((element, compute, scale)) = types(dtype, tf32) else {
-        return Err(Error::dtype(op, format!("only floating-point inputs are supported, got {dtype}")));
+        return super::integer_matmul::run(gpu, stream, a, b, shape, dtype);
     };
     let nd = shape.len();
     let (m, n, k) = (shape[nd - 2], shape[nd - 1], a.shape[nd - 1]);

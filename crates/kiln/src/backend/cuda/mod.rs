@@ -19,6 +19,7 @@ mod copy;
 mod creation;
 mod elementwise;
 mod index;
+mod integer_matmul;
 pub mod libraries;
 pub mod matmul;
 pub mod memory;
@@ -63,6 +64,7 @@ pub fn handwritten_sources() -> Vec<(String, String)> {
     all.extend(scan::variants());
     all.extend(sort::variants());
     all.extend(index::variants());
+    all.extend(integer_matmul::variants());
     all
 }
 
