@@ -8,7 +8,11 @@ use kiln::backend::cuda::{context, memory::DeviceBlock};
 use kiln::{ops, Array, Device, Dtype, Stream};
 
 /// The GPU cases, in order.
-pub const CASES: [&str; 11] = ["d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op", "matmul", "argsort", "cumsum", "take"];
+pub const CASES: [&str; 13] =
+    ["d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op", "matmul", "argsort", "cumsum", "take", "to_device", "to_host"];
+
+/// Elements of the transfer cases' float32 arrays (64 MiB).
+const TRANSFER: usize = 16 << 20;
 
 /// The argsort case's rows and row length (the reference problem).
 const ARGSORT: [usize; 2] = [4096, 8192];
@@ -83,7 +87,23 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
                     done(&ops::add(&x, 1.0f32).unwrap());
                 }
             });
-            vec![Row::new("tiny_op", "eager", ms / CALLS as f64).extra("us", ms * 1e3 / CALLS as f64)]
+            // Where the time goes: the host's part (calls queued, one wait at the end), and the
+            // driver's floor (a 16-byte memset and a wait, no kiln).
+            let queued = median_ms(reps, || {
+                let last: Vec<Array> = (0..CALLS).map(|_| ops::add(&x, 1.0f32).unwrap()).inspect(|y| y.eval().unwrap()).collect();
+                done(&last[CALLS - 1]);
+            });
+            let g = context::gpu("bench", 0).expect("GPU 0");
+            let stream = g.stream("bench", 0).expect("stream");
+            let block = DeviceBlock::new("bench", g, stream, 16).expect("alloc");
+            let floor = median_ms(reps, || {
+                for _ in 0..CALLS {
+                    unsafe { cu::memset_d8_async(block.ptr, 0, 16, stream).expect("memset") };
+                    unsafe { cu::stream::synchronize(stream).expect("sync") };
+                }
+            });
+            let per_call = |v: &'static str, ms: f64| Row::new("tiny_op", v, ms / CALLS as f64).extra("us", ms * 1e3 / CALLS as f64);
+            vec![per_call("eager", ms), per_call("queued", queued), per_call("driver_floor", floor)]
         }
         "matmul" => [Dtype::F32, Dtype::BF16]
             .into_iter()
@@ -118,6 +138,25 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
             done(&positions);
             let ms = median_ms(reps, || done(&ops::take(&table, &positions, Some(0)).unwrap()));
             vec![Row::new("take", "eager", ms).bytes(2 * 4 * LOOKUPS * TABLE[1])]
+        }
+        "to_device" => {
+            // Each call moves a fresh host array (made beforehand) to the GPU.
+            let host = || kiln::with_device(Device::cpu(), || random_input(&[TRANSFER])).expect("cpu");
+            let mut fresh: Vec<Array> = (0..reps + 2).map(|_| host()).collect();
+            let ms = median_ms(reps, || {
+                let x = fresh.pop().expect("one array per call");
+                done(&kiln::with_device(Device::gpu(0), || ops::negative(&x)).expect("gpu").expect("negative"));
+            });
+            vec![Row::new("to_device", "eager", ms).bytes(4 * TRANSFER)]
+        }
+        "to_host" => {
+            // Each call reads a fresh GPU array (computed beforehand) on the host.
+            let mut fresh: Vec<Array> = (0..reps + 2).map(|_| ops::negative(random_input(&[TRANSFER])).unwrap()).collect();
+            fresh.iter().for_each(done);
+            let ms = median_ms(reps, || {
+                fresh.pop().expect("one array per call").raw_parts().expect("to the host");
+            });
+            vec![Row::new("to_host", "eager", ms).bytes(4 * TRANSFER)]
         }
         other => {
             eprintln!("unknown GPU case {other:?}; cases are: {}", CASES.join(" "));

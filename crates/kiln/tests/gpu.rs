@@ -233,6 +233,30 @@ fn data_moves_once_each_way_and_is_counted() {
 }
 
 #[test]
+fn copies_of_every_size_round_trip_through_pinned_staging_from_many_threads() {
+    let Some((g, _one)) = gpu("copies_of_every_size_round_trip_through_pinned_staging_from_many_threads") else { return };
+    // Around the 8 MiB staging chunk: empty, tiny, one byte short of, at and past a chunk, and
+    // several chunks with a ragged end; four threads at once share the pool.
+    const CHUNK: usize = 8 << 20;
+    let sizes = [0, 1, 7, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 13];
+    std::thread::scope(|scope| {
+        for t in 0..4u8 {
+            scope.spawn(move || {
+                for &n in &sizes {
+                    let bytes: Vec<u8> = (0..n).map(|i| (i % 251) as u8 ^ t).collect();
+                    let x = Array::from_slice(&bytes, &[n]).unwrap();
+                    // Up (the negation runs on the GPU), down, and compared with the host's own.
+                    let y = with_device(g, || ops::bitwise_invert(&x)).unwrap().unwrap();
+                    let got = y.to_vec::<u8>().unwrap();
+                    let want: Vec<u8> = bytes.iter().map(|b| !b).collect();
+                    assert!(got == want, "{n} bytes from thread {t}: the round trip changed them");
+                }
+            });
+        }
+    });
+}
+
+#[test]
 fn user_cpu_kernels_give_their_results_through_the_host() {
     let Some((g, _one)) = gpu("user_cpu_kernels_give_their_results_through_the_host") else { return };
     let mut rng = Rng::new(5);

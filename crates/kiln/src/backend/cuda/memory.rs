@@ -162,6 +162,7 @@ fn cached_bytes(g: &Gpu) -> usize {
 
 fn clear_gpu_cache(g: &Gpu) -> Result<()> {
     g.synchronize("clear_cache")?;
+    super::staging::clear(g);
     // Safety: the pool belongs to the current context; trimming only returns unused memory.
     unsafe { cu::mem_pool::trim_to(g.pool, 0) }.map_err(|e| device_error("clear_cache", "trimming the memory pool", e))
 }

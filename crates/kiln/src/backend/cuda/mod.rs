@@ -27,6 +27,7 @@ pub mod nvrtc;
 pub mod reduce;
 mod scan;
 mod sort;
+mod staging;
 pub mod source;
 
 pub use memory::DeviceBlock;
@@ -129,15 +130,8 @@ pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], spa
 
 /// Copies a device block's bytes to `host` once the kernels writing them are done.
 pub fn download(op: &str, block: &DeviceBlock, host: &mut [u8]) -> Result<()> {
-    context::gpu(op, block.gpu)?;
-    let dst = &mut host[..block.bytes];
-    // Safety: the copy is queued after the block's writers on their stream, and the stream is
-    // waited for before `dst` is used again.
-    unsafe {
-        cu::memcpy_dtoh_async(dst, block.ptr, block.stream).map_err(|e| context::device_error(op, "copying to the host", e))?;
-        cu::stream::synchronize(block.stream).map_err(|e| context::device_error(op, "waiting for the GPU", e))?;
-    }
-    Ok(())
+    let g = context::gpu(op, block.gpu)?;
+    staging::download(op, g, block.stream, block.ptr, &mut host[..block.bytes])
 }
 
 /// A new block on GPU `gpu` holding a copy of `host`, ordered on `stream`.
@@ -145,11 +139,7 @@ pub fn download(op: &str, block: &DeviceBlock, host: &mut [u8]) -> Result<()> {
 pub fn upload(op: &str, gpu: usize, stream: CuStream, host: &[u8]) -> Result<DeviceBlock> {
     let g = context::gpu(op, gpu)?;
     let block = DeviceBlock::new(op, g, stream, host.len())?;
-    // Safety: a copy from pageable memory returns once the bytes are staged; the block holds
-    // `host.len()` bytes.
-    unsafe {
-        cu::memcpy_htod_async(block.ptr, host, stream).map_err(|e| context::device_error(op, "copying to the GPU", e))?;
-    }
+    staging::upload(op, g, stream, block.ptr, host)?;
     Ok(block)
 }
 
