@@ -1,7 +1,43 @@
-"""Shared fixtures: a seeded numpy generator so every run draws the same inputs."""
+"""Shared fixtures. Every test runs once per available device: the autouse ``device`` fixture
+makes it the default device for the test (the same body and assertions on the CPU and, where one
+can be used, the GPU). Without a GPU, the report header says so in one line, with the cause."""
 
 import numpy as np
 import pytest
+
+import kiln.core as mx
+
+HAS_GPU = mx.is_available(mx.gpu)
+
+
+def _gpu_unavailable_reason():
+    try:
+        mx.default_stream(mx.gpu)
+    except ValueError as e:
+        return str(e)
+    return "unknown"
+
+
+def pytest_report_header(config):
+    if HAS_GPU:
+        return f"kiln devices: cpu and gpu ({mx.device_info(mx.gpu)['device_name']}): every test runs on both"
+    return f"kiln devices: cpu only; the GPU half of every test is skipped: {_gpu_unavailable_reason()}"
+
+
+def pytest_generate_tests(metafunc):
+    if "device" in metafunc.fixturenames:
+        # Tests of the CPU's own engines (the on_cpu fixture) run on the CPU only.
+        gpu = ["gpu"] if HAS_GPU and "on_cpu" not in metafunc.fixturenames else []
+        metafunc.parametrize("device", ["cpu", *gpu], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def device(request):
+    """The default device for one test ("cpu" or "gpu"), restored after it."""
+    previous = mx.default_device()
+    mx.set_default_device(getattr(mx, request.param))
+    yield request.param
+    mx.set_default_device(previous)
 
 
 @pytest.fixture
@@ -11,11 +47,5 @@ def rng():
 
 @pytest.fixture
 def on_cpu():
-    """Makes the CPU the default device for one test (for tests of the CPU's own engines, on
-    machines whose default device is a GPU), and restores the previous default after it."""
-    import kiln.core as mx
-
-    previous = mx.default_device()
-    mx.set_default_device(mx.cpu)
-    yield
-    mx.set_default_device(previous)
+    """Marks a test of the CPU's own engines: it runs with the CPU as the default device only."""
+    assert mx.default_device() == mx.cpu

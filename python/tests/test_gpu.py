@@ -7,12 +7,15 @@ import pytest
 import kiln.core as mx
 
 HAS_GPU = mx.is_available(mx.gpu)
+# The default device the process started with (read at collection, before any test's fixture
+# sets one).
+STARTUP_DEFAULT = mx.default_device()
 
 
 def test_the_cpu_is_always_available_and_the_default_follows_the_gpu():
     assert mx.is_available(mx.cpu)
     expected = mx.gpu if HAS_GPU else mx.cpu
-    assert mx.default_device().type == expected
+    assert STARTUP_DEFAULT == expected
 
 
 def test_memory_statistics_and_transfer_counts():
@@ -30,18 +33,18 @@ def test_memory_statistics_and_transfer_counts():
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
 def test_without_a_gpu_asking_for_one_is_a_clear_error():
-    with pytest.raises(RuntimeError, match="gpu|GPU|driver|libcuda"):
+    with pytest.raises(ValueError, match="gpu|GPU|driver|libcuda"):
         mx.set_default_device(mx.gpu)
-    with pytest.raises(RuntimeError, match="libcuda|driver|GPU"):
+    with pytest.raises(ValueError, match="libcuda|driver|GPU"):
         mx.exp(mx.array([1.0]), stream=mx.gpu)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ValueError):
         mx.new_stream(mx.gpu)
     assert mx.default_device().type == mx.cpu
 
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
 def test_a_stream_scope_on_a_missing_gpu_fails_on_entry_and_leaves_no_scope():
-    with pytest.raises(RuntimeError, match="libcuda|driver|GPU"):
+    with pytest.raises(ValueError, match="libcuda|driver|GPU"):
         with mx.stream(mx.gpu):
             pass
     with mx.stream(mx.cpu) as s:
@@ -128,7 +131,7 @@ def test_dlpack_to_a_missing_gpu_is_a_clear_error():
     a = mx.array([1.0, 2.0])
     with pytest.raises(BufferError, match="copy=False"):
         a.__dlpack__(dl_device=(2, 0), copy=False)
-    with pytest.raises(RuntimeError, match="libcuda|driver|GPU"):
+    with pytest.raises(ValueError, match="libcuda|driver|GPU"):
         a.__dlpack__(dl_device=(2, 0))
 
 
@@ -154,3 +157,52 @@ def test_dlpack_exchanges_gpu_memory_with_torch_in_place():
         np.testing.assert_array_equal(np.asarray(mx.array(x).astype(mx.float32)), x.float().cpu().numpy())
         back = torch.from_dlpack(mx.array(x))
         assert back.dtype == dtype and torch.equal(back, x)
+    # asarray and from_dlpack share torch's memory unless asked to copy.
+    u = torch.zeros(4, device="cuda")
+    shared, copied, imported = mx.asarray(u, copy=False), mx.asarray(u, copy=True), mx.from_dlpack(u)
+    mx.eval(copied)
+    u.add_(5)
+    assert np.asarray(shared).tolist() == [5.0] * 4 and np.asarray(imported).tolist() == [5.0] * 4
+    assert np.asarray(copied).tolist() == [0.0] * 4
+
+
+def test_devices_equal_their_kinds_and_describe_themselves():
+    # As in mlx: a kind is its device 0, both ways, with equal hashes.
+    assert mx.Device(mx.cpu) == mx.cpu and mx.cpu == mx.Device(mx.cpu)
+    assert mx.Device(mx.gpu, 1) != mx.gpu and mx.cpu != mx.gpu
+    assert hash(mx.Device(mx.cpu)) == hash(mx.cpu)
+    assert len({mx.cpu, mx.Device(mx.cpu, 0)}) == 1
+    assert mx.Device(mx.cpu) != "cpu"
+    assert mx.device_count(mx.cpu) == 1
+    assert (mx.device_count(mx.gpu) >= 1) == HAS_GPU
+    info = mx.device_info(mx.cpu)
+    assert info["device_name"] and info["architecture"]
+    assert not mx.metal.is_available()
+    assert mx.cuda.is_available() == HAS_GPU
+    if HAS_GPU:
+        gpu = mx.device_info(mx.gpu)
+        assert gpu["architecture"].startswith("sm_") and gpu["memory_size"] > 0
+    else:
+        with pytest.raises(ValueError, match="GPU"):
+            mx.device_info(mx.gpu)
+
+
+def test_asarray_shares_what_it_can_and_copies_as_asked():
+    a = mx.array([1.0, -0.0, 3.0])
+    assert mx.asarray(a) is not None and mx.asarray(a).tolist() == a.tolist()
+    c = mx.asarray(a, copy=True)
+    assert c.tolist() == a.tolist() and np.signbit(np.array(c))[1], "a copy keeps the bits"
+    assert mx.asarray(a, mx.int32).dtype == mx.int32
+    with pytest.raises(ValueError, match="copy=False.*float32 to int32"):
+        mx.asarray(a, mx.int32, copy=False)
+    host = np.arange(6, dtype=np.int32)
+    x = mx.asarray(host, copy=True)
+    host[0] = 99
+    assert x.tolist() == [0, 1, 2, 3, 4, 5]
+    with pytest.raises(ValueError, match="copy=False.*ndarray"):
+        mx.asarray(host, copy=False)
+    assert mx.from_dlpack(np.arange(3.0)).tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="copy=False"):
+        mx.from_dlpack(np.arange(3.0), copy=False)
+    with pytest.raises(TypeError, match="from_dlpack"):
+        mx.from_dlpack([1, 2])

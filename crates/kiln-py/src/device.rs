@@ -8,13 +8,12 @@ use kiln::{Device, DeviceKind, Stream};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
-/// The kind of a device (`DeviceType.cpu`, `DeviceType.gpu`).
+/// The kind of a device (`DeviceType.cpu`, `DeviceType.gpu`). As in mlx, a kind equals its
+/// device 0 (`mx.cpu == mx.Device(mx.cpu)`), and hashes alike.
 #[pyclass(
     name = "DeviceType",
     module = "kiln.core",
     frozen,
-    eq,
-    hash,
     from_py_object
 )]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,17 +24,51 @@ pub enum PyDeviceType {
     Gpu,
 }
 
-/// A device: a kind and an index.
+/// A device: a kind and an index. Equal to its kind when the index is 0, as in mlx.
 #[pyclass(
     name = "Device",
     module = "kiln.core",
     frozen,
-    eq,
-    hash,
     from_py_object
 )]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PyDevice(pub Device);
+
+/// A device or a kind (its device 0), for comparing either with either.
+fn as_device(other: &Bound<'_, PyAny>) -> Option<Device> {
+    if let Ok(d) = other.extract::<PyDevice>() {
+        return Some(d.0);
+    }
+    other.extract::<PyDeviceType>().ok().map(|t| PyDevice::new(t, 0).0)
+}
+
+/// `==` and `!=` between devices and kinds; other comparisons and types are not implemented.
+fn compare(py: Python<'_>, this: Device, other: &Bound<'_, PyAny>, op: pyo3::basic::CompareOp) -> Py<PyAny> {
+    use pyo3::basic::CompareOp;
+    match (as_device(other), op) {
+        (Some(d), CompareOp::Eq) => (this == d).into_pyobject(py).expect("bool").to_owned().into_any().unbind(),
+        (Some(d), CompareOp::Ne) => (this != d).into_pyobject(py).expect("bool").to_owned().into_any().unbind(),
+        _ => py.NotImplemented(),
+    }
+}
+
+fn hash_of(d: Device) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    d.hash(&mut h);
+    h.finish()
+}
+
+#[pymethods]
+impl PyDeviceType {
+    fn __richcmp__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, op: pyo3::basic::CompareOp) -> Py<PyAny> {
+        compare(py, PyDevice::new(*self, 0).0, other, op)
+    }
+
+    fn __hash__(&self) -> u64 {
+        hash_of(PyDevice::new(*self, 0).0)
+    }
+}
 
 #[pymethods]
 impl PyDevice {
@@ -68,6 +101,14 @@ impl PyDevice {
 
     fn __repr__(&self) -> String {
         self.0.to_string()
+    }
+
+    fn __richcmp__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, op: pyo3::basic::CompareOp) -> Py<PyAny> {
+        compare(py, self.0, other, op)
+    }
+
+    fn __hash__(&self) -> u64 {
+        hash_of(self.0)
     }
 }
 
@@ -209,6 +250,54 @@ fn stream(s: StreamOrDevice) -> PyStreamContext {
     PyStreamContext(s.stream())
 }
 
+/// How many devices of `kind` can be used here: 1 CPU; the GPUs the driver lists (0 without one).
+#[pyfunction]
+fn device_count(kind: PyDeviceType) -> usize {
+    match kind {
+        PyDeviceType::Cpu => 1,
+        PyDeviceType::Gpu => kiln::backend::cuda::context::count(),
+    }
+}
+
+/// What a device is, as mlx's `device_info`: `device_name` and `architecture` always; for a GPU
+/// also its memory size and multiprocessor count. The default device when None.
+#[pyfunction]
+#[pyo3(signature = (device = None))]
+fn device_info<'py>(py: Python<'py>, device: Option<StreamOrDevice>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let d = device.map_or_else(kiln::default_device, |s| s.stream().device);
+    kiln::device::check_available("device_info", d).or_raise()?;
+    let info = pyo3::types::PyDict::new(py);
+    match d.kind {
+        DeviceKind::Cpu => {
+            info.set_item("device_name", cpu_name())?;
+            info.set_item("architecture", std::env::consts::ARCH)?;
+        }
+        DeviceKind::Gpu => {
+            let g = kiln::backend::cuda::context::gpu("device_info", d.index).or_raise()?;
+            info.set_item("device_name", &g.name)?;
+            info.set_item("architecture", g.arch())?;
+            info.set_item("memory_size", g.total_memory)?;
+            info.set_item("multiprocessor_count", g.multiprocessors)?;
+            info.set_item("compute_capability", g.capability)?;
+        }
+    }
+    Ok(info)
+}
+
+/// The CPU's model name where the system tells it (Linux's /proc/cpuinfo), else its architecture.
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, name)| name.trim().to_string())
+        })
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
 /// Adds the device classes, the `cpu`/`gpu` device types and the functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDeviceType>()?;
@@ -222,6 +311,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_default_device, m)?)?;
     m.add_function(wrap_pyfunction!(default_stream, m)?)?;
     m.add_function(wrap_pyfunction!(is_available, m)?)?;
+    m.add_function(wrap_pyfunction!(device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(allow_tf32, m)?)?;
     m.add_function(wrap_pyfunction!(set_allow_tf32, m)?)?;
     m.add_function(wrap_pyfunction!(new_stream, m)?)?;

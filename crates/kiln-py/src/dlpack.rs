@@ -269,3 +269,74 @@ pub fn from_gpu_producer(obj: &Bound<'_, PyAny>) -> PyResult<Option<Array>> {
         Array::from_gpu_memory(gpu, data, &shape, strides.as_deref(), dtype, Box::new(owner)).or_raise().map(Some)
     }
 }
+
+/// `obj` as an array without a copy where one exists: a kiln array itself, or a DLPack producer's
+/// GPU memory read in place. None for data that kiln always copies (host data).
+fn shared(obj: &Bound<'_, PyAny>) -> PyResult<Option<Array>> {
+    if let Ok(a) = obj.cast::<PyArray>() {
+        return Ok(Some(a.borrow().array.clone()));
+    }
+    from_gpu_producer(obj)
+}
+
+/// `shared` converted to `dtype` and copied as `copy` asks (mlx's rules: True always copies,
+/// False never does and refuses what needs one, None shares where it can).
+fn with_copy_rule(op: &str, shared: Array, dtype: Option<Dtype>, copy: Option<bool>) -> PyResult<Array> {
+    let converts = dtype.is_some_and(|d| d != shared.dtype());
+    if converts && copy == Some(false) {
+        return Err(PyValueError::new_err(format!(
+            "{op}: copy=False, but converting {} to {} needs a copy; pass copy=None or copy=True",
+            shared.dtype(),
+            dtype.expect("converts")
+        )));
+    }
+    let out = match dtype {
+        Some(d) if converts => ops::astype(&shared, d).or_raise()?,
+        _ => shared,
+    };
+    if copy == Some(true) && !converts { ops::copy(&out).or_raise() } else { Ok(out) }
+}
+
+/// The refusal of `copy=False` for data kiln must copy.
+fn host_copy_refused(op: &str, obj: &Bound<'_, PyAny>) -> PyErr {
+    let kind = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "value".into());
+    PyValueError::new_err(format!(
+        "{op}: copy=False, but a {kind} in host memory is always copied into kiln's memory (only \
+         kiln arrays and GPU DLPack producers are shared); pass copy=None or copy=True"
+    ))
+}
+
+/// `asarray(a, dtype=None, *, copy=None)` as mlx's: `a` as an array, shared where kiln can (kiln
+/// arrays, GPU memory of DLPack producers), copied otherwise; `copy=True` always copies and
+/// `copy=False` refuses to (a ValueError where a copy is needed).
+#[pyfunction]
+#[pyo3(signature = (a, dtype = None, *, copy = None))]
+pub fn asarray(a: &Bound<'_, PyAny>, dtype: Option<crate::dtype::PyDtype>, copy: Option<bool>) -> PyResult<PyArray> {
+    let dtype = dtype.map(|d| d.0);
+    match shared(a)? {
+        Some(x) => with_copy_rule("asarray", x, dtype, copy).map(PyArray::from),
+        None if copy == Some(false) => Err(host_copy_refused("asarray", a)),
+        None => crate::convert::to_array(a, dtype).map(PyArray::from),
+    }
+}
+
+/// `from_dlpack(x, *, copy=None)` as mlx's: an array from any DLPack producer; GPU memory is
+/// shared (copied with `copy=True`), host memory copied (refused with `copy=False`).
+#[pyfunction]
+#[pyo3(signature = (x, *, copy = None))]
+pub fn from_dlpack(x: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<PyArray> {
+    if !x.hasattr("__dlpack__")? || !x.hasattr("__dlpack_device__")? {
+        return Err(PyTypeError::new_err(format!(
+            "from_dlpack: a {} has no __dlpack__ and __dlpack_device__; pass a DLPack producer (a torch tensor, a CuPy or numpy array, ...)",
+            x.get_type().name()?
+        )));
+    }
+    match from_gpu_producer(x)? {
+        Some(a) => with_copy_rule("from_dlpack", a, None, copy).map(PyArray::from),
+        None if copy == Some(false) => Err(host_copy_refused("from_dlpack", x)),
+        None => {
+            let host = x.py().import("numpy")?.call_method1("from_dlpack", (x,))?;
+            crate::convert::to_array(&host, None).map(PyArray::from)
+        }
+    }
+}

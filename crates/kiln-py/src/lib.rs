@@ -65,6 +65,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     compile::register(m)?;
     random::register(m)?;
     m.add_function(wrap_pyfunction!(eval, m)?)?;
+    m.add_function(wrap_pyfunction!(dlpack::asarray, m)?)?;
+    m.add_function(wrap_pyfunction!(dlpack::from_dlpack, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -821,7 +821,7 @@ fn without_a_gpu_asking_for_one_names_the_cause() {
         return;
     }
     let e = kiln::set_default_device(Device::gpu(0)).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Device, "{e}");
+    assert_eq!(e.kind, ErrorKind::Value, "{e}");
     assert!(e.message.contains("libcuda") || e.message.contains("no GPU") || e.message.contains("driver"), "{e}");
     if e.message.contains("(libcuda) was not found") {
         // The driver is not a toolkit library: the fix is the driver, not KILN_CUDA_PATH.

@@ -120,13 +120,15 @@ pub fn count() -> usize {
     gpus().map(|g| g.len()).unwrap_or(0)
 }
 
-/// GPU `index`, made current on this thread, or a clear error naming `op`.
+/// GPU `index`, made current on this thread, or a clear error naming `op`. A GPU that cannot be
+/// used here (no driver, no device, an index past the last) is a `Value` error, as asking mlx
+/// for a device it lacks is a ValueError.
 pub fn gpu(op: &str, index: usize) -> Result<&'static Gpu> {
-    let all = gpus().map_err(|e| Error::new(op, e.kind, format!("the GPU cannot be used: {}", e.message)))?;
+    let all = gpus().map_err(|e| Error::new(op, ErrorKind::Value, format!("the GPU cannot be used: {}", e.message)))?;
     let g = all.get(index).ok_or_else(|| {
         Error::new(
             op,
-            ErrorKind::Device,
+            ErrorKind::Value,
             if all.is_empty() {
                 "the CUDA driver is installed but lists no GPU".to_string()
             } else {
