@@ -292,9 +292,15 @@ fn with_copy_rule(op: &str, shared: Array, dtype: Option<Dtype>, copy: Option<bo
     }
     let out = match dtype {
         Some(d) if converts => ops::astype(&shared, d).or_raise()?,
-        _ => shared,
+        _ if copy == Some(true) => ops::copy(&shared).or_raise()?,
+        _ => return Ok(shared),
     };
-    if copy == Some(true) && !converts { ops::copy(&out).or_raise() } else { Ok(out) }
+    if copy == Some(true) {
+        // A snapshot now: the producer may write its memory as soon as this returns.
+        out.eval().or_raise()?;
+        kiln::synchronize(kiln::device::current_stream()).or_raise()?;
+    }
+    Ok(out)
 }
 
 /// The refusal of `copy=False` for data kiln must copy.
