@@ -3,7 +3,7 @@
 //! faults on every op (a peer loses several times on CPU copies without one).
 
 use crate::backend::cuda::DeviceBlock;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::shape::Strides;
 use std::alloc::{alloc, dealloc, Layout};
 use std::collections::BTreeMap;
@@ -23,6 +23,8 @@ pub struct Storage {
     bytes: usize,
     host: OnceLock<HostBlock>,
     device: OnceLock<DeviceBlock>,
+    /// Copies on GPUs other than `device`'s, made when an op on another GPU reads the bytes.
+    other_gpus: Mutex<Vec<DeviceBlock>>,
 }
 
 /// A 64-byte aligned host allocation from the size-class cache.
@@ -45,7 +47,7 @@ impl Storage {
     pub fn new(bytes: usize) -> Arc<Storage> {
         let host = OnceLock::new();
         let _ = host.set(HostBlock::new(bytes));
-        Arc::new(Storage { bytes, host, device: OnceLock::new() })
+        Arc::new(Storage { bytes, host, device: OnceLock::new(), other_gpus: Mutex::new(Vec::new()) })
     }
 
     /// A storage whose bytes a GPU kernel writes into `block`.
@@ -53,7 +55,7 @@ impl Storage {
         let device = OnceLock::new();
         let bytes = block.bytes;
         let _ = device.set(block);
-        Arc::new(Storage { bytes, host: OnceLock::new(), device })
+        Arc::new(Storage { bytes, host: OnceLock::new(), device, other_gpus: Mutex::new(Vec::new()) })
     }
 
     /// The start of the host copy. Host code reaches storage only through [`Storage::to_host`]
@@ -105,17 +107,25 @@ impl Storage {
         }
         let device = self.device.get().expect("filled above");
         if device.gpu != gpu {
-            return Err(Error::unsupported(
-                op,
-                format!(
-                    "an input lives on GPU {} and the op runs on GPU {gpu}; moving arrays between \
-                     GPUs is not supported yet: run the op on GPU {}",
-                    device.gpu, device.gpu
-                ),
-            ));
+            return self.on_other_gpu(op, device, gpu, stream);
         }
         device.read_on(op, stream)?;
         Ok(device.ptr)
+    }
+
+    /// [`Storage::on_gpu`] for a GPU other than the one holding the first device copy: a copy
+    /// from that GPU the first time (counted as a move to a device), kept with the storage.
+    fn on_other_gpu(&self, op: &str, first: &DeviceBlock, gpu: usize, stream: crate::backend::cuda::CuStream) -> Result<u64> {
+        let mut others = self.other_gpus.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = others.iter().find(|b| b.gpu == gpu) {
+            b.read_on(op, stream)?;
+            return Ok(b.ptr);
+        }
+        let block = crate::backend::cuda::copy_between_gpus(op, first, gpu, stream)?;
+        count(&TO_DEVICE, self.bytes);
+        let ptr = block.ptr;
+        others.push(block);
+        Ok(ptr)
     }
 
     /// Whether the bytes are in host memory only (a CPU kernel may overwrite them in place).

@@ -833,3 +833,26 @@ fn without_a_gpu_asking_for_one_names_the_cause() {
     let x = Array::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
     assert_eq!(ops::exp(&x).unwrap().to_vec::<f32>().unwrap().len(), 2, "the CPU keeps working");
 }
+
+#[test]
+fn an_op_on_one_gpu_reads_an_array_made_on_another_once() {
+    let Some((g, _one)) = gpu("an_op_on_one_gpu_reads_an_array_made_on_another_once") else { return };
+    let second = Device::gpu(1);
+    if !second.is_available() {
+        println!("skipped an_op_on_one_gpu_reads_an_array_made_on_another_once: this machine has one GPU");
+        return;
+    }
+    let mut rng = Rng::new(21);
+    let x = array(&rng.vec(3 << 20, -1.0, 1.0), &[3 << 20], Dtype::F32);
+    let on_first = with_device(g, || ops::exp(&x)).unwrap().unwrap();
+    on_first.eval().unwrap();
+    let before = kiln::transfers();
+    let f = || ops::multiply(&on_first, 2.0f32);
+    let (a, b) = (with_device(second, f).unwrap().unwrap(), with_device(second, f).unwrap().unwrap());
+    kiln::eval(&[&a, &b]).unwrap();
+    let moved = kiln::transfers().to_device - before.to_device;
+    assert_eq!(moved, 1, "the array moves from GPU 0 to GPU 1 once, and the copy stays");
+    let want = on(Device::cpu(), || ops::multiply(ops::exp(&x)?, 2.0f32)).unwrap();
+    same("GPU 0 -> GPU 1", Ok(want.clone()), a.to_f64_vec(), Some(1e-6));
+    same("GPU 0 -> GPU 1 again", Ok(want), b.to_f64_vec(), Some(1e-6));
+}

@@ -165,6 +165,11 @@ impl Gpu {
         work.div_ceil(block as usize).min(self.multiprocessors as usize * 16).max(1)
     }
 
+    /// The GPU's primary context.
+    pub(super) fn context(&self) -> sys::CUcontext {
+        self.context
+    }
+
     /// The architecture NVRTC builds for, e.g. `sm_90a` (the `a` variant where the device has
     /// architecture-specific features, as Hopper does).
     pub fn arch(&self) -> String {

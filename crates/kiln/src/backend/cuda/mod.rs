@@ -143,6 +143,22 @@ pub fn upload(op: &str, gpu: usize, stream: CuStream, host: &[u8]) -> Result<Dev
     Ok(block)
 }
 
+/// A copy on GPU `gpu` of `src`, which lives on another GPU, queued on `stream` (of `gpu`) after
+/// the kernels that write `src`; `src`'s own stream waits for the copy, so its free comes after.
+#[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
+pub fn copy_between_gpus(op: &str, src: &DeviceBlock, gpu: usize, stream: CuStream) -> Result<DeviceBlock> {
+    let from = context::gpu(op, src.gpu)?;
+    memory::order(op, src.stream, stream)?;
+    let to = context::gpu(op, gpu)?;
+    let block = DeviceBlock::new(op, to, stream, src.bytes)?;
+    // Safety: both blocks hold `src.bytes` bytes in their contexts; the copy is ordered after the
+    // source's writers (above) and before its free (below).
+    unsafe { cu::memcpy_peer_async(to.context(), block.ptr, from.context(), src.ptr, src.bytes, stream) }
+        .map_err(|e| context::device_error(op, &format!("copying from GPU {} to GPU {gpu}", src.gpu), e))?;
+    memory::order(op, stream, src.stream)?;
+    Ok(block)
+}
+
 /// Waits for the work queued on `stream`.
 pub fn synchronize(stream: Stream) -> Result<()> {
     let (_, s) = resolve("synchronize", stream)?;
