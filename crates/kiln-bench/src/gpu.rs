@@ -8,8 +8,10 @@ use kiln::backend::cuda::{context, memory::DeviceBlock};
 use kiln::{ops, Array, Device, Dtype, Stream};
 
 /// The GPU cases, in order.
-pub const CASES: [&str; 13] =
-    ["d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op", "matmul", "argsort", "cumsum", "take", "to_device", "to_host"];
+pub const CASES: [&str; 14] = [
+    "d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op", "matmul", "argsort", "cumsum", "take", "to_device", "to_host",
+    "loop_shapes",
+];
 
 /// Elements of the transfer cases' float32 arrays (64 MiB).
 const TRANSFER: usize = 16 << 20;
@@ -158,6 +160,7 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
             });
             vec![Row::new("to_host", "eager", ms).bytes(4 * TRANSFER)]
         }
+        "loop_shapes" => crate::loop_shapes::run(reps),
         other => {
             eprintln!("unknown GPU case {other:?}; cases are: {}", CASES.join(" "));
             std::process::exit(2);

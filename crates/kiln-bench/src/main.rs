@@ -23,10 +23,11 @@
 //! Usage: `kiln-bench [--json] [--reps N] [--device cpu|gpu] [CASE...]`; CPU cases: memcpy copy add
 //! gelu silu layernorm softmax sum matmul mlp_grad mlp_step first_compile tiny_call; GPU cases (module
 //! [`gpu`]): d2d_copy copy add gelu sum sum_rows tiny_op matmul argsort cumsum take to_device
-//! to_host.
+//! to_host loop_shapes.
 
 mod compiled;
 mod gpu;
+mod loop_shapes;
 
 use kiln::{ops, Array, Dtype};
 use std::time::Instant;
