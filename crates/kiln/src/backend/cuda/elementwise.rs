@@ -92,7 +92,13 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
         if inputs.is_empty() {
             words.extend(std::iter::repeat_n(0, rank));
         }
-        function.launch_words(op, gpu, stream, BLOCK, n.div_ceil(variant.vector), &mut words)?;
+        if variant.vector > 1 {
+            // A thread per vector, and one per element of the tail (the printer's shape).
+            let threads = n / variant.vector + n % variant.vector;
+            function.launch(op, stream, threads.div_ceil(BLOCK as usize), BLOCK, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])?;
+        } else {
+            function.launch_words(op, gpu, stream, BLOCK, n, &mut words)?;
+        }
     }
     Ok(blocks
         .into_iter()

@@ -3,14 +3,20 @@
 //! is reused by later allocations without a driver round trip; the pool keeps freed memory until
 //! `clear_cache`, a cache limit, or an allocation that would not fit otherwise.
 //!
+//! Small blocks (up to `SMALL_BYTES`) skip even the pool's driver calls: a freed small block that
+//! no other stream read is kept by kiln, keyed by its GPU, stream and size, and handed to the
+//! next allocation of that size on that stream, which stream order makes safe. This takes two
+//! driver calls off every small op (what a tiny op's latency is made of).
+//!
 //! Statistics follow the CPU's: active bytes (held by live arrays), their peak, and cached bytes
-//! (what the pool holds beyond the active ones). A request the GPU cannot satisfy first frees the
+//! (what the pool and kiln's small-block lists hold beyond the active ones). A request the GPU cannot satisfy first frees the
 //! cache and retries, then fails with an error that names the request and what is in use.
 
 use super::context::{describe, device_error, gpu, Gpu};
 use crate::error::{Error, ErrorKind, Result};
 use cudarc::driver::{result as cu, sys};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// Bytes held by live device blocks, summed over GPUs.
@@ -19,6 +25,62 @@ static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 /// The most bytes arrays may hold on a GPU (0: no limit beyond the device's memory).
 static LIMIT: AtomicUsize = AtomicUsize::new(0);
+
+/// The largest block kiln keeps for reuse itself.
+const SMALL_BYTES: usize = 64 << 10;
+/// The most bytes kiln's small-block lists keep.
+const SMALL_CACHE_BYTES: usize = 64 << 20;
+
+/// Freed small blocks by (GPU, stream, size in bytes).
+type SmallLists = HashMap<(usize, usize, usize), Vec<sys::CUdeviceptr>>;
+
+/// Kiln's freed small blocks, and their total size.
+static SMALL: Mutex<Option<(SmallLists, usize)>> = Mutex::new(None);
+
+/// A kept small block of `words` bytes for `stream` of GPU `gpu`, if one is free.
+fn reuse_small(gpu: usize, stream: sys::CUstream, words: usize) -> Option<sys::CUdeviceptr> {
+    let mut small = SMALL.lock().unwrap();
+    let (lists, total) = small.as_mut()?;
+    let ptr = lists.get_mut(&(gpu, stream as usize, words))?.pop()?;
+    *total -= words;
+    Some(ptr)
+}
+
+/// Keeps a freed small block for reuse on its stream; false when the lists are full.
+fn keep_small(gpu: usize, stream: sys::CUstream, words: usize, ptr: sys::CUdeviceptr) -> bool {
+    let mut small = SMALL.lock().unwrap();
+    let (lists, total) = small.get_or_insert_with(|| (HashMap::new(), 0));
+    if *total + words > SMALL_CACHE_BYTES {
+        return false;
+    }
+    *total += words;
+    lists.entry((gpu, stream as usize, words)).or_default().push(ptr);
+    true
+}
+
+/// Frees GPU `g`'s kept small blocks (into its pool, on their streams).
+fn release_small(g: &Gpu) {
+    let mut small = SMALL.lock().unwrap();
+    let Some((lists, total)) = small.as_mut() else { return };
+    lists.retain(|&(gpu, stream, words), ptrs| {
+        if gpu != g.ordinal {
+            return true;
+        }
+        for p in ptrs.drain(..) {
+            *total -= words;
+            // Safety: a pool block of this context, used last on `stream`.
+            let _ = unsafe { cu::free_async(p, stream as sys::CUstream) };
+        }
+        false
+    });
+}
+
+/// Bytes in GPU `g`'s kept small blocks.
+fn small_bytes(g: &Gpu) -> usize {
+    SMALL.lock().unwrap().as_ref().map_or(0, |(lists, _)| {
+        lists.iter().filter(|((gpu, _, _), _)| *gpu == g.ordinal).map(|((_, _, words), ptrs)| words * ptrs.len()).sum()
+    })
+}
 
 /// A block of one GPU's memory holding an array's bytes.
 pub struct DeviceBlock {
@@ -52,8 +114,9 @@ impl DeviceBlock {
         // Whole 8-byte words: a kernel that updates a narrow element through the aligned word
         // holding it (a combining scatter's compare-and-swap) stays inside the block.
         let words = size.next_multiple_of(8);
+        let kept = if words <= SMALL_BYTES { reuse_small(g.ordinal, stream, words) } else { None };
         // Safety: the context is current (gpu() made it so) and the stream belongs to it.
-        let ptr = match unsafe { cu::malloc_async(stream, words) } {
+        let ptr = match kept.map_or_else(|| unsafe { cu::malloc_async(stream, words) }, Ok) {
             Ok(p) => p,
             Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => {
                 clear_gpu_cache(g)?;
@@ -118,10 +181,15 @@ impl Drop for DeviceBlock {
             return;
         }
         ACTIVE.fetch_sub(self.bytes, Ordering::Relaxed);
+        let words = self.bytes.next_multiple_of(8);
+        let readers = self.readers.lock().unwrap();
+        if words <= SMALL_BYTES && readers.is_empty() && keep_small(self.gpu, self.stream, words, self.ptr) {
+            return;
+        }
         if gpu("free", self.gpu).is_err() {
             return;
         }
-        for &r in self.readers.lock().unwrap().iter() {
+        for &r in readers.iter() {
             // A failure here leaves the free unordered only if the driver is already broken.
             let _ = order("free", r as sys::CUstream, self.stream);
         }
@@ -157,12 +225,14 @@ fn out_of_memory(op: &str, g: &Gpu, size: usize, by: &str) -> Error {
 fn cached_bytes(g: &Gpu) -> usize {
     let reserved = pool_attribute(g, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
     let used = pool_attribute(g, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
-    reserved.saturating_sub(used)
+    reserved.saturating_sub(used) + small_bytes(g)
 }
 
 fn clear_gpu_cache(g: &Gpu) -> Result<()> {
     g.synchronize("clear_cache")?;
     super::staging::clear(g);
+    release_small(g);
+    g.synchronize("clear_cache")?;
     // Safety: the pool belongs to the current context; trimming only returns unused memory.
     unsafe { cu::mem_pool::trim_to(g.pool, 0) }.map_err(|e| device_error("clear_cache", "trimming the memory pool", e))
 }

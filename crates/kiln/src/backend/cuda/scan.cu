@@ -5,8 +5,10 @@
  *
  * A row is walked in order from its start, or from its end when K_REVERSE; step k of the walk is
  * element k_walk(k) of the row. Short rows are scanned by one thread each, in the CPU's order.
- * Longer rows are scanned by a block in tiles of K_ITEMS * K_SCAN_BLOCK steps: each thread scans
- * its K_ITEMS neighbours, the block scans the threads' totals, and a carry runs from tile to tile.
+ * Longer rows are scanned by a block in tiles of K_ITEMS * K_SCAN_BLOCK steps: the tile is staged
+ * in shared memory (read and written by consecutive threads at consecutive addresses), each thread
+ * scans its K_ITEMS neighbours there, the block scans the threads' totals, and a carry runs from
+ * tile to tile.
  * When rows are few and long, each is cut into `parts` walked by blocks of their own:
  * kiln_scan_parts folds every part, kiln_scan_carries turns the folds into each part's carry-in,
  * and kiln_scan_rows scans the parts in parallel. Floats accumulate in float64 as on the CPU, in
@@ -14,6 +16,11 @@
 
 #define K_ITEMS 8
 #define K_SCAN_BLOCK 256
+#define K_TILE_STEPS (K_ITEMS * K_SCAN_BLOCK)
+
+/* The place of tile step s in a tile's shared buffer: padded by one slot per 32, so that the
+ * threads of a warp reading K_ITEMS neighbours each fall in different banks. */
+__device__ __forceinline__ int k_slot(int s) { return s + s / 32; }
 
 /* The row element at step k of the walk over a row of `len`. */
 __device__ __forceinline__ i64 k_walk(i64 k, i64 len) { return K_REVERSE ? len - 1 - k : k; }
@@ -83,21 +90,28 @@ __device__ __forceinline__ K_ACC k_warp_scan(K_ACC a) {
  * parts > 1). */
 extern "C" __global__ void __launch_bounds__(K_SCAN_BLOCK) kiln_scan_rows(const K_IN* in, K_OUT* out, const K_ACC* carries, i64 len, i64 parts) {
     __shared__ K_ACC warp_totals[K_SCAN_BLOCK / 32];
+    __shared__ K_IN staged_in[K_TILE_STEPS + K_TILE_STEPS / 32];
+    __shared__ K_OUT staged_out[K_TILE_STEPS + K_TILE_STEPS / 32];
     const i64 b = blockIdx.x;
     i64 start, end;
     k_part(b % parts, parts, len, &start, &end);
     const K_IN* x = in + (b / parts) * len;
     K_OUT* o = out + (b / parts) * len;
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int first = (int)threadIdx.x * K_ITEMS;
     K_ACC carry = parts > 1 ? carries[b] : (K_ACC)(K_IDENTITY);
-    for (i64 tile = start; tile < end; tile += K_ITEMS * K_SCAN_BLOCK) {
-        const i64 k0 = tile + (i64)threadIdx.x * K_ITEMS;
+    for (i64 tile = start; tile < end; tile += K_TILE_STEPS) {
+#pragma unroll
+        for (int j = 0; j < K_ITEMS; ++j) {
+            const int s = j * K_SCAN_BLOCK + threadIdx.x;
+            if (tile + s < end) staged_in[k_slot(s)] = x[k_walk(tile + s, len)];
+        }
+        __syncthreads();
         K_ACC scanned[K_ITEMS];
         K_ACC total = K_IDENTITY;
 #pragma unroll
         for (int j = 0; j < K_ITEMS; ++j) {
-            const i64 k = k0 + j;
-            total = k_combine(total, k < end ? K_LOAD(x[k_walk(k, len)]) : (K_ACC)(K_IDENTITY));
+            total = k_combine(total, tile + first + j < end ? K_LOAD(staged_in[k_slot(first + j)]) : (K_ACC)(K_IDENTITY));
             scanned[j] = total;
         }
         const K_ACC through_lane = k_warp_scan(total);
@@ -116,14 +130,19 @@ extern "C" __global__ void __launch_bounds__(K_SCAN_BLOCK) kiln_scan_rows(const 
         if (lane > 0) before = k_combine(before, lanes_before);
 #pragma unroll
         for (int j = 0; j < K_ITEMS; ++j) {
-            const i64 k = k0 + j;
-            if (k >= end) break;
-            const i64 i = k_walk(k, len);
-            if (K_INCLUSIVE) o[i] = K_STORE(k_combine(before, scanned[j]));
-            else if (k == 0) o[i] = (K_OUT)(K_FIRST);
-            else o[i] = K_STORE(j == 0 ? before : k_combine(before, scanned[j - 1]));
+            const i64 k = tile + first + j;
+            K_OUT v;
+            if (K_INCLUSIVE) v = K_STORE(k_combine(before, scanned[j]));
+            else if (k == 0) v = (K_OUT)(K_FIRST);
+            else v = K_STORE(j == 0 ? before : k_combine(before, scanned[j - 1]));
+            staged_out[k_slot(first + j)] = v;
         }
         carry = k_combine(carry, warp_totals[K_SCAN_BLOCK / 32 - 1]);
         __syncthreads();
+#pragma unroll
+        for (int j = 0; j < K_ITEMS; ++j) {
+            const int s = j * K_SCAN_BLOCK + threadIdx.x;
+            if (tile + s < end) o[k_walk(tile + s, len)] = staged_out[k_slot(s)];
+        }
     }
 }
