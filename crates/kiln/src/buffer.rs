@@ -350,6 +350,12 @@ impl Buffer {
         unsafe { (self.storage.ptr() as *mut T).offset(self.offset) }
     }
 
+    /// The device address of the view's first element (of `elem_size` bytes) on GPU `gpu`, for
+    /// a kernel queued on `stream`: the bytes are copied there first if they are not yet.
+    pub fn gpu_start(&self, op: &str, gpu: usize, stream: crate::backend::cuda::CuStream, elem_size: usize) -> Result<u64> {
+        Ok(self.storage.on_gpu(op, gpu, stream)?.wrapping_add_signed(self.offset as i64 * elem_size as i64))
+    }
+
     /// The address of element 0 of a view whose elements are `elem_size` bytes wide.
     pub fn start_address(&self, elem_size: usize) -> usize {
         (self.storage.ptr() as isize + self.offset * elem_size as isize) as usize

@@ -43,11 +43,11 @@ impl Array {
         let buffer = self.buffer().ok_or_else(|| Error::new(op, ErrorKind::NoData, "the array has no data"))?;
         let g = context::gpu(op, gpu)?;
         let stream = g.stream(op, 0)?;
-        let base = buffer.storage.on_gpu(op, gpu, stream)?;
+        let ptr = buffer.gpu_start(op, gpu, stream, self.dtype().size())?;
         crate::backend::cuda::synchronize(crate::Stream { device: crate::Device::gpu(gpu), index: 0 })?;
         Ok(DeviceView {
             gpu,
-            ptr: base.wrapping_add_signed(buffer.offset as i64 * self.dtype().size() as i64),
+            ptr,
             strides: buffer.strides.to_vec(),
             keep: buffer.storage,
         })

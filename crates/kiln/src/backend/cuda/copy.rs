@@ -51,7 +51,7 @@ fn copy_into(op: &str, gpu: &Gpu, stream: sys::CUstream, x: &Input, dst: u64, ds
     let (dims, strides) = merged_axes(&x.shape, &[x.buffer.strides.to_vec(), dst_strides.to_vec()]);
     let rank = dims.len().max(1);
     let f = nvrtc::handwritten(op, gpu, BODY, definitions(size, rank), "kiln_copy")?;
-    let src = x.buffer.storage.on_gpu(op, gpu.ordinal, stream)?.wrapping_add_signed(x.buffer.offset as i64 * size as i64);
+    let src = x.buffer.gpu_start(op, gpu.ordinal, stream, size)?;
     let mut words: Vec<u64> = vec![src, dst, n as u64];
     words.extend((0..rank).map(|d| dims.get(d).copied().unwrap_or(1) as u64));
     for s in &strides {

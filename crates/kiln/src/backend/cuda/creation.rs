@@ -73,7 +73,7 @@ pub fn random_bits(gpu: &Gpu, stream: sys::CUstream, key: &Input, shape: &[usize
             elementwise::contiguous(op, gpu, stream, key)?
         };
         let f = nvrtc::handwritten(op, gpu, BODY, definitions(dtype), "kiln_random_bits")?;
-        let mut keys_arg = key_rows.storage.on_gpu(op, gpu.ordinal, stream)?.wrapping_add_signed(key_rows.offset as i64 * 4);
+        let mut keys_arg = key_rows.gpu_start(op, gpu.ordinal, stream, 4)?;
         let (mut out_arg, mut n_arg, mut count_arg) = (out.ptr, n as i64, keys as i64);
         f.launch(op, stream, gpu.grid_for(BLOCK, keys * n.div_ceil(2)), BLOCK, &mut [
             &mut keys_arg as *mut u64 as *mut c_void,

@@ -75,8 +75,7 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
             words.push(if *a == Access::Immediate {
                 x.buffer.first_element_bits(x.dtype.size())
             } else {
-                let base = x.buffer.storage.on_gpu(op, gpu.ordinal, stream)?;
-                base.wrapping_add_signed(x.buffer.offset as i64 * x.dtype.size() as i64)
+                x.buffer.gpu_start(op, gpu.ordinal, stream, x.dtype.size())?
             });
         }
         if inputs.is_empty() {

@@ -87,7 +87,7 @@ fn space_words(words: &mut Vec<u64>, rank: usize, dims: &[usize], strides: &[isi
 
 /// The device address of `x`'s first element.
 fn start_of(op: &str, gpu: &Gpu, stream: sys::CUstream, x: &Input) -> Result<u64> {
-    Ok(x.buffer.storage.on_gpu(op, gpu.ordinal, stream)?.wrapping_add_signed(x.buffer.offset as i64 * x.dtype.size() as i64))
+    x.buffer.gpu_start(op, gpu.ordinal, stream, x.dtype.size())
 }
 
 /// One element offset per position of `batch` (a new device block of i64): the slice that
@@ -159,7 +159,7 @@ pub fn scatter(gpu: &Gpu, stream: sys::CUstream, inputs: &[Input], axes: &[usize
     let ostrides = row_major_strides(&a.shape);
     let offsets = slice_offsets(name, gpu, stream, &inputs[1..inputs.len() - 1], axes, &a.shape, &ostrides, slice, batch)?;
     let rows = if is_row_contiguous(&updates.shape, &updates.buffer.strides) { updates.buffer.clone() } else { elementwise::contiguous(name, gpu, stream, updates)? };
-    let upd = rows.storage.on_gpu(name, gpu.ordinal, stream)?.wrapping_add_signed(rows.offset as i64 * a.dtype.size() as i64);
+    let upd = rows.gpu_start(name, gpu.ordinal, stream, a.dtype.size())?;
     let dst = out.storage.on_gpu(name, gpu.ordinal, stream)?;
     let (dims, strides) = merged_axes(slice, &[ostrides.to_vec()]);
     let rank = dims.len().max(1);

@@ -51,7 +51,7 @@ pub fn run(gpu: &Gpu, stream: sys::CUstream, a: &Input, b: &Input, shape: &[usiz
     if total > 0 {
         let start = |x: &Input| -> Result<(Buffer, u64)> {
             let rows = if x.buffer.strides == row_major_strides(&x.shape) { x.buffer.clone() } else { elementwise::contiguous(op, gpu, stream, x)? };
-            let ptr = rows.storage.on_gpu(op, gpu.ordinal, stream)?.wrapping_add_signed(rows.offset as i64 * dtype.size() as i64);
+            let ptr = rows.gpu_start(op, gpu.ordinal, stream, dtype.size())?;
             Ok((rows, ptr))
         };
         // The row-major operands stay alive (and their blocks unfreed) until the kernel is queued.

@@ -207,9 +207,7 @@ pub fn run(gpu: &Gpu, stream: sys::CUstream, a: &Input, b: &Input, shape: &[usiz
     let batch = merged_batch(&shape[..nd - 2], &ab.strides[..nd - 2], &bb.strides[..nd - 2]);
     let (inner, sa, sb) = batch.last().copied().unwrap_or((1, 0, 0));
     let outer: Vec<(usize, isize, isize)> = batch.iter().rev().skip(1).rev().copied().collect();
-    let start = |x: &Buffer| -> Result<u64> {
-        Ok(x.storage.on_gpu(op, gpu.ordinal, stream)?.wrapping_add_signed(x.offset as i64 * size as i64))
-    };
+    let start = |x: &Buffer| x.gpu_start(op, gpu.ordinal, stream, size);
     let (a_ptr, b_ptr) = (start(&ab)?, start(&bb)?);
     // cuBLASLt computes Cᵀ (n × m) = Bᵀ (n × k) · Aᵀ (k × m).
     let cu_a = Layout {

@@ -121,8 +121,7 @@ pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[us
         let many_blocks = 8 * gpu.multiprocessors as usize;
         let splits = if rows < many_blocks && cols > 8192 { many_blocks.div_ceil(rows).min(cols.div_ceil(4096)) } else { 1 };
         let partial = DeviceBlock::new(name, gpu, stream, rows * splits * 8)?;
-        let input = rows_input.storage.on_gpu(name, gpu.ordinal, stream)?
-            .wrapping_add_signed(rows_input.offset as i64 * x.dtype.size() as i64);
+        let input = rows_input.gpu_start(name, gpu.ordinal, stream, x.dtype.size())?;
         let kernel = |entry: &'static str| LOADED.get(name, gpu, (op, x.dtype, dtype, entry), entry, || Ok(source(op, x.dtype, dtype)));
         let rows_fn = kernel("kiln_reduce_rows")?;
         let (mut cols_arg, mut splits_arg) = (cols as i64, splits as i64);
@@ -187,7 +186,7 @@ pub fn arg_reduce(op: ArgReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, 
     } else if rows > 0 {
         let input = rows_of(name, gpu, stream, x, &[axis])?;
         let f = nvrtc::handwritten(name, gpu, ARG_BODY, arg_definitions(op, x.dtype), "kiln_arg_reduce")?;
-        let mut in_arg = input.storage.on_gpu(name, gpu.ordinal, stream)?.wrapping_add_signed(input.offset as i64 * x.dtype.size() as i64);
+        let mut in_arg = input.gpu_start(name, gpu.ordinal, stream, x.dtype.size())?;
         let (mut out_arg, mut cols_arg) = (out.ptr, cols as i64);
         f.launch(name, stream, rows, block_for(cols), &mut [
             &mut in_arg as *mut u64 as *mut c_void,

@@ -89,7 +89,7 @@ pub fn run(op: ScanOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axis: usize,
     if n > 0 {
         let rows = n / len;
         let input = reduce::rows_of(name, gpu, stream, x, &[axis])?;
-        let in_ptr = input.storage.on_gpu(name, gpu.ordinal, stream)?.wrapping_add_signed(input.offset as i64 * x.dtype.size() as i64);
+        let in_ptr = input.gpu_start(name, gpu.ordinal, stream, x.dtype.size())?;
         let kernel = |entry: &'static str| {
             LOADED.get(name, gpu, (op, x.dtype, dtype, reverse, inclusive, entry), entry, || {
                 Ok(nvrtc::handwritten_source(BODY, &definitions(op, x.dtype, dtype, reverse, inclusive)))

@@ -71,7 +71,7 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, x: &Input, axis: usize, p
     if n > 0 {
         let rows = n / len;
         let input = reduce::rows_of(op, gpu, stream, x, &[axis])?;
-        let in_ptr = input.storage.on_gpu(op, gpu.ordinal, stream)?.wrapping_add_signed(input.offset as i64 * size as i64);
+        let in_ptr = input.gpu_start(op, gpu.ordinal, stream, size)?;
         let key_size: u64 = if size == 8 { 8 } else { 4 };
         let tile = len.next_power_of_two().min(max_tile(x.dtype));
         let tiles = len.div_ceil(tile);
