@@ -1,6 +1,7 @@
 """Shared fixtures. Every test runs once per available device: the autouse ``device`` fixture
 makes it the default device for the test (the same body and assertions on the CPU and, where one
-can be used, the GPU). Without a GPU, the report header says so in one line, with the cause."""
+can be used, the GPU). The run ends with one line naming the devices used; without a GPU, it says
+that the GPU half was skipped, and why."""
 
 import numpy as np
 import pytest
@@ -18,10 +19,15 @@ def _gpu_unavailable_reason():
     return "unknown"
 
 
-def pytest_report_header(config):
+def _devices_line():
     if HAS_GPU:
         return f"kiln devices: cpu and gpu ({mx.device_info(mx.gpu)['device_name']}): every test runs on both"
     return f"kiln devices: cpu only; the GPU half of every test is skipped: {_gpu_unavailable_reason()}"
+
+
+def pytest_terminal_summary(terminalreporter):
+    # Printed at the end of every run, quiet (-q) ones included.
+    terminalreporter.write_line(_devices_line())
 
 
 def pytest_generate_tests(metafunc):
