@@ -17,7 +17,7 @@ extern "C" __global__ void __launch_bounds__(256) stride1(const V* x, V* y, i64 
     for (i32 c = (i32)blockIdx.x * 256 + threadIdx.x; c < n; c += step) y[c] = f(x[c]);
 }
 
-/* A grid-stride loop, K_UNROLL vectors per thread per step: all loads, then all stores. */
+/* A grid-stride loop, U vectors per thread per step: all loads, then all stores. */
 template <int U> __device__ __forceinline__ void stride_unrolled(const V* x, V* y, i32 n) {
     const i32 step = (i32)gridDim.x * 256;
     i32 c = (i32)blockIdx.x * 256 + threadIdx.x;
