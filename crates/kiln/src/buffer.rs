@@ -27,10 +27,12 @@ pub struct Storage {
     other_gpus: Mutex<Vec<DeviceBlock>>,
 }
 
-/// A 64-byte aligned host allocation from the size-class cache.
+/// A 64-byte aligned host allocation from the size-class cache, or host memory another library
+/// owns (`owner` set): kiln only reads that, and releases it by dropping the owner.
 struct HostBlock {
     ptr: NonNull<u8>,
     class: usize,
+    owner: Option<Box<dyn Send + Sync>>,
 }
 
 // Safety: the blocks are plain memory; access is coordinated by the eval engine, which only writes
@@ -47,6 +49,19 @@ impl Storage {
     pub fn new(bytes: usize) -> Arc<Storage> {
         let host = OnceLock::new();
         let _ = host.set(HostBlock::new(bytes));
+        Arc::new(Storage { bytes, host, device: OnceLock::new(), other_gpus: Mutex::new(Vec::new()) })
+    }
+
+    /// A storage over `bytes` bytes of host memory at `ptr` that another library owns: kiln never
+    /// writes into it (no kernel gets it for donation) and drops `owner`, releasing it, once no
+    /// array uses it.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads of `bytes` bytes until `owner` is dropped, and nothing may
+    /// write to that memory meanwhile.
+    pub unsafe fn over_host_memory(ptr: NonNull<u8>, bytes: usize, owner: Box<dyn Send + Sync>) -> Arc<Storage> {
+        let host = OnceLock::new();
+        let _ = host.set(HostBlock { ptr, class: bytes, owner: Some(owner) });
         Arc::new(Storage { bytes, host, device: OnceLock::new(), other_gpus: Mutex::new(Vec::new()) })
     }
 
@@ -128,9 +143,10 @@ impl Storage {
         Ok(ptr)
     }
 
-    /// Whether the bytes are in host memory only (a CPU kernel may overwrite them in place).
+    /// Whether the bytes are in kiln's own host memory only (a CPU kernel may overwrite them in
+    /// place): not on a GPU too, and not memory another library lent.
     pub fn host_only(&self) -> bool {
-        self.device.get().is_none()
+        self.device.get().is_none() && self.host.get().is_none_or(|h| h.owner.is_none())
     }
 
     /// The GPU holding a copy of the bytes, if one does.
@@ -166,12 +182,15 @@ impl HostBlock {
         };
         cache.active_bytes += class;
         cache.peak_bytes = cache.peak_bytes.max(cache.active_bytes);
-        HostBlock { ptr, class }
+        HostBlock { ptr, class, owner: None }
     }
 }
 
 impl Drop for HostBlock {
     fn drop(&mut self) {
+        if self.owner.is_some() {
+            return; // lent memory: dropping the owner releases it
+        }
         let mut cache = CACHE.lock().unwrap();
         cache.active_bytes -= self.class;
         if cache.cached_bytes + self.class <= cache.limit {

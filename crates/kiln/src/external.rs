@@ -1,4 +1,5 @@
-//! Zero-copy exchange of GPU memory with other libraries: the core of DLPack, which the Python
+//! Zero-copy exchange of host and GPU memory with other libraries (host memory: the C API's arrays
+//! over a caller's data): the core of DLPack, which the Python
 //! package wraps in capsules. An evaluated array hands out where its elements are on a GPU, kept
 //! alive by its storage; and an array can be made over GPU memory another library owns, which
 //! kiln only reads (it never writes into storage that lives on a GPU only) and releases through
@@ -92,6 +93,40 @@ impl Array {
         let base = ptr.wrapping_add_signed((lo * size) as i64);
         let block = DeviceBlock::foreign(g, base, bytes, stream, owner);
         let buffer = Buffer { storage: Storage::on_device(block), offset: -lo, strides: strides.iter().copied().collect() };
+        Ok(Array::from_buffer(Shape::from_slice(shape), dtype, buffer))
+    }
+
+    /// An array of `shape` and `dtype` over host memory at `ptr` holding its elements in
+    /// row-major order, without a copy. The memory belongs to the caller: kiln only reads it and
+    /// drops `owner`, releasing it, once no array uses it.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads of the array's bytes until `owner` is dropped, and nothing
+    /// may write to that memory meanwhile.
+    pub unsafe fn from_host_memory(
+        ptr: *const u8,
+        shape: &[usize],
+        dtype: Dtype,
+        owner: Box<dyn Send + Sync>,
+    ) -> Result<Array> {
+        let bytes = shape.iter().try_fold(dtype.size(), |n, &d| n.checked_mul(d));
+        let Some(bytes) = bytes else {
+            return Err(Error::shape("array", format!("shape {} of {dtype} overflows the address space", fmt_shape(shape))));
+        };
+        let ptr = match std::ptr::NonNull::new(ptr as *mut u8) {
+            Some(p) => p,
+            None if bytes == 0 => std::ptr::NonNull::dangling(),
+            None => return Err(Error::value("array", format!("a NULL data pointer for shape {} of {dtype}", fmt_shape(shape)))),
+        };
+        if !(ptr.as_ptr() as usize).is_multiple_of(dtype.size()) {
+            return Err(Error::value(
+                "array",
+                format!("data at {ptr:p} is not aligned to its {dtype} elements ({} bytes)", dtype.size()),
+            ));
+        }
+        // Safety: the caller vouches for the memory, as this function's contract says.
+        let storage = unsafe { Storage::over_host_memory(ptr, bytes, owner) };
+        let buffer = Buffer { storage, offset: 0, strides: crate::shape::row_major_strides(shape) };
         Ok(Array::from_buffer(Shape::from_slice(shape), dtype, buffer))
     }
 

@@ -20,6 +20,7 @@ pub mod dtype;
 pub mod error;
 pub mod external;
 pub mod fused;
+pub mod io;
 pub mod kernel;
 pub mod ops;
 pub mod primitive;

@@ -1,0 +1,493 @@
+//! Saving and loading arrays in numpy's `.npy` format and in `.safetensors`, the two files every
+//! array library reads. The C API (and so the R package) exposes these; the Python package keeps
+//! using numpy for `.npy`/`.npz` and shares the formats' meaning.
+//!
+//! Loading validates everything a file claims before reading it (magic, header, dtype, shape,
+//! byte counts and offsets), so a truncated or hostile file is an error naming the file and the
+//! problem, never a crash or an array over missing bytes.
+
+use crate::array::Array;
+use crate::dtype::Dtype;
+use crate::error::{Error, ErrorKind, Result};
+use crate::shape::fmt_shape;
+use std::fmt::Write as _;
+use std::path::Path;
+
+const NPY_MAGIC: &[u8] = b"\x93NUMPY";
+
+fn io_error(op: &str, path: &Path, what: impl std::fmt::Display) -> Error {
+    Error::new(op, ErrorKind::Value, format!("{}: {what}", path.display()))
+}
+
+/// The array's elements in row-major order, as bytes in native (little-endian) order.
+fn row_major_bytes(op: &str, a: &Array) -> Result<Vec<u8>> {
+    let contiguous = crate::ops::copy(a)?;
+    let (ptr, _) = contiguous.raw_parts()?;
+    let n = a.nbytes();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if cfg!(target_endian = "big") {
+        return Err(Error::new(op, ErrorKind::Unsupported, "saving needs a little-endian machine"));
+    }
+    // Safety: a fresh copy is row-major and holds exactly nbytes bytes, alive with `contiguous`.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, n) }.to_vec())
+}
+
+fn npy_descr(op: &str, path: &Path, d: Dtype) -> Result<&'static str> {
+    Ok(match d {
+        Dtype::Bool => "|b1",
+        Dtype::U8 => "|u1",
+        Dtype::U16 => "<u2",
+        Dtype::U32 => "<u4",
+        Dtype::U64 => "<u8",
+        Dtype::I8 => "|i1",
+        Dtype::I16 => "<i2",
+        Dtype::I32 => "<i4",
+        Dtype::I64 => "<i8",
+        Dtype::F16 => "<f2",
+        Dtype::F32 => "<f4",
+        Dtype::F64 => "<f8",
+        Dtype::BF16 => {
+            return Err(io_error(
+                op,
+                path,
+                "numpy has no bfloat16: save it with save_safetensors, or cast it with astype(float32) first",
+            ))
+        }
+    })
+}
+
+/// Writes `a` to `path` as a `.npy` file (format 1.0, little-endian, row-major).
+pub fn save_npy(path: impl AsRef<Path>, a: &Array) -> Result<()> {
+    let (op, path) = ("save", path.as_ref());
+    let descr = npy_descr(op, path, a.dtype())?;
+    let dims: Vec<String> = a.shape().iter().map(|d| d.to_string()).collect();
+    let shape = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    // Magic (6), version (2) and length (2) come first; the whole prefix is a multiple of 64.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let Ok(len) = u16::try_from(header.len()) else {
+        return Err(io_error(op, path, format!("shape {} needs a header too long for .npy", fmt_shape(a.shape()))));
+    };
+    let mut out = Vec::with_capacity(10 + header.len() + a.nbytes());
+    out.extend_from_slice(NPY_MAGIC);
+    out.extend_from_slice(&[1, 0]);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&row_major_bytes(op, a)?);
+    std::fs::write(path, out).map_err(|e| io_error(op, path, e))
+}
+
+/// The value of `key` in a `.npy` header dict: the text after `'key':` up to its end.
+fn npy_field<'a>(header: &'a str, key: &str) -> Option<&'a str> {
+    let start = header.find(&format!("'{key}'"))? + key.len() + 2;
+    let rest = header[start..].trim_start().strip_prefix(':')?.trim_start();
+    let end = if rest.starts_with('(') { rest.find(')')? + 1 } else { rest.find([',', '}'])? };
+    Some(rest[..end].trim())
+}
+
+fn npy_dtype(descr: &str) -> Option<(Dtype, bool)> {
+    let descr = descr.trim_matches(['\'', '"']);
+    let (order, code) = descr.split_at(1);
+    let swap = match order {
+        "<" | "|" | "=" => false,
+        ">" => true,
+        _ => return None,
+    };
+    let d = match code {
+        "b1" => Dtype::Bool,
+        "u1" => Dtype::U8,
+        "u2" => Dtype::U16,
+        "u4" => Dtype::U32,
+        "u8" => Dtype::U64,
+        "i1" => Dtype::I8,
+        "i2" => Dtype::I16,
+        "i4" => Dtype::I32,
+        "i8" => Dtype::I64,
+        "f2" => Dtype::F16,
+        "f4" => Dtype::F32,
+        "f8" => Dtype::F64,
+        _ => return None,
+    };
+    Some((d, swap && d.size() > 1))
+}
+
+/// Reads a `.npy` file (format 1.0, 2.0 or 3.0; either byte order; C or Fortran order).
+pub fn load_npy(path: impl AsRef<Path>) -> Result<Array> {
+    let (op, path) = ("load", path.as_ref());
+    let data = std::fs::read(path).map_err(|e| io_error(op, path, e))?;
+    if data.len() < 10 || !data.starts_with(NPY_MAGIC) {
+        return Err(io_error(op, path, "not a .npy file (no \\x93NUMPY magic)"));
+    }
+    let (len, start) = match data[6] {
+        1 => (u16::from_le_bytes([data[8], data[9]]) as usize, 10),
+        2 | 3 if data.len() >= 12 => (u32::from_le_bytes([data[8], data[9], data[10], data[11]]) as usize, 12),
+        v => return Err(io_error(op, path, format!(".npy format version {v} is not supported (1, 2 and 3 are)"))),
+    };
+    let header = data
+        .get(start..start + len)
+        .and_then(|h| std::str::from_utf8(h).ok())
+        .ok_or_else(|| io_error(op, path, "the .npy header is truncated or not text"))?;
+    let bad = |what: &str| io_error(op, path, format!("bad .npy header {}: {what}", header.trim()));
+    let descr = npy_field(header, "descr").ok_or_else(|| bad("no 'descr'"))?;
+    let (dtype, swap) = npy_dtype(descr).ok_or_else(|| bad(&format!("dtype {descr} is not supported")))?;
+    let fortran = match npy_field(header, "fortran_order") {
+        Some("False") => false,
+        Some("True") => true,
+        _ => return Err(bad("no 'fortran_order' of True or False")),
+    };
+    let shape_text = npy_field(header, "shape").ok_or_else(|| bad("no 'shape'"))?;
+    let shape: Vec<usize> = shape_text
+        .trim_matches(['(', ')'])
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| t.parse::<usize>().map_err(|_| bad(&format!("shape {shape_text}"))))
+        .collect::<Result<_>>()?;
+    let body = &data[start + len..];
+    let expected = shape.iter().try_fold(dtype.size(), |n, &d| n.checked_mul(d));
+    if expected != Some(body.len()) {
+        return Err(io_error(
+            op,
+            path,
+            format!("shape {} of {dtype} needs {} bytes of data, the file has {}", fmt_shape(&shape), expected.map_or("too many".into(), |n| n.to_string()), body.len()),
+        ));
+    }
+    array_from_file_bytes(body, &shape, dtype, swap, fortran)
+}
+
+/// An array of file bytes, swapped to native order, and transposed from Fortran order.
+fn array_from_file_bytes(body: &[u8], shape: &[usize], dtype: Dtype, swap: bool, fortran: bool) -> Result<Array> {
+    let mut bytes = body.to_vec();
+    if swap {
+        bytes.chunks_exact_mut(dtype.size()).for_each(|e| e.reverse());
+    }
+    if !fortran {
+        return Array::from_bytes(&bytes, shape, dtype);
+    }
+    let reversed: Vec<usize> = shape.iter().rev().copied().collect();
+    crate::ops::transpose(Array::from_bytes(&bytes, &reversed, dtype)?, None)
+}
+
+fn safetensors_dtype(d: Dtype) -> &'static str {
+    match d {
+        Dtype::Bool => "BOOL",
+        Dtype::U8 => "U8",
+        Dtype::U16 => "U16",
+        Dtype::U32 => "U32",
+        Dtype::U64 => "U64",
+        Dtype::I8 => "I8",
+        Dtype::I16 => "I16",
+        Dtype::I32 => "I32",
+        Dtype::I64 => "I64",
+        Dtype::F16 => "F16",
+        Dtype::BF16 => "BF16",
+        Dtype::F32 => "F32",
+        Dtype::F64 => "F64",
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Writes named arrays, and string metadata, to `path` as a `.safetensors` file.
+pub fn save_safetensors(path: impl AsRef<Path>, arrays: &[(String, Array)], metadata: &[(String, String)]) -> Result<()> {
+    let (op, path) = ("save_safetensors", path.as_ref());
+    let mut entries = Vec::new();
+    if !metadata.is_empty() {
+        let m: Vec<String> = metadata.iter().map(|(k, v)| format!("{}:{}", json_string(k), json_string(v))).collect();
+        entries.push(format!("\"__metadata__\":{{{}}}", m.join(",")));
+    }
+    let mut body = Vec::new();
+    for (name, a) in arrays {
+        if name == "__metadata__" || arrays.iter().filter(|(n, _)| n == name).count() > 1 {
+            return Err(io_error(op, path, format!("the array name {name:?} is reserved or given twice")));
+        }
+        let start = body.len();
+        body.extend_from_slice(&row_major_bytes(op, a)?);
+        let dims: Vec<String> = a.shape().iter().map(|d| d.to_string()).collect();
+        entries.push(format!(
+            "{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{start},{}]}}",
+            json_string(name),
+            safetensors_dtype(a.dtype()),
+            dims.join(","),
+            body.len()
+        ));
+    }
+    let mut header = format!("{{{}}}", entries.join(","));
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut out = Vec::with_capacity(8 + header.len() + body.len());
+    out.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&body);
+    std::fs::write(path, out).map_err(|e| io_error(op, path, e))
+}
+
+/// What a `.safetensors` file holds: its arrays by name (in the file's order) and its metadata.
+pub struct SafeTensors {
+    /// The named arrays.
+    pub arrays: Vec<(String, Array)>,
+    /// The `__metadata__` strings.
+    pub metadata: Vec<(String, String)>,
+}
+
+/// Reads a `.safetensors` file.
+pub fn load_safetensors(path: impl AsRef<Path>) -> Result<SafeTensors> {
+    let (op, path) = ("load_safetensors", path.as_ref());
+    let data = std::fs::read(path).map_err(|e| io_error(op, path, e))?;
+    let header_len = data.get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    let header = header_len
+        .and_then(|n| usize::try_from(n).ok())
+        .and_then(|n| data.get(8..8usize.checked_add(n)?))
+        .ok_or_else(|| io_error(op, path, "not a .safetensors file: the header length exceeds the file"))?;
+    let body = &data[8 + header.len()..];
+    let text = std::str::from_utf8(header).map_err(|_| io_error(op, path, "the header is not UTF-8"))?;
+    let json = json::parse(text).map_err(|e| io_error(op, path, format!("bad header JSON: {e}")))?;
+    let json::Value::Object(fields) = json else {
+        return Err(io_error(op, path, "the header is not a JSON object"));
+    };
+    let mut out = SafeTensors { arrays: Vec::new(), metadata: Vec::new() };
+    for (name, value) in fields {
+        if name == "__metadata__" {
+            let json::Value::Object(m) = value else { return Err(io_error(op, path, "__metadata__ is not an object")) };
+            for (k, v) in m {
+                let json::Value::String(v) = v else { return Err(io_error(op, path, format!("metadata {k:?} is not a string"))) };
+                out.metadata.push((k, v));
+            }
+            continue;
+        }
+        let a = tensor_entry(&value, body).map_err(|what| io_error(op, path, format!("tensor {name:?}: {what}")))?;
+        out.arrays.push((name, a));
+    }
+    Ok(out)
+}
+
+/// One tensor of a `.safetensors` header, checked against the data that follows it.
+fn tensor_entry(value: &json::Value, body: &[u8]) -> std::result::Result<Array, String> {
+    let dtype = match value.get("dtype") {
+        Some(json::Value::String(s)) => s.as_str(),
+        _ => return Err("no dtype".into()),
+    };
+    let dtype = Dtype::ALL
+        .into_iter()
+    .find(|&d| safetensors_dtype(d) == dtype)
+    .ok_or_else(|| format!("dtype {dtype} is not supported"))?;
+    let numbers = |key: &str| -> std::result::Result<Vec<usize>, String> {
+        match value.get(key) {
+            Some(json::Value::Array(items)) => items
+                .iter()
+                .map(|i| match i {
+                    json::Value::Number(n) => Ok(*n),
+                    _ => Err(format!("{key} holds a non-integer")),
+                })
+                .collect(),
+            _ => Err(format!("no {key} list")),
+        }
+    };
+    let shape = numbers("shape")?;
+    let offsets = numbers("data_offsets")?;
+    let [start, end] = offsets[..] else { return Err("data_offsets is not [begin, end]".into()) };
+    let bytes = body.get(start..end).filter(|_| start <= end).ok_or_else(|| {
+        format!("data_offsets [{start}, {end}] fall outside the {} bytes of data", body.len())
+    })?;
+    let expected = shape.iter().try_fold(dtype.size(), |n, &d| n.checked_mul(d));
+    if expected != Some(bytes.len()) {
+        return Err(format!("shape {} of {dtype} does not fill its {} bytes", fmt_shape(&shape), bytes.len()));
+    }
+    array_from_file_bytes(bytes, &shape, dtype, false, false).map_err(|e| e.to_string())
+}
+
+/// The JSON a `.safetensors` header uses: objects, arrays, strings and non-negative integers
+/// (other literals are read and kept as `Other`).
+mod json {
+    /// A parsed JSON value.
+    pub enum Value {
+        Object(Vec<(String, Value)>),
+        Array(Vec<Value>),
+        String(String),
+        Number(usize),
+        Other,
+    }
+
+    impl Value {
+        /// The field `key` of an object.
+        pub fn get(&self, key: &str) -> Option<&Value> {
+            match self {
+                Value::Object(fields) => fields.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+                _ => None,
+            }
+        }
+    }
+
+    /// Parses one JSON document (nesting is bounded, so a hostile header cannot exhaust the stack).
+    pub fn parse(text: &str) -> Result<Value, String> {
+        let mut p = Parser { s: text.as_bytes(), i: 0 };
+        let v = p.value(0)?;
+        p.ws();
+        if p.i != p.s.len() {
+            return Err(format!("unexpected text at byte {}", p.i));
+        }
+        Ok(v)
+    }
+
+    struct Parser<'a> {
+        s: &'a [u8],
+        i: usize,
+    }
+
+    impl Parser<'_> {
+        fn ws(&mut self) {
+            while self.s.get(self.i).is_some_and(|c| c.is_ascii_whitespace()) {
+                self.i += 1;
+            }
+        }
+        fn eat(&mut self, c: u8) -> Result<(), String> {
+            self.ws();
+            if self.s.get(self.i) == Some(&c) {
+                self.i += 1;
+                Ok(())
+            } else {
+                Err(format!("expected '{}' at byte {}", c as char, self.i))
+            }
+        }
+        fn value(&mut self, depth: usize) -> Result<Value, String> {
+            if depth > 16 {
+                return Err("nested too deeply".into());
+            }
+            self.ws();
+            match self.s.get(self.i) {
+                Some(b'{') => {
+                    self.i += 1;
+                    let mut fields = Vec::new();
+                    self.ws();
+                    if self.s.get(self.i) == Some(&b'}') {
+                        self.i += 1;
+                        return Ok(Value::Object(fields));
+                    }
+                    loop {
+                        self.ws();
+                        let k = self.string()?;
+                        self.eat(b':')?;
+                        fields.push((k, self.value(depth + 1)?));
+                        self.ws();
+                        match self.s.get(self.i) {
+                            Some(b',') => self.i += 1,
+                            Some(b'}') => {
+                                self.i += 1;
+                                return Ok(Value::Object(fields));
+                            }
+                            _ => return Err(format!("expected ',' or '}}' at byte {}", self.i)),
+                        }
+                    }
+                }
+                Some(b'[') => {
+                    self.i += 1;
+                    let mut items = Vec::new();
+                    self.ws();
+                    if self.s.get(self.i) == Some(&b']') {
+                        self.i += 1;
+                        return Ok(Value::Array(items));
+                    }
+                    loop {
+                        items.push(self.value(depth + 1)?);
+                        self.ws();
+                        match self.s.get(self.i) {
+                            Some(b',') => self.i += 1,
+                            Some(b']') => {
+                                self.i += 1;
+                                return Ok(Value::Array(items));
+                            }
+                            _ => return Err(format!("expected ',' or ']' at byte {}", self.i)),
+                        }
+                    }
+                }
+                Some(b'"') => Ok(Value::String(self.string()?)),
+                Some(c) if c.is_ascii_digit() => {
+                    let start = self.i;
+                    while self.s.get(self.i).is_some_and(u8::is_ascii_digit) {
+                        self.i += 1;
+                    }
+                    let digits = std::str::from_utf8(&self.s[start..self.i]).expect("ASCII digits");
+                    digits.parse().map(Value::Number).map_err(|_| format!("integer {digits} is too large"))
+                }
+                Some(_) => {
+                    // true, false, null, negative or fractional numbers: read and set aside.
+                    let start = self.i;
+                    while self.s.get(self.i).is_some_and(|c| !b",]} \t\r\n".contains(c)) {
+                        self.i += 1;
+                    }
+                    let word = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("?");
+                    match word {
+                        "true" | "false" | "null" => Ok(Value::Other),
+                        w if w.parse::<f64>().is_ok() => Ok(Value::Other),
+                        w => Err(format!("unexpected {w:?} at byte {start}")),
+                    }
+                }
+                None => Err("unexpected end".into()),
+            }
+        }
+        fn string(&mut self) -> Result<String, String> {
+            if self.s.get(self.i) != Some(&b'"') {
+                return Err(format!("expected a string at byte {}", self.i));
+            }
+            self.i += 1;
+            let mut out = Vec::new();
+            loop {
+                match self.s.get(self.i) {
+                    None => return Err("unterminated string".into()),
+                    Some(b'"') => {
+                        self.i += 1;
+                        return String::from_utf8(out).map_err(|_| "a string is not UTF-8".into());
+                    }
+                    Some(b'\\') => {
+                        let c = *self.s.get(self.i + 1).ok_or("unterminated escape")?;
+                        self.i += 2;
+                        let ch = match c {
+                            b'"' => '"',
+                            b'\\' => '\\',
+                            b'/' => '/',
+                            b'b' => '\u{8}',
+                            b'f' => '\u{c}',
+                            b'n' => '\n',
+                            b'r' => '\r',
+                            b't' => '\t',
+                            b'u' => {
+                                let hex = self.s.get(self.i..self.i + 4).ok_or("short \\u escape")?;
+                                self.i += 4;
+                                let code = u32::from_str_radix(std::str::from_utf8(hex).unwrap_or("x"), 16)
+                                    .map_err(|_| "bad \\u escape")?;
+                                char::from_u32(code).unwrap_or('\u{fffd}')
+                            }
+                            _ => return Err(format!("bad escape at byte {}", self.i - 1)),
+                        };
+                        let mut buf = [0; 4];
+                        out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                    }
+                    Some(&c) => {
+                        out.push(c);
+                        self.i += 1;
+                    }
+                }
+            }
+        }
+    }
+}
