@@ -243,6 +243,7 @@ pub fn save_safetensors(path: impl AsRef<Path>, arrays: &[(String, Array)], meta
 }
 
 /// What a `.safetensors` file holds: its arrays by name (in the file's order) and its metadata.
+#[derive(Debug)]
 pub struct SafeTensors {
     /// The named arrays.
     pub arrays: Vec<(String, Array)>,
