@@ -36,12 +36,12 @@ pub(crate) fn gelu(a: &[Array]) -> Result<Array> {
 }
 
 /// x * sigmoid(x).
-fn silu(a: &[Array]) -> Result<Array> {
+pub(crate) fn silu(a: &[Array]) -> Result<Array> {
     ops::multiply(&a[0], ops::sigmoid(&a[0])?)
 }
 
 /// Layer normalization over the last axis of a[0], scaled by a[1] and shifted by a[2].
-fn layernorm(a: &[Array]) -> Result<Array> {
+pub(crate) fn layernorm(a: &[Array]) -> Result<Array> {
     let (x, w, b) = (&a[0], &a[1], &a[2]);
     let mean = ops::mean(x, Some(&[-1]), true)?;
     let dev = ops::subtract(x, &mean)?;
@@ -51,7 +51,7 @@ fn layernorm(a: &[Array]) -> Result<Array> {
 }
 
 /// Softmax over the last axis: exp(x - max) / sum.
-fn softmax(a: &[Array]) -> Result<Array> {
+pub(crate) fn softmax(a: &[Array]) -> Result<Array> {
     let x = &a[0];
     let e = ops::exp(ops::subtract(x, ops::max(x, Some(&[-1]), true)?)?)?;
     ops::divide(&e, ops::sum(&e, Some(&[-1]), true)?)
@@ -63,7 +63,7 @@ fn tiny(a: &[Array]) -> Result<Array> {
 }
 
 /// `f` compiled, as a function returning one array.
-fn compile_one(f: fn(&[Array]) -> Result<Array>) -> kiln::Compiled {
+pub(crate) fn compile_one(f: fn(&[Array]) -> Result<Array>) -> kiln::Compiled {
     kiln::compile(move |a: &[Array]| Ok(vec![f(a)?]))
 }
 

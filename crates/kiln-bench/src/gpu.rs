@@ -8,10 +8,13 @@ use kiln::backend::cuda::{context, memory::DeviceBlock};
 use kiln::{ops, Array, Device, Dtype, Stream};
 
 /// The GPU cases, in order.
-pub const CASES: [&str; 14] = [
+pub const CASES: [&str; 15] = [
     "d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op", "matmul", "argsort", "cumsum", "take", "to_device", "to_host",
-    "loop_shapes",
+    "compiled", "loop_shapes",
 ];
+
+/// The compiled cases' square inputs (the 4096² softmax and layer norm).
+const SQUARE: [usize; 2] = [4096, 4096];
 
 /// Elements of the transfer cases' float32 arrays (64 MiB).
 const TRANSFER: usize = 16 << 20;
@@ -68,6 +71,7 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
             let ms = median_ms(reps, || done(&crate::compiled::gelu(std::slice::from_ref(&x)).unwrap()));
             vec![Row::new("gelu", "eager", ms).bytes(2 * bytes)]
         }
+        "compiled" => compiled_rows(reps),
         "sum" => {
             let x = random_input(&SHAPE);
             done(&x);
@@ -166,4 +170,36 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
             std::process::exit(2);
         }
     }
+}
+
+/// Eager against compiled on the GPU: gelu and silu on 32×1000×4096 (one fused elementwise
+/// kernel), softmax and layer norm on 4096² (one fused row kernel each); bytes are the input
+/// read and the output written once.
+fn compiled_rows(reps: usize) -> Vec<Row> {
+    use crate::compiled::{compile_one, gelu, layernorm, silu, softmax};
+    let cases: [(&'static str, fn(&[Array]) -> kiln::Result<Array>, &[usize]); 4] = [
+        ("gelu_compiled", gelu, &SHAPE),
+        ("silu_compiled", silu, &SHAPE),
+        ("softmax_compiled", softmax, &SQUARE),
+        ("layernorm_compiled", layernorm, &SQUARE),
+    ];
+    let mut rows = Vec::new();
+    for (name, f, shape) in cases {
+        let cols = shape[shape.len() - 1];
+        let mut args = vec![random_input(shape)];
+        if name == "layernorm_compiled" {
+            args.push(random_input(&[cols]));
+            args.push(random_input(&[cols]));
+        }
+        args.iter().for_each(done);
+        let compiled = compile_one(f);
+        done(&compiled.call(&args).expect("compiled")[0]);
+        let bytes = 2 * 4 * shape.iter().product::<usize>();
+        let eager = median_ms(reps, || done(&f(&args).unwrap()));
+        let fused = median_ms(reps, || done(&compiled.call(&args).unwrap()[0]));
+        let kernels = compiled.inspect(&args, &[]).expect("inspect").compiled_kernels as f64;
+        rows.push(Row::new(name, "eager", eager).bytes(bytes));
+        rows.push(Row::new(name, "compiled", fused).bytes(bytes).extra("kernels", kernels));
+    }
+    rows
 }

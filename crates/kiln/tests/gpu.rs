@@ -679,6 +679,118 @@ fn compiled_functions_run_on_a_gpu_stream() {
     assert_close(&gpu_out[0].to_f64_vec().unwrap(), &cpu[0].to_f64_vec().unwrap(), 4e-6, 1e-7, "compiled gelu");
 }
 
+/// Compiled functions with reductions (each one fused kernel of several passes, a column
+/// reduction, integer and half-precision folds, row and element outputs at once) run on the GPU
+/// and match the CPU's compiled results.
+#[test]
+fn compiled_reductions_run_as_gpu_row_kernels_and_match_the_cpu() {
+    let Some((g, _one)) = gpu("compiled_reductions_run_as_gpu_row_kernels_and_match_the_cpu") else { return };
+    type Body = fn(&[Array]) -> kiln::Result<Vec<Array>>;
+    let softmax: Body = |a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]);
+    let layernorm: Body = |a| {
+        let x = &a[0];
+        let mean = ops::mean(x, Some(&[-1]), true)?;
+        let centred = ops::subtract(x, &mean)?;
+        let var = ops::mean(ops::square(&centred)?, Some(&[-1]), true)?;
+        Ok(vec![ops::multiply(ops::multiply(&centred, ops::rsqrt(ops::add(var, 1e-5f32)?)?)?, &a[1])?])
+    };
+    let logsumexp_and_max: Body = |a| Ok(vec![ops::logsumexp(&a[0], Some(&[-1]), false)?, ops::max(&a[0], Some(&[-1]), false)?]);
+    let column_sum: Body = |a| Ok(vec![ops::sum(ops::exp(&a[0])?, Some(&[0]), false)?]);
+    let middle_axes: Body = |a| Ok(vec![ops::mean(ops::tanh(&a[0])?, Some(&[1, 2]), true)?]);
+    let mut rng = Rng::new(11);
+    let x = |shape: &[usize], d: Dtype, rng: &mut Rng| array(&rng.vec(shape.iter().product(), -3.0, 3.0), shape, d);
+    let cases: Vec<(&str, Body, Vec<Array>, f64)> = vec![
+        ("softmax 33x1000", softmax, vec![x(&[33, 1000], Dtype::F32, &mut rng)], 2e-6),
+        ("softmax of a transposed 300x7", softmax, vec![ops::transpose(x(&[7, 300], Dtype::F32, &mut rng), None).unwrap()], 2e-6),
+        ("softmax bfloat16 4x4100", softmax, vec![x(&[4, 4100], Dtype::BF16, &mut rng)], 1e-2),
+        ("layernorm 17x257", layernorm, vec![x(&[17, 257], Dtype::F32, &mut rng), x(&[257], Dtype::F32, &mut rng)], 2e-5),
+        ("logsumexp and max float64 5x3", logsumexp_and_max, vec![x(&[5, 3], Dtype::F64, &mut rng)], 1e-12),
+        ("column sum of exp 700x9", column_sum, vec![x(&[700, 9], Dtype::F32, &mut rng)], 2e-6),
+        ("mean of tanh over middle axes 3x5x7x2", middle_axes, vec![x(&[3, 5, 7, 2], Dtype::F32, &mut rng)], 2e-6),
+        ("empty rows 0x5", softmax, vec![x(&[0, 5], Dtype::F32, &mut rng)], 0.0),
+    ];
+    for (what, body, args, rtol) in cases {
+        let f = kiln::compile(body);
+        let cpu = with_device(Device::cpu(), || f.call(&args)).unwrap().unwrap();
+        let gpu_out = with_device(g, || f.call(&args)).unwrap().unwrap();
+        assert_eq!(f.inspect(&args, &[]).unwrap().compiled_kernels, 1, "{what}: one fused kernel");
+        for (c, o) in cpu.iter().zip(&gpu_out) {
+            assert_eq!(c.shape(), o.shape(), "{what}");
+            assert_close(&o.to_f64_vec().unwrap(), &c.to_f64_vec().unwrap(), rtol, 1e-30, what);
+        }
+    }
+    // Integer folds are exact: the sum and max of int8 values with a cast epilogue.
+    let ints = array(&random_values(&mut rng, 6000, Dtype::I8, -100.0, 100.0), &[20, 300], Dtype::I8);
+    let int_folds = kiln::compile(|a: &[Array]| {
+        Ok(vec![ops::sum(&a[0], Some(&[-1]), false)?, ops::astype(ops::max(ops::multiply(&a[0], 3i32)?, Some(&[-1]), false)?, Dtype::I64)?])
+    });
+    let cpu = with_device(Device::cpu(), || int_folds.call(std::slice::from_ref(&ints))).unwrap().unwrap();
+    let gpu_out = with_device(g, || int_folds.call(std::slice::from_ref(&ints))).unwrap().unwrap();
+    for (c, o) in cpu.iter().zip(&gpu_out) {
+        same("int8 folds", Ok(c.to_f64_vec().unwrap()), Ok(o.to_f64_vec().unwrap()), None);
+    }
+    let host = kiln::backend::cuda::ops_on_host();
+    assert!(!host.iter().any(|(op, _)| op.contains("sum") || op.contains("max")), "fused reductions ran on the host: {host:?}");
+}
+
+/// Kernels with reductions for every fold and dtype, and the shapes of the fused IR compile
+/// makes (several passes, row arithmetic, row and element outputs), built with NVRTC for every
+/// way of reading an input along a row.
+#[test]
+fn row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access() {
+    if !nvrtc_found("row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access") {
+        return;
+    }
+    use kiln::backend::cuda::row_source::{self, RowAccess, RowVariant};
+    let inst = |op, dtype, level, phase| Inst { op, dtype, level, phase };
+    let (e, r) = (Level::Element, Level::Row);
+    let mut kernels = Vec::new();
+    for op in REDUCE {
+        for d in Dtype::ALL {
+            // x -> fold(x) per row, then x - fold as an element output (where defined) in pass 1.
+            let out = op.out_dtype(d);
+            let mut insts = vec![inst(InstOp::Load(0), d, e, 0), inst(InstOp::Reduce(op, 0), out, r, 1)];
+            let mut outputs = vec![1];
+            if d.is_float() && out == d {
+                insts.push(inst(InstOp::Broadcast(1), d, e, 1));
+                insts.push(inst(InstOp::Binary(BinaryOp::Subtract, 0, 2), d, e, 1));
+                outputs.push(3);
+            }
+            let passes = 1 + usize::from(outputs.len() > 1);
+            kernels.push(Kernel { name: format!("{op:?} {d}"), reduced: 1, inputs: vec![d], insts, outputs, passes, lowered: Default::default() });
+        }
+    }
+    // Softmax with a per-row input: max (pass 0), sum of exp (pass 1), the quotient (pass 2),
+    // and the row's log-sum-exp plus a per-row bias as a row output.
+    let f = Dtype::F32;
+    let softmax = vec![
+        inst(InstOp::Load(0), f, e, 0),
+        inst(InstOp::Reduce(ReduceOp::Max, 0), f, r, 1),
+        inst(InstOp::Broadcast(1), f, e, 1),
+        inst(InstOp::Binary(BinaryOp::Subtract, 0, 2), f, e, 1),
+        inst(InstOp::Unary(UnaryOp::Exp, 3), f, e, 1),
+        inst(InstOp::Reduce(ReduceOp::Sum, 4), f, r, 2),
+        inst(InstOp::Broadcast(5), f, e, 2),
+        inst(InstOp::Binary(BinaryOp::Divide, 4, 6), f, e, 2),
+        inst(InstOp::Unary(UnaryOp::Log, 5), f, r, 2),
+        inst(InstOp::Load(1), f, r, 0),
+        inst(InstOp::Binary(BinaryOp::Add, 8, 9), f, r, 2),
+    ];
+    kernels.push(Kernel { name: "softmax".into(), reduced: 1, inputs: vec![f, f], insts: softmax, outputs: vec![7, 10], passes: 3, lowered: Default::default() });
+    let accesses = [RowAccess::Contiguous, RowAccess::Strided, RowAccess::PerRow];
+    let mut built = 0;
+    for k in &kernels {
+        for (n, wide) in [(0, false), (1, true), (2, false)] {
+            let access = (0..k.inputs.len()).map(|j| accesses[(j + n) % accesses.len()]).collect();
+            let variant = RowVariant { lead: 1 + n, trail: 1 + n % 2, access, wide };
+            let text = row_source::rows(k, &variant).unwrap_or_else(|err| panic!("{}: {}", k.name, err.message));
+            nvrtc::build("test", &text, "sm_90a").unwrap_or_else(|err| panic!("{}: {}", k.name, err.message));
+            built += 1;
+        }
+    }
+    assert_eq!(built, kernels.len() * 3);
+}
+
 /// A kernel of one load per input dtype and then `ops` over them, every result an output: one
 /// NVRTC build covers many ops.
 fn kernel_of(inputs: &[Dtype], ops: Vec<(InstOp, Dtype)>) -> Kernel {

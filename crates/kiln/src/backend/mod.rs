@@ -38,10 +38,10 @@ pub fn run_on_host(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> 
     cpu::run(op, inputs, shape, dtype)
 }
 
-/// Runs fused kernel `k` over `space` on `stream`'s device: elementwise kernels print as CUDA C
-/// on a GPU; kernels with reductions run on the host until the CUDA printer folds them.
+/// Runs fused kernel `k` over `space` on `stream`'s device: printed as CUDA C on a GPU, run by
+/// the CPU's executor (or its native code) on the host.
 pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
-    if stream.device.kind == DeviceKind::Gpu && k.reduced == 0 {
+    if stream.device.kind == DeviceKind::Gpu {
         return cuda::run_fused(stream, k, inputs, space);
     }
     to_host(&k.name, inputs)?;

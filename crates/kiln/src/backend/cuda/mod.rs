@@ -25,6 +25,8 @@ pub mod matmul;
 pub mod memory;
 pub mod nvrtc;
 pub mod reduce;
+pub mod row_source;
+mod rows;
 mod scan;
 mod sort;
 mod staging;
@@ -122,9 +124,13 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
     }
 }
 
-/// Runs elementwise fused kernel `k` over `space` on the GPU of `stream`.
+/// Runs fused kernel `k` over `space` on the GPU of `stream`: elementwise kernels a thread per
+/// element (or vector), kernels with reductions a block per row.
 pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
     let (gpu, cu_stream) = resolve(&k.name, stream)?;
+    if k.reduced > 0 {
+        return rows::run(&k.name, gpu, cu_stream, k, inputs, space);
+    }
     elementwise::run(&k.name, gpu, cu_stream, k, inputs, space)
 }
 

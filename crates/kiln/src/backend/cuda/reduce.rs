@@ -24,7 +24,7 @@ pub(super) const BODY: &str = include_str!("reduce.cu");
 static LOADED: nvrtc::Loaded<(ReduceOp, Dtype, Dtype, &'static str)> = nvrtc::Loaded::new();
 
 /// The accumulator's CUDA type for an input dtype: float64 for floats, 64-bit integers otherwise.
-fn accumulator(input: Dtype) -> &'static str {
+pub(super) fn accumulator(input: Dtype) -> &'static str {
     match input.category() {
         Category::Float => "double",
         Category::Unsigned => "u64",
@@ -32,15 +32,11 @@ fn accumulator(input: Dtype) -> &'static str {
     }
 }
 
-/// The definitions that make `reduce.cu` the reduction `op` of `input` into `output`.
-pub(super) fn definitions(op: ReduceOp, input: Dtype, output: Dtype) -> String {
+/// A fold of `op` over values of `input`: its accumulator type, identity, and combination of
+/// accumulators `(a)` and `(b)` (shared by `reduce.cu` and the fused row kernels).
+pub(super) fn fold_parts(op: ReduceOp, input: Dtype) -> (&'static str, &'static str, String) {
     let acc = accumulator(input);
     let float = input.is_float();
-    let load = match input {
-        Dtype::F16 => "(double)k_f16_load(x)".to_string(),
-        Dtype::BF16 => "(double)k_bf16_load(x)".to_string(),
-        _ => format!("({acc})(x)"),
-    };
     let (identity, combine) = match op {
         ReduceOp::Sum => ("0", "((a) + (b))".to_string()),
         ReduceOp::Prod => ("1", "((a) * (b))".to_string()),
@@ -55,6 +51,17 @@ pub(super) fn definitions(op: ReduceOp, input: Dtype, output: Dtype) -> String {
             if float { "((double)K_INF)" } else if acc == "u64" { "UINT64_MAX" } else { "INT64_MAX" },
             "(((a) < (b) || (a) != (a)) ? (a) : (b))".to_string(),
         ),
+    };
+    (acc, identity, combine)
+}
+
+/// The definitions that make `reduce.cu` the reduction `op` of `input` into `output`.
+pub(super) fn definitions(op: ReduceOp, input: Dtype, output: Dtype) -> String {
+    let (acc, identity, combine) = fold_parts(op, input);
+    let load = match input {
+        Dtype::F16 => "(double)k_f16_load(x)".to_string(),
+        Dtype::BF16 => "(double)k_bf16_load(x)".to_string(),
+        _ => format!("({acc})(x)"),
     };
     let store = match output {
         Dtype::Bool => "(u8)((a) != 0)".to_string(),

@@ -58,7 +58,7 @@ pub struct Variant {
 }
 
 /// The CUDA type of a dtype's compute values.
-fn compute_type(d: Dtype) -> &'static str {
+pub(super) fn compute_type(d: Dtype) -> &'static str {
     match d {
         Dtype::Bool => "bool",
         Dtype::U8 => "u8",
@@ -85,7 +85,7 @@ pub(super) fn storage_type(d: Dtype) -> &'static str {
 }
 
 /// The expression of stored value `v` as a compute value.
-fn load_expr(d: Dtype, v: &str) -> String {
+pub(super) fn load_expr(d: Dtype, v: &str) -> String {
     match d {
         Dtype::Bool => format!("({v} != 0)"),
         Dtype::F16 => format!("k_f16_load({v})"),
@@ -95,7 +95,7 @@ fn load_expr(d: Dtype, v: &str) -> String {
 }
 
 /// The expression of compute value `v` as a stored value.
-fn store_expr(d: Dtype, v: &str) -> String {
+pub(super) fn store_expr(d: Dtype, v: &str) -> String {
     match d {
         Dtype::Bool => format!("(u8)({v})"),
         Dtype::F16 => format!("k_f16_store({v})"),
@@ -258,7 +258,7 @@ fn binary(b: BinaryOp, d: Dtype, x: &str, y: &str) -> Result<String> {
 }
 
 /// Conversion of `x` from `from` to `to` with `astype` semantics.
-fn cast(from: Dtype, to: Dtype, x: &str) -> String {
+pub(super) fn cast(from: Dtype, to: Dtype, x: &str) -> String {
     let t = compute_type(to);
     if from == Dtype::F64 && matches!(to, Dtype::F16 | Dtype::BF16) {
         // Rounded once, as the CPU's astype does: to float32 by rounding to odd, then to the half
@@ -289,7 +289,7 @@ pub(super) fn from_f64(to: Dtype, x: &str) -> String {
 }
 
 /// Rounds a float32 compute value to its half dtype (every instruction of a half dtype does).
-fn rounded(d: Dtype, expr: String) -> String {
+pub(super) fn rounded(d: Dtype, expr: String) -> String {
     match d {
         Dtype::F16 => format!("k_f16_round({expr})"),
         Dtype::BF16 => format!("k_bf16_round({expr})"),
@@ -297,24 +297,31 @@ fn rounded(d: Dtype, expr: String) -> String {
     }
 }
 
+/// The CUDA expression of element-level instruction `i` of `k` from the values `v<j>` of its
+/// operands; `read(j)` is the stored value of input `j`.
+pub(super) fn inst_expr(k: &Kernel, i: usize, read: &dyn Fn(usize) -> String) -> Result<String> {
+    let inst = &k.insts[i];
+    let d = inst.dtype;
+    let v = |j: usize| format!("v{j}");
+    let dt = |j: usize| k.insts[j].dtype;
+    Ok(match inst.op {
+        InstOp::Load(j) => load_expr(d, &read(j)),
+        InstOp::Const(bits) => const_expr(bits, d),
+        InstOp::Unary(u, a) => rounded(d, unary(u, dt(a), &v(a))?),
+        InstOp::Binary(b, a, c) => rounded(d, binary(b, dt(a), &v(a), &v(c))?),
+        InstOp::Select(c, a, b) => format!("({} ? {} : {})", v(c), v(a), v(b)),
+        InstOp::Cast(a) => rounded(d, cast(dt(a), d, &v(a))),
+        InstOp::Broadcast(a) => v(a),
+        InstOp::Reduce(..) => unreachable!("reductions are folded by the row printer"),
+    })
+}
+
 /// The instructions of `k` for one element, as lines of CUDA C: `read(j)` is the stored value of
 /// input `j`, `write(o, value)` the statement that stores output `o`.
 fn element_body(k: &Kernel, indent: &str, read: &dyn Fn(usize) -> String, write: &dyn Fn(usize, String) -> String) -> Result<String> {
     let mut s = String::new();
-    for (i, inst) in k.insts.iter().enumerate() {
-        let d = inst.dtype;
-        let v = |j: usize| format!("v{j}");
-        let dt = |j: usize| k.insts[j].dtype;
-        let expr = match inst.op {
-            InstOp::Load(j) => load_expr(d, &read(j)),
-            InstOp::Const(bits) => const_expr(bits, d),
-            InstOp::Unary(u, a) => rounded(d, unary(u, dt(a), &v(a))?),
-            InstOp::Binary(b, a, c) => rounded(d, binary(b, dt(a), &v(a), &v(c))?),
-            InstOp::Select(c, a, b) => format!("({} ? {} : {})", v(c), v(a), v(b)),
-            InstOp::Cast(a) => rounded(d, cast(dt(a), d, &v(a))),
-            InstOp::Reduce(..) | InstOp::Broadcast(_) => unreachable!("callers pass element-only kernels"),
-        };
-        let _ = writeln!(s, "{indent}const {} v{i} = {expr};", compute_type(d));
+    for i in 0..k.insts.len() {
+        let _ = writeln!(s, "{indent}const {} v{i} = {};", compute_type(k.insts[i].dtype), inst_expr(k, i, read)?);
     }
     for (o, &inst) in k.outputs.iter().enumerate() {
         let d = k.insts[inst].dtype;

@@ -1,0 +1,204 @@
+//! Prints a fused kernel with reductions (softmax, layernorm, logsumexp, a sum with its
+//! prologue and epilogue) as one CUDA kernel: a block per row of the iteration space, making
+//! the kernel's passes over the row one after another.
+//!
+//! In each pass every thread walks the row's elements with a stride of the block, computes the
+//! element values that pass needs (recomputing earlier passes' values from the inputs rather
+//! than keeping them: later passes then read the row from L2), folds the reductions that end in
+//! that pass into per-thread accumulators, and stores the element outputs the pass finishes.
+//! Between passes the block combines each accumulator (warp shuffles, then one value per warp
+//! in shared memory) and every thread takes the row value, so the row arithmetic and the next
+//! pass see it. Row outputs are written by thread 0 at the end. Accumulators are float64 for
+//! floats and 64-bit integers otherwise, as on the CPU; the order of the fold differs, so float
+//! sums may differ from the CPU's in the last bits.
+//!
+//! Inputs are read at a per-row offset (the row's coordinates over the merged leading axes)
+//! plus an offset along the row: the element's index when the input walks the row contiguously,
+//! nothing when it is one value per row, or the element's coordinates over the merged trailing
+//! axes times the input's strides.
+
+use super::reduce::{accumulator, fold_parts};
+use super::source::{cast, compute_type, inst_expr, rounded, storage_type, store_expr, PRELUDE};
+use crate::dtype::{Category, Dtype};
+use crate::error::Result;
+use crate::fused::{operands, InstOp, Kernel, Level};
+use std::fmt::Write as _;
+
+/// The row kernel's entry point.
+pub const ROW_ENTRY: &str = "kiln_rows";
+
+/// The most threads per block a row kernel is launched with.
+pub const ROW_BLOCK_MAX: u32 = 256;
+
+/// How a row kernel reads one input along a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowAccess {
+    /// Element `e` of the row is `e` elements past the row's start.
+    Contiguous,
+    /// One value for the whole row.
+    PerRow,
+    /// Element `e` is at its coordinates over the trailing axes times the input's strides.
+    Strided,
+}
+
+/// The call-dependent shape of a row kernel's source.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RowVariant {
+    /// Leading (kept) axes after merging, at least 1.
+    pub lead: usize,
+    /// Trailing (reduced) axes after merging, at least 1.
+    pub trail: usize,
+    /// Per input.
+    pub access: Vec<RowAccess>,
+    /// 64-bit indices.
+    pub wide: bool,
+}
+
+/// The accumulator's dtype for folds of values of `d` (what `fold_parts` accumulates in).
+fn accumulator_dtype(d: Dtype) -> Dtype {
+    match d.category() {
+        Category::Float => Dtype::F64,
+        Category::Unsigned => Dtype::U64,
+        Category::Signed | Category::Bool => Dtype::I64,
+    }
+}
+
+/// For each pass, the element instructions it computes, in order: the operands of the folds
+/// that end in it and the element outputs it stores, with everything they need at element level.
+fn pass_schedule(k: &Kernel, p: usize) -> Vec<usize> {
+    let element = |i: usize| k.insts[i].level == Level::Element;
+    let mut need = vec![false; k.insts.len()];
+    for (i, inst) in k.insts.iter().enumerate() {
+        if let InstOp::Reduce(_, v) = inst.op {
+            need[v] |= k.insts[v].phase == p;
+        }
+        need[i] |= element(i) && inst.phase == p && k.outputs.contains(&i);
+    }
+    for i in (0..k.insts.len()).rev() {
+        if need[i] && element(i) {
+            for j in operands(&k.insts[i].op) {
+                need[j] |= element(j);
+            }
+        }
+    }
+    (0..k.insts.len()).filter(|&i| need[i] && element(i)).collect()
+}
+
+/// The fold helpers of reduction `i`: its combination, and its block-wide fold whose result
+/// every thread receives.
+fn fold_functions(k: &Kernel, i: usize) -> String {
+    let InstOp::Reduce(op, v) = k.insts[i].op else { unreachable!("called for reductions") };
+    let (acc, identity, combine) = fold_parts(op, k.insts[v].dtype);
+    format!(
+        "__device__ __forceinline__ {acc} k_c{i}({acc} a, {acc} b) {{ return {combine}; }}\n\
+         __device__ {acc} k_fold{i}({acc} a) {{\n\
+         \x20 __shared__ {acc} part[32];\n  __shared__ {acc} total;\n\
+         \x20 const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n\
+         \x20 for (int o = 16; o > 0; o >>= 1) a = k_c{i}(a, __shfl_down_sync(0xffffffffu, a, o));\n\
+         \x20 if (lane == 0) part[warp] = a;\n  __syncthreads();\n\
+         \x20 if (warp == 0) {{\n\
+         \x20   a = lane < (blockDim.x >> 5) ? part[lane] : ({acc})({identity});\n\
+         \x20   for (int o = 16; o > 0; o >>= 1) a = k_c{i}(a, __shfl_down_sync(0xffffffffu, a, o));\n\
+         \x20   if (lane == 0) total = a;\n  }}\n\
+         \x20 __syncthreads();\n  return total;\n}}\n"
+    )
+}
+
+/// The CUDA C of kernel `k` (with `k.reduced > 0`) for `variant`. The parameter block is one
+/// struct of 8-byte words: input pointers, output pointers, the row count, the row length, the
+/// merged leading then trailing sizes, then each input's leading strides and each input's
+/// trailing strides ([`super::rows`] fills it in this order).
+pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
+    let (ni, no) = (k.inputs.len().max(1), k.outputs.len());
+    let (l, t) = (variant.lead.max(1), variant.trail.max(1));
+    let idx = if variant.wide { "i64" } else { "i32" };
+    let reductions: Vec<usize> = (0..k.insts.len()).filter(|&i| matches!(k.insts[i].op, InstOp::Reduce(..))).collect();
+    let mut s = String::with_capacity(8192);
+    s.push_str(PRELUDE);
+    let _ = writeln!(s, "\n/* {} */", k.name);
+    let _ = writeln!(
+        s,
+        "struct KParams {{ const void* in[{ni}]; void* out[{no}]; i64 rows; i64 len; i64 ldim[{l}]; i64 tdim[{t}]; i64 lst[{ni}][{l}]; i64 tst[{ni}][{t}]; }};"
+    );
+    for &i in &reductions {
+        s.push_str(&fold_functions(k, i));
+    }
+    let _ = writeln!(s, "extern \"C\" __global__ void __launch_bounds__({ROW_BLOCK_MAX}) {ROW_ENTRY}(const KParams p) {{");
+    let _ = writeln!(s, "  const {idx} len = ({idx})p.len;");
+    let _ = writeln!(s, "  for ({idx} row = blockIdx.x; row < ({idx})p.rows; row += gridDim.x) {{");
+    let _ = writeln!(s, "    {idx} lc[{l}]; {{ {idx} rest = row;");
+    let _ = writeln!(s, "      for (int d = {l} - 1; d > 0; d--) {{ lc[d] = rest % ({idx})p.ldim[d]; rest /= ({idx})p.ldim[d]; }}");
+    let _ = writeln!(s, "      lc[0] = rest; }}");
+    for j in 0..k.inputs.len() {
+        let sum: Vec<String> = (0..l).map(|d| format!("lc[{d}] * ({idx})p.lst[{j}][{d}]")).collect();
+        let _ = writeln!(s, "    const {idx} ro{j} = {};", sum.join(" + "));
+    }
+    let in_type = |j: usize| storage_type(k.inputs[j]);
+    let row_read = |j: usize| format!("((const {}*)p.in[{j}])[ro{j}]", in_type(j));
+    let element_read = |j: usize| {
+        let along = match variant.access[j] {
+            RowAccess::Contiguous => "e".to_string(),
+            RowAccess::PerRow => "0".to_string(),
+            RowAccess::Strided => (0..t).map(|d| format!("tc[{d}] * ({idx})p.tst[{j}][{d}]")).collect::<Vec<_>>().join(" + "),
+        };
+        format!("((const {}*)p.in[{j}])[ro{j} + {along}]", in_type(j))
+    };
+    let row_step = |s: &mut String, q: usize| -> Result<()> {
+        for &i in reductions.iter().filter(|&&i| k.insts[i].phase == q) {
+            let InstOp::Reduce(_, v) = k.insts[i].op else { unreachable!("filtered") };
+            let d = k.insts[i].dtype;
+            let value = rounded(d, cast(accumulator_dtype(k.insts[v].dtype), d, &format!("k_fold{i}(a{i})")));
+            let _ = writeln!(s, "    const {} v{i} = {value};", compute_type(d));
+        }
+        for (i, inst) in k.insts.iter().enumerate() {
+            if inst.level == Level::Row && inst.phase == q && !matches!(inst.op, InstOp::Reduce(..)) {
+                let _ = writeln!(s, "    const {} v{i} = {};", compute_type(inst.dtype), inst_expr(k, i, &row_read)?);
+            }
+        }
+        Ok(())
+    };
+    let strided = variant.access.contains(&RowAccess::Strided);
+    for p in 0..k.passes {
+        row_step(&mut s, p)?;
+        let folds: Vec<usize> = reductions.iter().copied().filter(|&i| k.insts[i].phase == p + 1).collect();
+        for &i in &folds {
+            let InstOp::Reduce(op, v) = k.insts[i].op else { unreachable!("filtered") };
+            let (acc, identity, _) = fold_parts(op, k.insts[v].dtype);
+            let _ = writeln!(s, "    {acc} a{i} = ({acc})({identity});");
+        }
+        let _ = writeln!(s, "    for ({idx} e = threadIdx.x; e < len; e += blockDim.x) {{");
+        if strided {
+            let _ = writeln!(s, "      {idx} tc[{t}]; {{ {idx} rest = e;");
+            let _ = writeln!(s, "        for (int d = {t} - 1; d > 0; d--) {{ tc[d] = rest % ({idx})p.tdim[d]; rest /= ({idx})p.tdim[d]; }}");
+            let _ = writeln!(s, "        tc[0] = rest; }}");
+        }
+        for i in pass_schedule(k, p) {
+            let _ = writeln!(s, "      const {} v{i} = {};", compute_type(k.insts[i].dtype), inst_expr(k, i, &element_read)?);
+        }
+        for &i in &folds {
+            let InstOp::Reduce(_, v) = k.insts[i].op else { unreachable!("filtered") };
+            let _ = writeln!(s, "      a{i} = k_c{i}(a{i}, ({})v{v});", accumulator(k.insts[v].dtype));
+        }
+        for (o, &i) in k.outputs.iter().enumerate() {
+            let inst = &k.insts[i];
+            if inst.level == Level::Element && inst.phase == p {
+                let out = storage_type(inst.dtype);
+                let _ = writeln!(s, "      (({out}*)p.out[{o}])[row * len + e] = {};", store_expr(inst.dtype, &format!("v{i}")));
+            }
+        }
+        s.push_str("    }\n");
+    }
+    row_step(&mut s, k.passes)?;
+    let row_outputs: Vec<(usize, usize)> =
+        k.outputs.iter().copied().enumerate().filter(|&(_, i)| k.insts[i].level == Level::Row).collect();
+    if !row_outputs.is_empty() {
+        s.push_str("    if (threadIdx.x == 0) {\n");
+        for (o, i) in row_outputs {
+            let d = k.insts[i].dtype;
+            let _ = writeln!(s, "      (({}*)p.out[{o}])[row] = {};", storage_type(d), store_expr(d, &format!("v{i}")));
+        }
+        s.push_str("    }\n");
+    }
+    s.push_str("  }\n}\n");
+    Ok(s)
+}

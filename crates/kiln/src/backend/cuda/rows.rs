@@ -1,0 +1,98 @@
+//! Runs fused kernels with reductions on a GPU: splits the iteration space into rows (the kept
+//! axes) and their elements (the reduced axes), merges the axes of each part that every input
+//! walks as one, picks how each input is read along a row, builds (or finds) the kernel printed
+//! for that variant ([`super::row_source`]) and launches a block per row.
+
+use super::context::Gpu;
+use super::elementwise::merged_axes;
+use super::memory::DeviceBlock;
+use super::nvrtc;
+use super::reduce::block_for;
+use super::row_source::{self, RowAccess, RowVariant, ROW_ENTRY};
+use crate::backend::Input;
+use crate::buffer::{Buffer, Storage};
+use crate::dtype::Dtype;
+use crate::error::Result;
+use crate::fused::{Inst, Kernel, Level};
+use crate::shape::{numel, row_major_strides};
+use cudarc::driver::sys;
+
+/// What identifies a row kernel's code: its instructions, input dtypes, outputs, passes, variant.
+type RowKey = (Vec<Inst>, Vec<Dtype>, Vec<usize>, usize, RowVariant);
+
+/// Row kernels loaded so far.
+static LOADED: nvrtc::Loaded<RowKey> = nvrtc::Loaded::new();
+
+/// Runs kernel `k` (with reductions) over `space` on `gpu`'s `stream`: element outputs of shape
+/// `space`, row outputs with the reduced axes kept as size 1, each a new contiguous array.
+pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
+    let split = space.len() - k.reduced.min(space.len());
+    let (rows, len) = (numel(&space[..split]), numel(&space[split..]));
+    let strides: Vec<Vec<isize>> = inputs.iter().map(|x| x.strides_for(space).to_vec()).collect();
+    let lead_strides: Vec<Vec<isize>> = strides.iter().map(|s| s[..split].to_vec()).collect();
+    let trail_strides: Vec<Vec<isize>> = strides.iter().map(|s| s[split..].to_vec()).collect();
+    let (ldims, lst) = merged_axes(&space[..split], &lead_strides);
+    let (tdims, tst) = merged_axes(&space[split..], &trail_strides);
+    let along_row = row_major_strides(&tdims);
+    let access: Vec<RowAccess> = tst
+        .iter()
+        .map(|s| {
+            if s.iter().all(|&v| v == 0) {
+                RowAccess::PerRow
+            } else if s[..] == along_row[..] {
+                RowAccess::Contiguous
+            } else {
+                RowAccess::Strided
+            }
+        })
+        .collect();
+    let reach = |dims: &[usize], st: &[Vec<isize>]| -> usize {
+        st.iter().map(|s| s.iter().zip(dims).map(|(&v, &d)| v.unsigned_abs() * d).sum::<usize>()).max().unwrap_or(0)
+    };
+    let wide = rows * len >= 1 << 30 || reach(&ldims, &lst) + reach(&tdims, &tst) >= 1 << 30;
+    let variant = RowVariant { lead: ldims.len(), trail: tdims.len(), access, wide };
+    let mut row_shape = space.to_vec();
+    row_shape[split..].iter_mut().for_each(|d| *d = 1);
+    let outputs: Vec<(Dtype, bool)> = k.outputs.iter().map(|&i| (k.insts[i].dtype, k.insts[i].level == Level::Row)).collect();
+    let blocks: Vec<DeviceBlock> = outputs
+        .iter()
+        .map(|&(d, per_row)| DeviceBlock::new(op, gpu, stream, if per_row { rows } else { rows * len } * d.size()))
+        .collect::<Result<_>>()?;
+    if rows > 0 {
+        let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), k.passes, variant.clone());
+        let function = LOADED.get(op, gpu, key, ROW_ENTRY, || row_source::rows(k, &variant))?;
+        let mut words: Vec<u64> = Vec::new();
+        for x in inputs {
+            words.push(x.buffer.gpu_start(op, gpu.ordinal, stream, x.dtype.size())?);
+        }
+        if inputs.is_empty() {
+            words.push(0);
+        }
+        words.extend(blocks.iter().map(|b| b.ptr));
+        words.extend([rows as u64, len as u64]);
+        let padded = |dims: &[usize]| -> Vec<u64> {
+            if dims.is_empty() { vec![1] } else { dims.iter().map(|&d| d as u64).collect() }
+        };
+        words.extend(padded(&ldims));
+        words.extend(padded(&tdims));
+        for part in [&lst, &tst] {
+            for s in part.iter() {
+                words.extend(if s.is_empty() { vec![0] } else { s.iter().map(|&v| v as u64).collect() });
+            }
+            if inputs.is_empty() {
+                words.push(0);
+            }
+        }
+        let block = block_for(len).min(row_source::ROW_BLOCK_MAX);
+        function.launch(op, stream, gpu.grid_for(1, rows), block, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])?;
+    }
+    Ok(blocks
+        .into_iter()
+        .zip(outputs)
+        .map(|(b, (_, per_row))| Buffer {
+            storage: Storage::on_device(b),
+            offset: 0,
+            strides: row_major_strides(if per_row { &row_shape } else { space }),
+        })
+        .collect())
+}
