@@ -8,9 +8,9 @@ use kiln::backend::cuda::{context, memory::DeviceBlock};
 use kiln::{ops, Array, Device, Dtype, Stream};
 
 /// The GPU cases, in order.
-pub const CASES: [&str; 15] = [
+pub const CASES: [&str; 16] = [
     "d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op", "matmul", "argsort", "cumsum", "take", "to_device", "to_host",
-    "compiled", "loop_shapes",
+    "compiled", "first_compiled", "loop_shapes",
 ];
 
 /// The compiled cases' square inputs (the 4096² softmax and layer norm).
@@ -72,6 +72,17 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
             vec![Row::new("gelu", "eager", ms).bytes(2 * bytes)]
         }
         "compiled" => compiled_rows(reps),
+        "first_compiled" => {
+            // The GPU is started first (an input on it); then the first call of a compiled GELU:
+            // trace, fuse, NVRTC build or disk-cache load, run. In a fresh process with an empty
+            // `KILN_CACHE_DIR` this is the cold first result, with a filled one the warm one.
+            let x = random_input(&[1000, 1000]);
+            done(&x);
+            let gelu = crate::compiled::compile_one(crate::compiled::gelu);
+            let start = std::time::Instant::now();
+            done(&gelu.call(std::slice::from_ref(&x)).expect("compiled")[0]);
+            vec![Row::new("first_compiled", "first call", start.elapsed().as_secs_f64() * 1e3)]
+        }
         "sum" => {
             let x = random_input(&SHAPE);
             done(&x);
@@ -108,8 +119,30 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
                     unsafe { cu::stream::synchronize(stream).expect("sync") };
                 }
             });
+            // An empty kernel launched and waited for: the least any GPU op can cost.
+            let empty = kiln::backend::cuda::nvrtc::handwritten("bench", g, "extern \"C\" __global__ void kiln_empty() {}", String::new(), "kiln_empty")
+                .expect("empty kernel");
+            let launch = median_ms(reps, || {
+                for _ in 0..CALLS {
+                    empty.launch("bench", stream, 1, 32, &mut []).expect("launch");
+                    unsafe { cu::stream::synchronize(stream).expect("sync") };
+                }
+            });
+            // The host work kiln does for any eager op: building the node, and add + eval on the CPU.
+            let graph = median_ms(reps, || (0..CALLS).for_each(|_| drop(ops::add(&x, 1.0f32).unwrap())));
+            let on_cpu = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+            let cpu = median_ms(reps, || {
+                kiln::with_device(Device::cpu(), || (0..CALLS).for_each(|_| ops::add(&on_cpu, 1.0f32).unwrap().eval().unwrap())).unwrap()
+            });
             let per_call = |v: &'static str, ms: f64| Row::new("tiny_op", v, ms / CALLS as f64).extra("us", ms * 1e3 / CALLS as f64);
-            vec![per_call("eager", ms), per_call("queued", queued), per_call("driver_floor", floor)]
+            vec![
+                per_call("eager", ms),
+                per_call("queued", queued),
+                per_call("driver_floor", floor),
+                per_call("empty_launch_and_wait", launch),
+                per_call("graph_node_only", graph),
+                per_call("cpu_add_and_eval", cpu),
+            ]
         }
         "matmul" => [Dtype::F32, Dtype::BF16]
             .into_iter()
