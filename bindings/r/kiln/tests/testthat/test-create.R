@@ -1,0 +1,33 @@
+test_that("filled arrays, ranges and identity matrices match base R", {
+  expect_identical(as.matrix(mlx_zeros(c(2, 3))), matrix(0, 2, 3))
+  expect_identical(as.array(mlx_ones(c(2, 2, 2))), array(1, c(2, 2, 2)))
+  expect_equal(mlx_dtype(mlx_zeros(3, dtype = "int32")), "int32")
+  expect_identical(as.matrix(mlx_full(c(2, 2), 3.5)), matrix(3.5, 2, 2))
+  expect_identical(as.vector(mlx_arange(1, 5)), as.numeric(1:5))
+  expect_equal(as.vector(mlx_arange(0, 1, 0.25)), seq(0, 1, 0.25))
+  expect_equal(as.vector(mlx_arange(0, 0.9, 0.25)), seq(0, 0.9, 0.25))
+  expect_identical(as.matrix(mlx_eye(3)), diag(3))
+  expect_identical(as.matrix(mlx_eye(2, 3, k = 1)), matrix(c(0, 0, 1, 0, 0, 1), 2))
+  expect_identical(as.matrix(mlx_identity(2)), diag(2))
+})
+
+test_that("random arrays have the requested shape and distribution", {
+  z <- as.vector(mlx_rand_normal(c(200, 50), mean = 2, sd = 3))
+  expect_equal(mean(z), 2, tolerance = 0.05)
+  expect_equal(sd(z), 3, tolerance = 0.05)
+  u <- mlx_rand_uniform(c(100, 100), min = -1, max = 2)
+  expect_equal(mlx_shape(u), c(100L, 100L))
+  expect_true(min(as.vector(u)) >= -1 && max(as.vector(u)) < 2)
+  expect_equal(mean(as.vector(u)), 0.5, tolerance = 0.05)
+  k <- mlx_key(7)
+  expect_identical(as.vector(mlx_rand_normal(5, key = k)), as.vector(mlx_rand_normal(5, key = k)))
+  expect_false(identical(as.vector(mlx_rand_normal(5, key = k)), as.vector(mlx_rand_normal(5, key = mlx_key(8)))))
+})
+
+test_that("devices are reported and set", {
+  expect_true(mlx_default_device() %in% c("cpu", "gpu"))
+  expect_type(mlx_has_gpu(), "logical")
+  expect_equal(with_default_device("cpu", mlx_default_device()), "cpu")
+  expect_equal(as.vector(mlx_ones(2, device = "cpu")), c(1, 1))
+  if (!mlx_has_gpu()) expect_error(mlx_default_device("gpu"))
+})
