@@ -538,6 +538,12 @@ int kiln_stream_free(struct kiln_stream s);
 const char *kiln_last_error(void);
 
 /**
+ * Sets this thread's last error message: a closure body calls it before returning a non-zero
+ * status, and the error kiln reports for the failed closure call carries `msg`.
+ */
+int kiln_set_last_error(const char *msg);
+
+/**
  * Installs `handler`, called with each error's message and `data` (on the thread that failed)
  * before the function returns its status; NULL removes it. `dtor`, if not NULL, is called on
  * `data` when the handler is replaced.

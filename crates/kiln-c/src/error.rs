@@ -98,6 +98,17 @@ pub extern "C" fn kiln_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
+/// Sets this thread's last error message: a closure body calls it before returning a non-zero
+/// status, and the error kiln reports for the failed closure call carries `msg`.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_set_last_error(msg: *const c_char) -> c_int {
+    status("kiln_set_last_error", || {
+        let text = unsafe { crate::string::text(msg, "msg") }?;
+        restore_last_error(text.to_string());
+        Ok(())
+    })
+}
+
 /// Installs `handler`, called with each error's message and `data` (on the thread that failed)
 /// before the function returns its status; NULL removes it. `dtor`, if not NULL, is called on
 /// `data` when the handler is replaced.

@@ -35,6 +35,33 @@ unsafe fn set_pair(res_0: *mut kiln_vector_array, res_1: *mut kiln_vector_array,
     }
 }
 
+/// vjp or jvp: a function, its primals and the seed vectors (cotangents or tangents) to the
+/// outputs and the products.
+type Linearize = fn(&dyn Fn(&[Array]) -> kiln::Result<Vec<Array>>, &[Array], &[Array]) -> kiln::Result<(Vec<Array>, Vec<Array>)>;
+
+/// Runs `transform` of `fun` at `primals` with `seeds` (the argument named `seeds_name`) for
+/// the C function `op`, writing its two results into `*res_0` and `*res_1`.
+///
+/// # Safety
+/// As the C functions' contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn linearize(
+    op: &str,
+    transform: Linearize,
+    res_0: *mut kiln_vector_array,
+    res_1: *mut kiln_vector_array,
+    fun: kiln_closure,
+    primals: kiln_vector_array,
+    seeds: kiln_vector_array,
+    seeds_name: &str,
+) -> c_int {
+    status(op, || {
+        let (fun, primals, seeds) = unsafe { (closure(fun, "fun")?, arrays(primals, "primals")?, arrays(seeds, seeds_name)?) };
+        let out = transform(&*fun.body, &primals, &seeds)?;
+        unsafe { set_pair(res_0, res_1, out) }
+    })
+}
+
 /// Reverse mode: the outputs of `fun` at `primals` into `*res_0`, and the vector-Jacobian
 /// products with `cotangents` (one per output) into `*res_1`, one per primal.
 #[no_mangle]
@@ -45,11 +72,7 @@ pub unsafe extern "C" fn kiln_vjp(
     primals: kiln_vector_array,
     cotangents: kiln_vector_array,
 ) -> c_int {
-    status("kiln_vjp", || {
-        let (fun, primals, cotangents) = unsafe { (closure(fun, "fun")?, arrays(primals, "primals")?, arrays(cotangents, "cotangents")?) };
-        let out = kiln::vjp(&*fun.body, &primals, &cotangents)?;
-        unsafe { set_pair(res_0, res_1, out) }
-    })
+    unsafe { linearize("kiln_vjp", |f, p, c| kiln::vjp(f, p, c), res_0, res_1, fun, primals, cotangents, "cotangents") }
 }
 
 /// Forward mode: the outputs of `fun` at `primals` into `*res_0`, and the Jacobian-vector
@@ -62,11 +85,7 @@ pub unsafe extern "C" fn kiln_jvp(
     primals: kiln_vector_array,
     tangents: kiln_vector_array,
 ) -> c_int {
-    status("kiln_jvp", || {
-        let (fun, primals, tangents) = unsafe { (closure(fun, "fun")?, arrays(primals, "primals")?, arrays(tangents, "tangents")?) };
-        let out = kiln::jvp(&*fun.body, &primals, &tangents)?;
-        unsafe { set_pair(res_0, res_1, out) }
-    })
+    unsafe { linearize("kiln_jvp", |f, p, t| kiln::jvp(f, p, t), res_0, res_1, fun, primals, tangents, "tangents") }
 }
 
 /// A closure giving the outputs of `fun` and the gradients of its first output (a scalar) with

@@ -9,16 +9,13 @@ fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The folder holding `libkiln_c.so` (cargo builds it beside the test binaries' `deps/`).
+/// The folder holding the `libkiln_c.so` cargo built for this test run: `deps/`, beside the test
+/// binaries (`cargo build` copies it one folder up, where it may be older).
 fn library_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let deps = exe.parent().expect("deps/");
-    for dir in [deps.parent().expect("the profile folder"), deps] {
-        if dir.join("libkiln_c.so").exists() {
-            return dir.to_path_buf();
-        }
-    }
-    panic!("libkiln_c.so was not built next to {}", deps.display());
+    assert!(deps.join("libkiln_c.so").exists(), "libkiln_c.so was not built in {}", deps.display());
+    deps.to_path_buf()
 }
 
 fn have(tool: &str) -> bool {
@@ -51,9 +48,12 @@ fn run(program: &Path, args: &[&str], wrapper: &[&str]) -> String {
         Some((w, rest)) => (w.to_string(), rest.iter().map(|s| s.to_string()).chain([program.display().to_string()]).collect()),
         None => (program.display().to_string(), Vec::new()),
     };
+    // cargo's LD_LIBRARY_PATH names the profile folder, whose copy of the library may be older.
+    let search = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
     let o = Command::new(first)
         .args(rest)
         .args(args)
+        .env("LD_LIBRARY_PATH", format!("{}:{search}", library_dir().display()))
         .env("KILN_DEFAULT_DEVICE", "cpu")
         .output()
         .expect("runs the program");

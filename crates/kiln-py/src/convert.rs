@@ -226,21 +226,7 @@ fn dtype_of_typestr(t: &str) -> Option<Dtype> {
     if order != NATIVE_ORDER && order != '|' && order != '=' {
         return None;
     }
-    Some(match kind {
-        "b1" => Dtype::Bool,
-        "u1" => Dtype::U8,
-        "u2" => Dtype::U16,
-        "u4" => Dtype::U32,
-        "u8" => Dtype::U64,
-        "i1" => Dtype::I8,
-        "i2" => Dtype::I16,
-        "i4" => Dtype::I32,
-        "i8" => Dtype::I64,
-        "f2" => Dtype::F16,
-        "f4" => Dtype::F32,
-        "f8" => Dtype::F64,
-        _ => return None,
-    })
+    kiln::io::dtype_of_numpy_code(kind)
 }
 
 /// The numpy `typestr` of a kiln dtype (none for bfloat16, which numpy lacks).

@@ -90,15 +90,10 @@ fn npy_field<'a>(header: &'a str, key: &str) -> Option<&'a str> {
     Some(rest[..end].trim())
 }
 
-fn npy_dtype(descr: &str) -> Option<(Dtype, bool)> {
-    let descr = descr.trim_matches(['\'', '"']);
-    let (order, code) = descr.split_at(1);
-    let swap = match order {
-        "<" | "|" | "=" => false,
-        ">" => true,
-        _ => return None,
-    };
-    let d = match code {
+/// The dtype of a numpy type code without its byte order (`f4`, `b1`, ...), if kiln has it (the
+/// Python package reads numpy's `typestr` with it too).
+pub fn dtype_of_numpy_code(code: &str) -> Option<Dtype> {
+    Some(match code {
         "b1" => Dtype::Bool,
         "u1" => Dtype::U8,
         "u2" => Dtype::U16,
@@ -112,7 +107,19 @@ fn npy_dtype(descr: &str) -> Option<(Dtype, bool)> {
         "f4" => Dtype::F32,
         "f8" => Dtype::F64,
         _ => return None,
+    })
+}
+
+/// The dtype of a `.npy` descr (`'<f4'`), and whether its bytes need swapping to little-endian.
+fn npy_dtype(descr: &str) -> Option<(Dtype, bool)> {
+    let descr = descr.trim_matches(['\'', '"']);
+    let (order, code) = descr.split_at_checked(1)?;
+    let swap = match order {
+        "<" | "|" | "=" => false,
+        ">" => true,
+        _ => return None,
     };
+    let d = dtype_of_numpy_code(code)?;
     Some((d, swap && d.size() > 1))
 }
 

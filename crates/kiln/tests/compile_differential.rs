@@ -1063,10 +1063,14 @@ fn random_graphs_run_natively_exactly_as_interpreted() {
         let inputs = prog.make_inputs(&mut rng, &dims);
         let p = prog.clone();
         let level = all_levels[seed as usize % all_levels.len()];
-        let (interpreted, native) = with_arch(level, || {
-            let c = compile(move |a: &[Array]| p.run(a));
-            (with_engine(Engine::Interpreter, || c.call(&inputs)), with_engine(Engine::NativeNow, || c.call(&inputs)))
-        });
+        // The CPU's two engines, on the CPU whatever the default device.
+        let (interpreted, native) = kiln::with_device(kiln::Device::cpu(), || {
+            with_arch(level, || {
+                let c = compile(move |a: &[Array]| p.run(a));
+                (with_engine(Engine::Interpreter, || c.call(&inputs)), with_engine(Engine::NativeNow, || c.call(&inputs)))
+            })
+        })
+        .expect("the CPU is always available");
         match (interpreted, native) {
             (Ok(want), Ok(got)) => {
                 if let Err(e) = compare_outputs(&got, &want, true) {

@@ -699,21 +699,27 @@ fn compiled_reductions_run_as_gpu_row_kernels_and_match_the_cpu() {
     let middle_axes: Body = |a| Ok(vec![ops::mean(ops::tanh(&a[0])?, Some(&[1, 2]), true)?]);
     let mut rng = Rng::new(11);
     let x = |shape: &[usize], d: Dtype, rng: &mut Rng| array(&rng.vec(shape.iter().product(), -3.0, 3.0), shape, d);
-    let cases: Vec<(&str, Body, Vec<Array>, f64)> = vec![
-        ("softmax 33x1000", softmax, vec![x(&[33, 1000], Dtype::F32, &mut rng)], 2e-6),
-        ("softmax of a transposed 300x7", softmax, vec![ops::transpose(x(&[7, 300], Dtype::F32, &mut rng), None).unwrap()], 2e-6),
-        ("softmax bfloat16 4x4100", softmax, vec![x(&[4, 4100], Dtype::BF16, &mut rng)], 1e-2),
-        ("layernorm 17x257", layernorm, vec![x(&[17, 257], Dtype::F32, &mut rng), x(&[257], Dtype::F32, &mut rng)], 2e-5),
-        ("logsumexp and max float64 5x3", logsumexp_and_max, vec![x(&[5, 3], Dtype::F64, &mut rng)], 1e-12),
-        ("column sum of exp 700x9", column_sum, vec![x(&[700, 9], Dtype::F32, &mut rng)], 2e-6),
-        ("mean of tanh over middle axes 3x5x7x2", middle_axes, vec![x(&[3, 5, 7, 2], Dtype::F32, &mut rng)], 2e-6),
-        ("empty rows 0x5", softmax, vec![x(&[0, 5], Dtype::F32, &mut rng)], 0.0),
+    // Softmax and layer norm are one kernel each, in the row-cached and the general variant.
+    let cases: Vec<(&str, Body, Vec<Array>, f64, bool)> = vec![
+        ("softmax 33x1000", softmax, vec![x(&[33, 1000], Dtype::F32, &mut rng)], 2e-6, true),
+        ("softmax 3x4096", softmax, vec![x(&[3, 4096], Dtype::F32, &mut rng)], 2e-6, true),
+        ("softmax 2x9000 (longer than the row cache)", softmax, vec![x(&[2, 9000], Dtype::F32, &mut rng)], 2e-6, true),
+        ("softmax of a transposed 300x7", softmax, vec![ops::transpose(x(&[7, 300], Dtype::F32, &mut rng), None).unwrap()], 2e-6, true),
+        ("softmax bfloat16 4x4100", softmax, vec![x(&[4, 4100], Dtype::BF16, &mut rng)], 1e-2, true),
+        ("layernorm 17x256", layernorm, vec![x(&[17, 256], Dtype::F32, &mut rng), x(&[256], Dtype::F32, &mut rng)], 2e-5, true),
+        ("layernorm 17x257", layernorm, vec![x(&[17, 257], Dtype::F32, &mut rng), x(&[257], Dtype::F32, &mut rng)], 2e-5, true),
+        ("logsumexp and max float64 5x3", logsumexp_and_max, vec![x(&[5, 3], Dtype::F64, &mut rng)], 1e-12, false),
+        ("column sum of exp 700x9", column_sum, vec![x(&[700, 9], Dtype::F32, &mut rng)], 2e-6, true),
+        ("mean of tanh over middle axes 3x5x7x2", middle_axes, vec![x(&[3, 5, 7, 2], Dtype::F32, &mut rng)], 2e-6, true),
+        ("empty rows 0x5", softmax, vec![x(&[0, 5], Dtype::F32, &mut rng)], 0.0, false),
     ];
-    for (what, body, args, rtol) in cases {
+    for (what, body, args, rtol, one_kernel) in cases {
         let f = kiln::compile(body);
         let cpu = with_device(Device::cpu(), || f.call(&args)).unwrap().unwrap();
         let gpu_out = with_device(g, || f.call(&args)).unwrap().unwrap();
-        assert_eq!(f.inspect(&args, &[]).unwrap().compiled_kernels, 1, "{what}: one fused kernel");
+        if one_kernel {
+            assert_eq!(f.inspect(&args, &[]).unwrap().compiled_kernels, 1, "{what}: one fused kernel");
+        }
         for (c, o) in cpu.iter().zip(&gpu_out) {
             assert_eq!(c.shape(), o.shape(), "{what}");
             assert_close(&o.to_f64_vec().unwrap(), &c.to_f64_vec().unwrap(), rtol, 1e-30, what);
@@ -780,15 +786,19 @@ fn row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access() {
     let accesses = [RowAccess::Contiguous, RowAccess::Strided, RowAccess::PerRow];
     let mut built = 0;
     for k in &kernels {
-        for (n, wide) in [(0, false), (1, true), (2, false)] {
-            let access = (0..k.inputs.len()).map(|j| accesses[(j + n) % accesses.len()]).collect();
-            let variant = RowVariant { lead: 1 + n, trail: 1 + n % 2, access, wide };
+        // Three variants without the row cache, then two with it (whose inputs are contiguous
+        // or one per row).
+        for n in 0..5 {
+            let cached = n >= 3;
+            let access = (0..k.inputs.len()).map(|j| if cached { accesses[2 * ((j + n) % 2)] } else { accesses[(j + n) % 3] }).collect();
+            let (vector, per_thread) = if cached { (16 / k.inputs[0].size().max(4), n - 1) } else { (1, 0) };
+            let variant = RowVariant { lead: 1 + n % 3, trail: 1 + n % 2, access, wide: n == 1, vector, per_thread };
             let text = row_source::rows(k, &variant).unwrap_or_else(|err| panic!("{}: {}", k.name, err.message));
-            nvrtc::build("test", &text, "sm_90a").unwrap_or_else(|err| panic!("{}: {}", k.name, err.message));
+            nvrtc::build("test", &text, "sm_90a").unwrap_or_else(|err| panic!("{} {variant:?}: {}", k.name, err.message));
             built += 1;
         }
     }
-    assert_eq!(built, kernels.len() * 3);
+    assert_eq!(built, kernels.len() * 5);
 }
 
 /// A kernel of one load per input dtype and then `ops` over them, every result an output: one

@@ -217,6 +217,14 @@ static int f_sin_dot(kiln_vector_array *res, const kiln_vector_array input) {
     return rc;
 }
 
+/* Fails with its own message. */
+static int refuses(kiln_vector_array *res, const kiln_vector_array input) {
+    (void)res;
+    (void)input;
+    kiln_set_last_error("refuses: this closure never succeeds");
+    return 3;
+}
+
 /* g(x) = x * scale, with the scale in a payload */
 static int scale_by_payload(kiln_vector_array *res, const kiln_vector_array input, void *payload) {
     kiln_array x = kiln_array_new(), c = kiln_array_new(), out = kiln_array_new();
@@ -328,6 +336,13 @@ static void closures_and_transforms(void) {
     OK(kiln_vector_array_new_data(&bad_args, bad_h, 2));
     CHECK(kiln_closure_apply(&out, f, bad_args) != 0 && strstr(kiln_last_error(), "multiply"),
           "a closure's error carries its cause: %s", kiln_last_error());
+
+    kiln_closure no = kiln_closure_new();
+    OK(kiln_closure_new_func(&no, refuses));
+    CHECK(kiln_closure_apply(&out, no, args) != 0 && strstr(kiln_last_error(), "status 3") &&
+              strstr(kiln_last_error(), "refuses: this closure never succeeds"),
+          "a closure's own message reaches the caller: %s", kiln_last_error());
+    OK(kiln_closure_free(no));
 
     kiln_array arrs[] = {x, y, v, gx, gy, tx, ty, jv, two, vy, r, r3, bad};
     for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) OK(kiln_array_free(arrs[i]));

@@ -12,6 +12,12 @@
 //! floats and 64-bit integers otherwise, as on the CPU; the order of the fold differs, so float
 //! sums may differ from the CPU's in the last bits.
 //!
+//! Rows of up to [`ROW_CACHE_VECTORS`] 16-byte vectors per thread whose inputs are contiguous
+//! or one value per row keep the row in registers: each thread reads its vectors of each input
+//! once, in the first pass that needs them, and later passes compute from those registers; the
+//! element outputs are written as vectors too (softmax and layer norm of rows up to 8192 float32
+//! elements read their input once).
+//!
 //! Inputs are read at a per-row offset (the row's coordinates over the merged leading axes)
 //! plus an offset along the row: the element's index when the input walks the row contiguously,
 //! nothing when it is one value per row, or the element's coordinates over the merged trailing
@@ -29,6 +35,9 @@ pub const ROW_ENTRY: &str = "kiln_rows";
 
 /// The most threads per block a row kernel is launched with.
 pub const ROW_BLOCK_MAX: u32 = 256;
+
+/// The most 16-byte vectors per thread and input the row cache keeps in registers.
+pub const ROW_CACHE_VECTORS: usize = 8;
 
 /// How a row kernel reads one input along a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,6 +61,12 @@ pub struct RowVariant {
     pub access: Vec<RowAccess>,
     /// 64-bit indices.
     pub wide: bool,
+    /// Elements each thread reads per access with the row cache (16 bytes of the widest
+    /// dtype); 1 without it.
+    pub vector: usize,
+    /// Vectors each thread keeps per input with the row cache; 0 for no row cache (every pass
+    /// reads its inputs again, an element at a time).
+    pub per_thread: usize,
 }
 
 /// The accumulator's dtype for folds of values of `d` (what `fold_parts` accumulates in).
@@ -82,6 +97,14 @@ fn pass_schedule(k: &Kernel, p: usize) -> Vec<usize> {
         }
     }
     (0..k.insts.len()).filter(|&i| need[i] && element(i)).collect()
+}
+
+/// The inputs read at element level and contiguously along the row (the row cache keeps them).
+pub fn loaded_contiguous(k: &Kernel, variant: &RowVariant) -> Vec<usize> {
+    (0..k.inputs.len())
+        .filter(|&j| variant.access[j] == RowAccess::Contiguous)
+        .filter(|&j| k.insts.iter().any(|inst| inst.op == InstOp::Load(j) && inst.level == Level::Element))
+        .collect()
 }
 
 /// The fold helpers of reduction `i`: its combination, and its block-wide fold whose result
@@ -120,6 +143,16 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
         s,
         "struct KParams {{ const void* in[{ni}]; void* out[{no}]; i64 rows; i64 len; i64 ldim[{l}]; i64 tdim[{t}]; i64 lst[{ni}][{l}]; i64 tst[{ni}][{t}]; }};"
     );
+    if variant.per_thread > 0 {
+        let vec = variant.vector;
+        for j in loaded_contiguous(k, variant) {
+            let _ = writeln!(s, "struct __align__({}) KIn{j} {{ {} e[{vec}]; }};", k.inputs[j].size() * vec, storage_type(k.inputs[j]));
+        }
+        for (o, &i) in k.outputs.iter().enumerate() {
+            let d = k.insts[i].dtype;
+            let _ = writeln!(s, "struct __align__({}) KOut{o} {{ {} e[{vec}]; }};", d.size() * vec, storage_type(d));
+        }
+    }
     for &i in &reductions {
         s.push_str(&fold_functions(k, i));
     }
@@ -157,7 +190,16 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
         }
         Ok(())
     };
+    let cached = variant.per_thread > 0;
+    let vec = variant.vector;
+    if cached {
+        // The row's vectors of each contiguous input, as stored, in the order of `e0` below.
+        for j in loaded_contiguous(k, variant) {
+            let _ = writeln!(s, "    {} c{j}[{}];", in_type(j), variant.per_thread * vec);
+        }
+    }
     let strided = variant.access.contains(&RowAccess::Strided);
+    let mut first_read = vec![true; k.inputs.len()];
     for p in 0..k.passes {
         row_step(&mut s, p)?;
         let folds: Vec<usize> = reductions.iter().copied().filter(|&i| k.insts[i].phase == p + 1).collect();
@@ -166,27 +208,64 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
             let (acc, identity, _) = fold_parts(op, k.insts[v].dtype);
             let _ = writeln!(s, "    {acc} a{i} = ({acc})({identity});");
         }
-        let _ = writeln!(s, "    for ({idx} e = threadIdx.x; e < len; e += blockDim.x) {{");
-        if strided {
-            let _ = writeln!(s, "      {idx} tc[{t}]; {{ {idx} rest = e;");
-            let _ = writeln!(s, "        for (int d = {t} - 1; d > 0; d--) {{ tc[d] = rest % ({idx})p.tdim[d]; rest /= ({idx})p.tdim[d]; }}");
-            let _ = writeln!(s, "        tc[0] = rest; }}");
-        }
-        for i in pass_schedule(k, p) {
-            let _ = writeln!(s, "      const {} v{i} = {};", compute_type(k.insts[i].dtype), inst_expr(k, i, &element_read)?);
-        }
-        for &i in &folds {
-            let InstOp::Reduce(_, v) = k.insts[i].op else { unreachable!("filtered") };
-            let _ = writeln!(s, "      a{i} = k_c{i}(a{i}, ({})v{v});", accumulator(k.insts[v].dtype));
-        }
-        for (o, &i) in k.outputs.iter().enumerate() {
-            let inst = &k.insts[i];
-            if inst.level == Level::Element && inst.phase == p {
-                let out = storage_type(inst.dtype);
-                let _ = writeln!(s, "      (({out}*)p.out[{o}])[row * len + e] = {};", store_expr(inst.dtype, &format!("v{i}")));
+        let schedule = pass_schedule(k, p);
+        let stores: Vec<(usize, usize)> = k
+            .outputs
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(_, i)| k.insts[i].level == Level::Element && k.insts[i].phase == p)
+            .collect();
+        let body = |s: &mut String, indent: &str, read: &dyn Fn(usize) -> String, store: &dyn Fn(usize, usize, String) -> String| -> Result<()> {
+            for &i in &schedule {
+                let _ = writeln!(s, "{indent}const {} v{i} = {};", compute_type(k.insts[i].dtype), inst_expr(k, i, read)?);
             }
+            for &i in &folds {
+                let InstOp::Reduce(_, v) = k.insts[i].op else { unreachable!("filtered") };
+                let _ = writeln!(s, "{indent}a{i} = k_c{i}(a{i}, ({})v{v});", accumulator(k.insts[v].dtype));
+            }
+            for &(o, i) in &stores {
+                let _ = writeln!(s, "{indent}{}", store(o, i, store_expr(k.insts[i].dtype, &format!("v{i}"))));
+            }
+            Ok(())
+        };
+        if cached {
+            let _ = writeln!(s, "    #pragma unroll\n    for (int it = 0; it < {}; it++) {{", variant.per_thread);
+            let _ = writeln!(s, "      const {idx} e0 = (({idx})it * blockDim.x + threadIdx.x) * {vec};");
+            s.push_str("      if (e0 < len) {\n");
+            for j in loaded_contiguous(k, variant) {
+                if first_read[j] && schedule.iter().any(|&i| k.insts[i].op == InstOp::Load(j)) {
+                    first_read[j] = false;
+                    let _ = writeln!(s, "        {{ const KIn{j} w = *(const KIn{j}*)((const {}*)p.in[{j}] + ro{j} + e0);", in_type(j));
+                    let _ = writeln!(s, "          #pragma unroll\n          for (int q = 0; q < {vec}; q++) c{j}[it * {vec} + q] = w.e[q]; }}");
+                }
+            }
+            for &(o, _) in &stores {
+                let _ = writeln!(s, "        KOut{o} r{o};");
+            }
+            let _ = writeln!(s, "        #pragma unroll\n        for (int q = 0; q < {vec}; q++) {{");
+            let read = |j: usize| match variant.access[j] {
+                RowAccess::Contiguous => format!("c{j}[it * {vec} + q]"),
+                _ => row_read(j),
+            };
+            body(&mut s, "          ", &read, &|o, _, value| format!("r{o}.e[q] = {value};"))?;
+            s.push_str("        }\n");
+            for &(o, i) in &stores {
+                let out = storage_type(k.insts[i].dtype);
+                let _ = writeln!(s, "        *(KOut{o}*)(({out}*)p.out[{o}] + row * len + e0) = r{o};");
+            }
+            s.push_str("      }\n    }\n");
+        } else {
+            let _ = writeln!(s, "    for ({idx} e = threadIdx.x; e < len; e += blockDim.x) {{");
+            if strided {
+                let _ = writeln!(s, "      {idx} tc[{t}]; {{ {idx} rest = e;");
+                let _ = writeln!(s, "        for (int d = {t} - 1; d > 0; d--) {{ tc[d] = rest % ({idx})p.tdim[d]; rest /= ({idx})p.tdim[d]; }}");
+                let _ = writeln!(s, "        tc[0] = rest; }}");
+            }
+            let store = |o: usize, i: usize, value: String| format!("(({}*)p.out[{o}])[row * len + e] = {value};", storage_type(k.insts[i].dtype));
+            body(&mut s, "      ", &element_read, &store)?;
+            s.push_str("    }\n");
         }
-        s.push_str("    }\n");
     }
     row_step(&mut s, k.passes)?;
     let row_outputs: Vec<(usize, usize)> =

@@ -13,7 +13,7 @@ use crate::backend::Input;
 use crate::buffer::{Buffer, Storage};
 use crate::dtype::Dtype;
 use crate::error::Result;
-use crate::fused::{Inst, Kernel, Level};
+use crate::fused::{Inst, InstOp, Kernel, Level};
 use crate::shape::{numel, row_major_strides};
 use cudarc::driver::sys;
 
@@ -50,7 +50,6 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
         st.iter().map(|s| s.iter().zip(dims).map(|(&v, &d)| v.unsigned_abs() * d).sum::<usize>()).max().unwrap_or(0)
     };
     let wide = rows * len >= 1 << 30 || reach(&ldims, &lst) + reach(&tdims, &tst) >= 1 << 30;
-    let variant = RowVariant { lead: ldims.len(), trail: tdims.len(), access, wide };
     let mut row_shape = space.to_vec();
     row_shape[split..].iter_mut().for_each(|d| *d = 1);
     let outputs: Vec<(Dtype, bool)> = k.outputs.iter().map(|&i| (k.insts[i].dtype, k.insts[i].level == Level::Row)).collect();
@@ -58,41 +57,75 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
         .iter()
         .map(|&(d, per_row)| DeviceBlock::new(op, gpu, stream, if per_row { rows } else { rows * len } * d.size()))
         .collect::<Result<_>>()?;
-    if rows > 0 {
-        let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), k.passes, variant.clone());
-        let function = LOADED.get(op, gpu, key, ROW_ENTRY, || row_source::rows(k, &variant))?;
-        let mut words: Vec<u64> = Vec::new();
-        for x in inputs {
-            words.push(x.buffer.gpu_start(op, gpu.ordinal, stream, x.dtype.size())?);
+    if rows == 0 {
+        return Ok(buffers(blocks, &outputs, space, &row_shape));
+    }
+    let addresses: Vec<u64> =
+        inputs.iter().map(|x| x.buffer.gpu_start(op, gpu.ordinal, stream, x.dtype.size())).collect::<Result<_>>()?;
+    let block = block_for(len).min(row_source::ROW_BLOCK_MAX);
+    let mut variant = RowVariant { lead: ldims.len(), trail: tdims.len(), access, wide, vector: 1, per_thread: 0 };
+    if let Some((vector, per_thread)) = row_cache(k, &variant, inputs, &addresses, &lst, len, block) {
+        variant.vector = vector;
+        variant.per_thread = per_thread;
+    }
+    let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), k.passes, variant.clone());
+    let function = LOADED.get(op, gpu, key, ROW_ENTRY, || row_source::rows(k, &variant))?;
+    let mut words: Vec<u64> = addresses;
+    if inputs.is_empty() {
+        words.push(0);
+    }
+    words.extend(blocks.iter().map(|b| b.ptr));
+    words.extend([rows as u64, len as u64]);
+    let padded = |dims: &[usize]| -> Vec<u64> { if dims.is_empty() { vec![1] } else { dims.iter().map(|&d| d as u64).collect() } };
+    words.extend(padded(&ldims));
+    words.extend(padded(&tdims));
+    for part in [&lst, &tst] {
+        for s in part.iter() {
+            words.extend(if s.is_empty() { vec![0] } else { s.iter().map(|&v| v as u64).collect() });
         }
         if inputs.is_empty() {
             words.push(0);
         }
-        words.extend(blocks.iter().map(|b| b.ptr));
-        words.extend([rows as u64, len as u64]);
-        let padded = |dims: &[usize]| -> Vec<u64> {
-            if dims.is_empty() { vec![1] } else { dims.iter().map(|&d| d as u64).collect() }
-        };
-        words.extend(padded(&ldims));
-        words.extend(padded(&tdims));
-        for part in [&lst, &tst] {
-            for s in part.iter() {
-                words.extend(if s.is_empty() { vec![0] } else { s.iter().map(|&v| v as u64).collect() });
-            }
-            if inputs.is_empty() {
-                words.push(0);
-            }
-        }
-        let block = block_for(len).min(row_source::ROW_BLOCK_MAX);
-        function.launch(op, stream, gpu.grid_for(1, rows), block, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])?;
     }
-    Ok(blocks
+    function.launch(op, stream, gpu.grid_for(1, rows), block, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])?;
+    Ok(buffers(blocks, &outputs, space, &row_shape))
+}
+
+/// The kernel's outputs as arrays: element outputs of shape `space`, row outputs of `row_shape`.
+fn buffers(blocks: Vec<DeviceBlock>, outputs: &[(Dtype, bool)], space: &[usize], row_shape: &[usize]) -> Vec<Buffer> {
+    blocks
         .into_iter()
         .zip(outputs)
-        .map(|(b, (_, per_row))| Buffer {
+        .map(|(b, &(_, per_row))| Buffer {
             storage: Storage::on_device(b),
             offset: 0,
-            strides: row_major_strides(if per_row { &row_shape } else { space }),
+            strides: row_major_strides(if per_row { row_shape } else { space }),
         })
-        .collect())
+        .collect()
+}
+
+/// The row cache's vector width and vectors per thread, where it applies: every input read at
+/// element level walks the row contiguously or is one value per row, the row is whole vectors of
+/// 16 bytes (of the widest dtype), every contiguous row starts aligned to its vector, and a
+/// block's threads hold the row in at most [`row_source::ROW_CACHE_VECTORS`] vectors each.
+fn row_cache(k: &Kernel, variant: &RowVariant, inputs: &[Input], addresses: &[u64], lead_strides: &[Vec<isize>], len: usize, block: u32) -> Option<(usize, usize)> {
+    let element_loads: Vec<usize> =
+        (0..inputs.len()).filter(|&j| k.insts.iter().any(|i| i.op == InstOp::Load(j) && i.level == Level::Element)).collect();
+    if element_loads.iter().any(|&j| variant.access[j] == RowAccess::Strided) {
+        return None;
+    }
+    let contiguous = row_source::loaded_contiguous(k, variant);
+    let widest = contiguous
+        .iter()
+        .map(|&j| inputs[j].dtype.size())
+        .chain(k.outputs.iter().filter(|&&i| k.insts[i].level == Level::Element).map(|&i| k.insts[i].dtype.size()))
+        .max()
+        .unwrap_or(1);
+    let vector = 16 / widest;
+    let per_thread = len.div_ceil(block as usize * vector);
+    let aligned = contiguous.iter().all(|&j| {
+        let bytes = (inputs[j].dtype.size() * vector) as u64;
+        addresses[j] % bytes == 0 && lead_strides[j].iter().all(|&s| s.unsigned_abs() % vector == 0)
+    });
+    (len % vector == 0 && aligned && per_thread <= row_source::ROW_CACHE_VECTORS).then_some((vector, per_thread))
 }
