@@ -210,7 +210,8 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
 /// read and the output written once.
 fn compiled_rows(reps: usize) -> Vec<Row> {
     use crate::compiled::{compile_one, gelu, layernorm, silu, softmax};
-    let cases: [(&'static str, fn(&[Array]) -> kiln::Result<Array>, &[usize]); 4] = [
+    type Case = (&'static str, fn(&[Array]) -> kiln::Result<Array>, &'static [usize]);
+    let cases: [Case; 4] = [
         ("gelu_compiled", gelu, &SHAPE),
         ("silu_compiled", silu, &SHAPE),
         ("softmax_compiled", softmax, &SQUARE),

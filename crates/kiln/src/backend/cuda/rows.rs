@@ -125,7 +125,7 @@ fn row_cache(k: &Kernel, variant: &RowVariant, inputs: &[Input], addresses: &[u6
     let per_thread = len.div_ceil(block as usize * vector);
     let aligned = contiguous.iter().all(|&j| {
         let bytes = (inputs[j].dtype.size() * vector) as u64;
-        addresses[j] % bytes == 0 && lead_strides[j].iter().all(|&s| s.unsigned_abs() % vector == 0)
+        addresses[j].is_multiple_of(bytes) && lead_strides[j].iter().all(|&s| s.unsigned_abs().is_multiple_of(vector))
     });
-    (len % vector == 0 && aligned && per_thread <= row_source::ROW_CACHE_VECTORS).then_some((vector, per_thread))
+    (len.is_multiple_of(vector) && aligned && per_thread <= row_source::ROW_CACHE_VECTORS).then_some((vector, per_thread))
 }
