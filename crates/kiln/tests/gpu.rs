@@ -710,7 +710,7 @@ fn compiled_reductions_run_as_gpu_row_kernels_and_match_the_cpu() {
         ("layernorm 17x257", layernorm, vec![x(&[17, 257], Dtype::F32, &mut rng), x(&[257], Dtype::F32, &mut rng)], 2e-5, true),
         ("logsumexp and max float64 5x3", logsumexp_and_max, vec![x(&[5, 3], Dtype::F64, &mut rng)], 1e-12, false),
         ("column sum of exp 700x9", column_sum, vec![x(&[700, 9], Dtype::F32, &mut rng)], 2e-6, false),
-        ("mean of tanh over middle axes 3x5x7x2", middle_axes, vec![x(&[3, 5, 7, 2], Dtype::F32, &mut rng)], 2e-6, true),
+        ("mean of tanh over middle axes 3x5x7x2", middle_axes, vec![x(&[3, 5, 7, 2], Dtype::F32, &mut rng)], 2e-6, false),
         ("empty rows 0x5", softmax, vec![x(&[0, 5], Dtype::F32, &mut rng)], 0.0, false),
     ];
     for (what, body, args, rtol, one_kernel) in cases {
