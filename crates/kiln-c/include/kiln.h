@@ -207,7 +207,7 @@ int kiln_array_set(struct kiln_array *res, struct kiln_array src);
 int kiln_array_new_data(struct kiln_array *res,
                         const void *data,
                         const int *shape,
-                        uintptr_t ndim,
+                        size_t ndim,
                         kiln_dtype dtype);
 
 /**
@@ -218,7 +218,7 @@ int kiln_array_new_data(struct kiln_array *res,
 int kiln_array_new_data_managed_payload(struct kiln_array *res,
                                         void *data,
                                         const int *shape,
-                                        uintptr_t ndim,
+                                        size_t ndim,
                                         kiln_dtype dtype,
                                         void *payload,
                                         kiln_destructor dtor);
@@ -229,7 +229,7 @@ int kiln_array_new_data_managed_payload(struct kiln_array *res,
 int kiln_array_new_data_managed(struct kiln_array *res,
                                 void *data,
                                 const int *shape,
-                                uintptr_t ndim,
+                                size_t ndim,
                                 kiln_dtype dtype,
                                 kiln_destructor dtor);
 
@@ -261,17 +261,17 @@ int kiln_array_new_float64(struct kiln_array *res, double v);
 /**
  * The number of dimensions.
  */
-int kiln_array_ndim(uintptr_t *res, struct kiln_array a);
+int kiln_array_ndim(size_t *res, struct kiln_array a);
 
 /**
  * The number of elements.
  */
-int kiln_array_size(uintptr_t *res, struct kiln_array a);
+int kiln_array_size(size_t *res, struct kiln_array a);
 
 /**
  * The number of bytes of the elements.
  */
-int kiln_array_nbytes(uintptr_t *res, struct kiln_array a);
+int kiln_array_nbytes(size_t *res, struct kiln_array a);
 
 /**
  * The dtype.
@@ -439,15 +439,15 @@ int kiln_compile_explain(struct kiln_string *res,
  * How many kernels an eager run of the function launches for `inputs`, and how many its
  * compiled plan launches.
  */
-int kiln_compile_kernel_count(uintptr_t *eager,
-                              uintptr_t *compiled_kernels,
+int kiln_compile_kernel_count(size_t *eager,
+                              size_t *compiled_kernels,
                               struct kiln_closure fun,
                               struct kiln_vector_array inputs);
 
 /**
  * How many times a compiled closure has traced its function.
  */
-int kiln_compile_trace_count(uintptr_t *res, struct kiln_closure fun);
+int kiln_compile_trace_count(size_t *res, struct kiln_closure fun);
 
 /**
  * Makes every compiled closure run its function directly (for debugging: reading arrays
@@ -572,14 +572,14 @@ int kiln_map_string_to_array_get(struct kiln_array *res,
 /**
  * The number of entries.
  */
-int kiln_map_string_to_array_size(uintptr_t *res, struct kiln_map_string_to_array map);
+int kiln_map_string_to_array_size(size_t *res, struct kiln_map_string_to_array map);
 
 /**
  * The key of entry `index` (in insertion order), valid while the map lives.
  */
 int kiln_map_string_to_array_key_at(const char **res,
                                     struct kiln_map_string_to_array map,
-                                    uintptr_t index);
+                                    size_t index);
 
 /**
  * Frees a map handle (an empty one is ignored).
@@ -608,14 +608,14 @@ int kiln_map_string_to_string_get(const char **res,
 /**
  * The number of entries.
  */
-int kiln_map_string_to_string_size(uintptr_t *res, struct kiln_map_string_to_string map);
+int kiln_map_string_to_string_size(size_t *res, struct kiln_map_string_to_string map);
 
 /**
  * The key of entry `index` (in insertion order), valid while the map lives.
  */
 int kiln_map_string_to_string_key_at(const char **res,
                                      struct kiln_map_string_to_string map,
-                                     uintptr_t index);
+                                     size_t index);
 
 /**
  * Frees a map handle (an empty one is ignored).
@@ -704,7 +704,7 @@ int kiln_jvp(struct kiln_vector_array *res_0,
 int kiln_value_and_grad(struct kiln_closure_value_and_grad *res,
                         struct kiln_closure fun,
                         const int *argnums,
-                        uintptr_t argnums_num);
+                        size_t argnums_num);
 
 /**
  * An empty value-and-grad handle, to receive a result.
@@ -731,9 +731,9 @@ int kiln_closure_value_and_grad_free(struct kiln_closure_value_and_grad cls);
 int kiln_vmap(struct kiln_closure *res,
               struct kiln_closure fun,
               const int *in_axes,
-              uintptr_t in_axes_num,
+              size_t in_axes_num,
               const int *out_axes,
-              uintptr_t out_axes_num);
+              size_t out_axes_num);
 
 /**
  * A closure computing as `fun` whose gradients recompute its intermediates instead of
@@ -751,7 +751,7 @@ struct kiln_vector_array kiln_vector_array_new(void);
  */
 int kiln_vector_array_new_data(struct kiln_vector_array *res,
                                const struct kiln_array *data,
-                               uintptr_t n);
+                               size_t n);
 
 /**
  * Appends `a` to the vector `v`.
@@ -761,12 +761,12 @@ int kiln_vector_array_append_value(struct kiln_vector_array v, struct kiln_array
 /**
  * The number of arrays in `v`.
  */
-int kiln_vector_array_size(uintptr_t *res, struct kiln_vector_array v);
+int kiln_vector_array_size(size_t *res, struct kiln_vector_array v);
 
 /**
  * Array `index` of `v`.
  */
-int kiln_vector_array_get(struct kiln_array *res, struct kiln_vector_array v, uintptr_t index);
+int kiln_vector_array_get(struct kiln_array *res, struct kiln_vector_array v, size_t index);
 
 /**
  * Frees a vector handle (an empty one is ignored).

@@ -116,7 +116,7 @@ SEXP kr_value_and_grad(SEXP cls, SEXP argnums, SEXP args) {
     kiln_vector_array in = kr_vector(args), vals = kiln_vector_array_new(), grads = kiln_vector_array_new();
     kiln_closure_value_and_grad vg = kiln_closure_value_and_grad_new();
     clear_pending();
-    int rc = kiln_value_and_grad(&vg, kr_get_closure(cls), INTEGER(argnums), (uintptr_t)Rf_length(argnums)) ||
+    int rc = kiln_value_and_grad(&vg, kr_get_closure(cls), INTEGER(argnums), (size_t)Rf_length(argnums)) ||
              kiln_closure_value_and_grad_apply(&vals, &grads, vg, in);
     kiln_vector_array_free(in);
     kiln_closure_value_and_grad_free(vg);
@@ -132,7 +132,7 @@ SEXP kr_value_and_grad(SEXP cls, SEXP argnums, SEXP args) {
 
 /* How many times the compiled closure `cls` has traced its function. */
 SEXP kr_trace_count(SEXP cls) {
-    uintptr_t n = 0;
+    size_t n = 0;
     kr_check(kiln_compile_trace_count(&n, kr_get_closure(cls)), "mlx_compile_traces");
     return Rf_ScalarReal((double)n);
 }
@@ -140,7 +140,7 @@ SEXP kr_trace_count(SEXP cls) {
 /* c(eager, compiled): the kernels an eager run and the compiled plan launch for `args`. */
 SEXP kr_kernel_count(SEXP cls, SEXP args) {
     kiln_vector_array in = kr_vector(args);
-    uintptr_t eager = 0, compiled = 0;
+    size_t eager = 0, compiled = 0;
     clear_pending();
     int rc = kiln_compile_kernel_count(&eager, &compiled, kr_get_closure(cls), in);
     kiln_vector_array_free(in);

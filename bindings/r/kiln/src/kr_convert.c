@@ -36,7 +36,7 @@ SEXP kr_to_r(SEXP x) {
 
     kiln_array t = kiln_array_new(), c = kiln_array_new();
     const void *data = NULL;
-    uintptr_t n = 0;
+    size_t n = 0;
     int rc = kiln_transpose(&t, a, kr_stream) || kiln_astype(&c, t, to, kr_stream) || kiln_array_eval(c) ||
              kiln_array_size(&n, c) || kiln_array_data(&data, c);
     kiln_array_free(t);
@@ -46,7 +46,7 @@ SEXP kr_to_r(SEXP x) {
     SEXP out = Rf_allocVector(type, (R_xlen_t)n);
     if (type == REALSXP) memcpy(REAL(out), data, n * sizeof(double));
     else if (type == INTSXP) memcpy(INTEGER(out), data, n * sizeof(int));
-    else for (uintptr_t i = 0; i < n; i++) LOGICAL(out)[i] = ((const unsigned char *)data)[i] != 0;
+    else for (size_t i = 0; i < n; i++) LOGICAL(out)[i] = ((const unsigned char *)data)[i] != 0;
     kiln_array_free(c);
     return out;
 }
@@ -54,7 +54,7 @@ SEXP kr_to_r(SEXP x) {
 /* The shape of `x` (R's dim). */
 SEXP kr_shape(SEXP x) {
     kiln_array a = kr_get(x);
-    uintptr_t ndim = 0;
+    size_t ndim = 0;
     const int *shape = NULL;
     kr_check(kiln_array_ndim(&ndim, a) || kiln_array_shape(&shape, a), "mlx_shape");
     SEXP out = Rf_allocVector(INTSXP, (R_xlen_t)ndim);

@@ -44,15 +44,15 @@ kiln_vector_array kr_vector(SEXP list) {
     kiln_array *items = (kiln_array *)R_alloc(n > 0 ? n : 1, sizeof(kiln_array));
     for (R_xlen_t i = 0; i < n; i++) items[i] = kr_get(VECTOR_ELT(list, i));
     kiln_vector_array v = kiln_vector_array_new();
-    kr_check(kiln_vector_array_new_data(&v, items, (uintptr_t)n), "mlx arrays");
+    kr_check(kiln_vector_array_new_data(&v, items, (size_t)n), "mlx arrays");
     return v;
 }
 
 SEXP kr_list(kiln_vector_array v) {
-    uintptr_t n = 0;
+    size_t n = 0;
     kr_check(kiln_vector_array_size(&n, v), "mlx arrays");
     SEXP out = PROTECT(Rf_allocVector(VECSXP, (R_xlen_t)n));
-    for (uintptr_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         kiln_array a = kiln_array_new();
         kr_check(kiln_vector_array_get(&a, v, i), "mlx arrays");
         SET_VECTOR_ELT(out, (R_xlen_t)i, kr_wrap(a));
