@@ -312,14 +312,9 @@ fn data_of(op: &str, a: kiln_array, want: Option<Dtype>) -> kiln::Result<*const 
             format!("the array's dtype is {}, not {want}: convert it with kiln_astype first", slot.array.dtype()),
         ));
     }
-    let (ptr, strides) = slot.array.raw_parts()?;
-    let row_major = kiln::shape::row_major_strides(slot.array.shape());
-    let same = slot.array.shape().iter().zip(strides.iter().zip(row_major.iter())).all(|(&d, (s, r))| d <= 1 || s == r);
-    if same {
-        return Ok(ptr as *const c_void);
-    }
-    slot.array = kiln::ops::copy(&slot.array)?;
-    Ok(slot.array.raw_parts()?.0 as *const c_void)
+    let (row_major, ptr) = slot.array.row_major_parts()?;
+    slot.array = row_major;
+    Ok(ptr as *const c_void)
 }
 
 fn data<T: Element>(op: &str, res: *mut *const T, a: kiln_array) -> c_int {

@@ -70,10 +70,8 @@ fn call_c(args: &[Array], call: impl FnOnce(*mut kiln_vector_array, kiln_vector_
         let cause = if left.is_empty() { "it left no kiln error".to_string() } else { left };
         return Err(c_error("closure", format!("the C closure returned status {code}: {cause}")));
     }
-    if !before.is_empty() {
-        // Keep the caller's view of its last error unchanged by a successful callback.
-        crate::error::restore_last_error(before);
-    }
+    // A successful callback leaves the caller's last error as it was.
+    crate::error::restore_last_error(before);
     result.map_err(|_| c_error("closure", "the C closure returned 0 without writing its result vector"))
 }
 

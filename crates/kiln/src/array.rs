@@ -352,6 +352,20 @@ impl Array {
         Ok((start, buf.strides.to_vec()))
     }
 
+    /// Evaluates and returns an array holding this one's elements row-major on the host (this
+    /// array when its view already is, else a copy) with the address of its first element, for
+    /// readers of plain row-major memory (files, C callers). The memory stays valid while the
+    /// returned array lives; it must not be written through.
+    pub fn row_major_parts(&self) -> Result<(Array, *const u8)> {
+        let (ptr, strides) = self.raw_parts()?;
+        if crate::backend::cpu::strided::is_row_contiguous(self.shape(), &strides) {
+            return Ok((self.clone(), ptr));
+        }
+        let copy = crate::ops::copy(self)?;
+        let (ptr, _) = copy.raw_parts()?;
+        Ok((copy, ptr))
+    }
+
     /// Evaluates and copies the elements out as f64 whatever the dtype (handy for tests/printing).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         crate::with_dtype!(self.dtype(), T => Ok(self.to_vec::<T>()?.into_iter().map(Element::to_f64).collect()))

@@ -1,9 +1,8 @@
-//! Zero-copy exchange of host and GPU memory with other libraries (host memory: the C API's arrays
-//! over a caller's data): the core of DLPack, which the Python
-//! package wraps in capsules. An evaluated array hands out where its elements are on a GPU, kept
-//! alive by its storage; and an array can be made over GPU memory another library owns, which
-//! kiln only reads (it never writes into storage that lives on a GPU only) and releases through
-//! that library's owner once no array uses it.
+//! Zero-copy exchange of host and GPU memory with other libraries: the core of DLPack, which the
+//! Python package wraps in capsules, and of the C API's arrays over a caller's data. An evaluated
+//! array hands out where its elements are on a GPU, kept alive by its storage; and an array can
+//! be made over host or GPU memory another library owns, which kiln only reads (it never writes
+//! into lent storage) and releases through that library's owner once no array uses it.
 
 use crate::array::Array;
 use crate::backend::cuda::{context, CuStream, DeviceBlock};

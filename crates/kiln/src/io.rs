@@ -21,8 +21,7 @@ fn io_error(op: &str, path: &Path, what: impl std::fmt::Display) -> Error {
 
 /// The array's elements in row-major order, as bytes in native (little-endian) order.
 fn row_major_bytes(op: &str, a: &Array) -> Result<Vec<u8>> {
-    let contiguous = crate::ops::copy(a)?;
-    let (ptr, _) = contiguous.raw_parts()?;
+    let (_keep, ptr) = a.row_major_parts()?;
     let n = a.nbytes();
     if n == 0 {
         return Ok(Vec::new());
@@ -30,7 +29,7 @@ fn row_major_bytes(op: &str, a: &Array) -> Result<Vec<u8>> {
     if cfg!(target_endian = "big") {
         return Err(Error::new(op, ErrorKind::Unsupported, "saving needs a little-endian machine"));
     }
-    // Safety: a fresh copy is row-major and holds exactly nbytes bytes, alive with `contiguous`.
+    // Safety: row-major memory of exactly nbytes bytes, alive with `_keep`.
     Ok(unsafe { std::slice::from_raw_parts(ptr, n) }.to_vec())
 }
 

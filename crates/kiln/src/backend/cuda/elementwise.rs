@@ -40,6 +40,12 @@ pub(super) fn merged_axes(space: &[usize], strides: &[Vec<isize>]) -> (Vec<usize
     (dims, st)
 }
 
+/// How far, in elements, any input's view reaches from its first element over `dims` (what
+/// decides whether 32-bit indices suffice).
+pub(super) fn reach(dims: &[usize], strides: &[Vec<isize>]) -> usize {
+    strides.iter().map(|s| s.iter().zip(dims).map(|(&v, &d)| v.unsigned_abs() * d).sum::<usize>()).max().unwrap_or(0)
+}
+
 /// Runs elementwise kernel `k` over `space` on `gpu`'s `stream`, one new contiguous array per
 /// output.
 pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
@@ -60,8 +66,7 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
             }
         })
         .collect();
-    let reach = st.iter().map(|s| s.iter().zip(&dims).map(|(&v, &d)| v.unsigned_abs() * d).sum::<usize>()).max().unwrap_or(0);
-    let wide = n >= 1 << 30 || reach >= 1 << 30;
+    let wide = n >= 1 << 30 || reach(&dims, &st) >= 1 << 30;
     let vector = vector_width(k, inputs, &access);
     let variant = Variant { rank: dims.len(), access, wide, vector };
     let outputs: Vec<Dtype> = k.outputs.iter().map(|&i| k.insts[i].dtype).collect();

@@ -6,7 +6,7 @@ use super::context::Gpu;
 use super::elementwise;
 use super::memory::DeviceBlock;
 use super::nvrtc;
-use super::source::{storage_type, PRELUDE};
+use super::source::{compute_type, storage_type, PRELUDE};
 use crate::backend::cpu::strided::is_row_contiguous;
 use crate::backend::Input;
 use crate::buffer::{Buffer, Storage};
@@ -23,13 +23,18 @@ pub(super) const BODY: &str = include_str!("reduce.cu");
 /// Reduction kernels loaded so far, by op, input and output dtype, and entry point.
 static LOADED: nvrtc::Loaded<(ReduceOp, Dtype, Dtype, &'static str)> = nvrtc::Loaded::new();
 
-/// The accumulator's CUDA type for an input dtype: float64 for floats, 64-bit integers otherwise.
-pub(super) fn accumulator(input: Dtype) -> &'static str {
+/// The accumulator's dtype for an input dtype: float64 for floats, 64-bit integers otherwise.
+pub(super) fn accumulator_dtype(input: Dtype) -> Dtype {
     match input.category() {
-        Category::Float => "double",
-        Category::Unsigned => "u64",
-        Category::Signed | Category::Bool => "i64",
+        Category::Float => Dtype::F64,
+        Category::Unsigned => Dtype::U64,
+        Category::Signed | Category::Bool => Dtype::I64,
     }
+}
+
+/// The accumulator's CUDA type for an input dtype.
+pub(super) fn accumulator(input: Dtype) -> &'static str {
+    compute_type(accumulator_dtype(input))
 }
 
 /// A fold of `op` over values of `input`: its accumulator type, identity, and combination of

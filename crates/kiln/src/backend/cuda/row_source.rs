@@ -23,9 +23,8 @@
 //! nothing when it is one value per row, or the element's coordinates over the merged trailing
 //! axes times the input's strides.
 
-use super::reduce::{accumulator, fold_parts};
+use super::reduce::{accumulator, accumulator_dtype, fold_parts};
 use super::source::{cast, compute_type, inst_expr, rounded, storage_type, store_expr, PRELUDE};
-use crate::dtype::{Category, Dtype};
 use crate::error::Result;
 use crate::fused::{operands, InstOp, Kernel, Level};
 use std::fmt::Write as _;
@@ -69,15 +68,6 @@ pub struct RowVariant {
     pub per_thread: usize,
 }
 
-/// The accumulator's dtype for folds of values of `d` (what `fold_parts` accumulates in).
-fn accumulator_dtype(d: Dtype) -> Dtype {
-    match d.category() {
-        Category::Float => Dtype::F64,
-        Category::Unsigned => Dtype::U64,
-        Category::Signed | Category::Bool => Dtype::I64,
-    }
-}
-
 /// For each pass, the element instructions it computes, in order: the operands of the folds
 /// that end in it and the element outputs it stores, with everything they need at element level.
 fn pass_schedule(k: &Kernel, p: usize) -> Vec<usize> {
@@ -99,12 +89,14 @@ fn pass_schedule(k: &Kernel, p: usize) -> Vec<usize> {
     (0..k.insts.len()).filter(|&i| need[i] && element(i)).collect()
 }
 
+/// Whether input `j` is read at element level (not only once per row).
+pub fn read_per_element(k: &Kernel, j: usize) -> bool {
+    k.insts.iter().any(|inst| inst.op == InstOp::Load(j) && inst.level == Level::Element)
+}
+
 /// The inputs read at element level and contiguously along the row (the row cache keeps them).
 pub fn loaded_contiguous(k: &Kernel, variant: &RowVariant) -> Vec<usize> {
-    (0..k.inputs.len())
-        .filter(|&j| variant.access[j] == RowAccess::Contiguous)
-        .filter(|&j| k.insts.iter().any(|inst| inst.op == InstOp::Load(j) && inst.level == Level::Element))
-        .collect()
+    (0..k.inputs.len()).filter(|&j| variant.access[j] == RowAccess::Contiguous && read_per_element(k, j)).collect()
 }
 
 /// The fold helpers of reduction `i`: its combination, and its block-wide fold whose result
@@ -148,7 +140,7 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
         for j in loaded_contiguous(k, variant) {
             let _ = writeln!(s, "struct __align__({}) KIn{j} {{ {} e[{vec}]; }};", k.inputs[j].size() * vec, storage_type(k.inputs[j]));
         }
-        for (o, &i) in k.outputs.iter().enumerate() {
+        for (o, &i) in k.outputs.iter().enumerate().filter(|&(_, &i)| k.insts[i].level == Level::Element) {
             let d = k.insts[i].dtype;
             let _ = writeln!(s, "struct __align__({}) KOut{o} {{ {} e[{vec}]; }};", d.size() * vec, storage_type(d));
         }

@@ -4,7 +4,7 @@
 //! for that variant ([`super::row_source`]) and launches a block per row.
 
 use super::context::Gpu;
-use super::elementwise::merged_axes;
+use super::elementwise::{merged_axes, reach};
 use super::memory::DeviceBlock;
 use super::nvrtc;
 use super::reduce::block_for;
@@ -13,7 +13,7 @@ use crate::backend::Input;
 use crate::buffer::{Buffer, Storage};
 use crate::dtype::Dtype;
 use crate::error::Result;
-use crate::fused::{Inst, InstOp, Kernel, Level};
+use crate::fused::{Inst, Kernel, Level};
 use crate::shape::{numel, row_major_strides};
 use cudarc::driver::sys;
 
@@ -46,9 +46,6 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
             }
         })
         .collect();
-    let reach = |dims: &[usize], st: &[Vec<isize>]| -> usize {
-        st.iter().map(|s| s.iter().zip(dims).map(|(&v, &d)| v.unsigned_abs() * d).sum::<usize>()).max().unwrap_or(0)
-    };
     let wide = rows * len >= 1 << 30 || reach(&ldims, &lst) + reach(&tdims, &tst) >= 1 << 30;
     let mut row_shape = space.to_vec();
     row_shape[split..].iter_mut().for_each(|d| *d = 1);
@@ -109,9 +106,7 @@ fn buffers(blocks: Vec<DeviceBlock>, outputs: &[(Dtype, bool)], space: &[usize],
 /// 16 bytes (of the widest dtype), every contiguous row starts aligned to its vector, and a
 /// block's threads hold the row in at most [`row_source::ROW_CACHE_VECTORS`] vectors each.
 fn row_cache(k: &Kernel, variant: &RowVariant, inputs: &[Input], addresses: &[u64], lead_strides: &[Vec<isize>], len: usize, block: u32) -> Option<(usize, usize)> {
-    let element_loads: Vec<usize> =
-        (0..inputs.len()).filter(|&j| k.insts.iter().any(|i| i.op == InstOp::Load(j) && i.level == Level::Element)).collect();
-    if element_loads.iter().any(|&j| variant.access[j] == RowAccess::Strided) {
+    if (0..inputs.len()).any(|j| variant.access[j] == RowAccess::Strided && row_source::read_per_element(k, j)) {
         return None;
     }
     let contiguous = row_source::loaded_contiguous(k, variant);
