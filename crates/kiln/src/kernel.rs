@@ -1,7 +1,7 @@
-//! User kernels on the CPU: a Rust function over input slices that fills declared outputs. Inside
-//! a compiled function a kernel call is an opaque boundary: the ops before and after it still
-//! fuse, as the seeds describe for custom GPU kernels (whose source-string form arrives with the
-//! CUDA backend).
+//! User kernels: a Rust function over input slices that fills declared outputs on the CPU, or
+//! CUDA C from a source string on a GPU ([`crate::cuda_kernel`]). Inside a compiled function a
+//! kernel call is an opaque boundary: the ops before and after it still fuse, as the seeds
+//! describe. A call with several outputs runs once, whichever output is evaluated first.
 //!
 //! ```
 //! use kiln::{custom_kernel, Array, Dtype, KernelArgs};
@@ -25,7 +25,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::identity::Shared;
 use crate::primitive::Op;
 use crate::shape::{fmt_shape, numel, Shape};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The body of a user kernel.
 pub type KernelFn = dyn Fn(&mut KernelArgs) -> Result<()> + Send + Sync;
@@ -78,8 +78,19 @@ pub struct KernelCall(Shared<Site>);
 
 struct Site {
     name: String,
-    body: Arc<KernelFn>,
+    body: KernelBody,
     outputs: Vec<(Shape, Dtype)>,
+    /// Outputs an eager run made that are not yet taken by their arrays.
+    pending: Mutex<Vec<Option<Buffer>>>,
+}
+
+/// What a kernel runs.
+#[derive(Clone)]
+pub(crate) enum KernelBody {
+    /// A Rust function, on the CPU.
+    Host(Arc<KernelFn>),
+    /// CUDA C, on a GPU.
+    Cuda(Arc<crate::cuda_kernel::CudaCall>),
 }
 
 impl std::fmt::Debug for KernelCall {
@@ -112,8 +123,53 @@ impl KernelCall {
             ),
         )
     }
-    /// Runs the body on the CPU, returning every output.
-    pub(crate) fn run_all(&self, inputs: &[Input]) -> Result<Vec<Buffer>> {
+    /// Whether the kernel is CUDA C (runs on a GPU).
+    pub(crate) fn is_cuda(&self) -> bool {
+        matches!(self.0.body, KernelBody::Cuda(_))
+    }
+
+    /// A call of a kernel named `name` running `body` on `inputs`: one lazy array per output.
+    pub(crate) fn call(name: &str, body: KernelBody, inputs: &[Array], outputs: &[(Vec<usize>, Dtype)]) -> Result<Vec<Array>> {
+        let call = KernelCall(Shared::new(Site {
+            name: name.to_string(),
+            body,
+            outputs: outputs.iter().map(|(s, d)| (Shape::from_slice(s), *d)).collect(),
+            pending: Mutex::new(Vec::new()),
+        }));
+        (0..call.outputs())
+            .map(|index| {
+                Array::from_op(Op::Kernel { call: call.clone(), index }, inputs.to_vec()).map_err(|e| {
+                    let shapes: Vec<String> = inputs.iter().map(|a| fmt_shape(a.shape())).collect();
+                    let op = if call.is_cuda() { "cuda_kernel" } else { "custom_kernel" };
+                    Error::new(op, e.kind, format!("kernel '{name}' on inputs {}: {}", shapes.join(", "), e.message))
+                })
+            })
+            .collect()
+    }
+
+    /// Runs the kernel on `stream`, returning every output.
+    pub(crate) fn run_all(&self, stream: crate::Stream, inputs: &[Input]) -> Result<Vec<Buffer>> {
+        match &self.0.body {
+            KernelBody::Host(body) => self.run_host(body.as_ref(), inputs),
+            KernelBody::Cuda(call) => crate::backend::cuda::user_kernel::run(stream, &self.0.name, call, inputs, &self.0.outputs),
+        }
+    }
+
+    /// Output `index` of an eager run: the first output evaluated runs the kernel and keeps the
+    /// others until their arrays take them.
+    pub(crate) fn run_one(&self, stream: crate::Stream, index: usize, inputs: &[Input]) -> Result<Buffer> {
+        let mut pending = self.0.pending.lock().unwrap();
+        if let Some(b) = pending.get_mut(index).and_then(Option::take) {
+            return Ok(b);
+        }
+        let mut all: Vec<Option<Buffer>> = self.run_all(stream, inputs)?.into_iter().map(Some).collect();
+        let mine = all[index].take().expect("a run gives every output");
+        *pending = all;
+        Ok(mine)
+    }
+
+    /// Runs a Rust body on the CPU.
+    fn run_host(&self, body: &KernelFn, inputs: &[Input]) -> Result<Vec<Buffer>> {
         crate::backend::to_host(&self.0.name, inputs)?;
         let inputs = inputs
             .iter()
@@ -133,14 +189,10 @@ impl KernelCall {
             .map(|(s, d)| (s.clone(), *d, crate::backend::cpu::strided::alloc(s, *d)))
             .collect();
         let mut args = KernelArgs { name: &self.0.name, inputs, outputs };
-        (self.0.body)(&mut args).map_err(|e| {
+        body(&mut args).map_err(|e| {
             Error::new("custom_kernel", e.kind, format!("kernel '{}' failed: {}", self.0.name, e.message))
         })?;
         Ok(args.outputs.into_iter().map(|(_, _, b)| b).collect())
-    }
-    /// Output `index` of a CPU run (an eager call runs the body once per output used).
-    pub(crate) fn run_cpu(&self, index: usize, inputs: &[Input]) -> Result<Buffer> {
-        Ok(self.run_all(inputs)?.swap_remove(index))
     }
 }
 
@@ -160,17 +212,5 @@ pub fn custom_kernel(
             format!("kernel '{name}' declares no outputs; give at least one (shape, dtype)"),
         ));
     }
-    let call = KernelCall(Shared::new(Site {
-        name: name.to_string(),
-        body: Arc::new(body),
-        outputs: outputs.iter().map(|(s, d)| (Shape::from_slice(s), *d)).collect(),
-    }));
-    (0..call.outputs())
-        .map(|index| {
-            Array::from_op(Op::Kernel { call: call.clone(), index }, inputs.to_vec()).map_err(|e| {
-                let shapes: Vec<String> = inputs.iter().map(|a| fmt_shape(a.shape())).collect();
-                Error::new("custom_kernel", e.kind, format!("kernel '{name}' on inputs {}: {}", shapes.join(", "), e.message))
-            })
-        })
-        .collect()
+    KernelCall::call(name, KernelBody::Host(Arc::new(body)), inputs, outputs)
 }

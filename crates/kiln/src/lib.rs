@@ -15,6 +15,7 @@
 pub mod array;
 pub mod backend;
 pub mod buffer;
+pub mod cuda_kernel;
 pub mod device;
 pub mod dtype;
 pub mod error;

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::gpu::{gpu, nvrtc_found};
 use common::{array, assert_close, random_values, rtol_for, Rng};
 use kiln::backend::cuda::{nvrtc, source};
 use kiln::fused::{Inst, InstOp, Kernel, Level};
@@ -29,32 +30,6 @@ const BINARY: [BinaryOp; 24] = {
         BitwiseXor, LeftShift, RightShift,
     ]
 };
-
-/// GPU tests run one at a time: the transfer counters and the memory limit are process-wide.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// GPU 0 with this test holding the GPU tests' lock, or `None` after printing why the test is
-/// skipped.
-fn gpu(test: &str) -> Option<(Device, std::sync::MutexGuard<'static, ()>)> {
-    let d = Device::gpu(0);
-    if d.is_available() {
-        return Some((d, ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())));
-    }
-    let why = kiln::set_default_device(d).err().map(|e| e.message).unwrap_or_default();
-    println!("skipped {test}: no usable GPU ({why})");
-    None
-}
-
-/// Whether NVRTC is found, printing a skip line when not.
-fn nvrtc_found(test: &str) -> bool {
-    match nvrtc::version("test") {
-        Ok(_) => true,
-        Err(e) => {
-            println!("skipped {test}: {}", e.message);
-            false
-        }
-    }
-}
 
 /// Ops whose GPU form is CUDA's libdevice rather than the CPU's own code: equal within a few
 /// ulps, not bit for bit.

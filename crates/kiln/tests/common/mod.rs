@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod derivatives;
+pub mod gpu;
 
 use kiln::ops::{self, SliceSpec};
 use kiln::{Array, Dtype, ErrorKind};

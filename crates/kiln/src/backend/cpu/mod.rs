@@ -61,6 +61,6 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
             let n = axes.iter().map(|&a| inputs[0].shape[a]).product::<usize>().saturating_sub(*ddof);
             Ok(creation::arange(n as f64, 0.0, &[1], *dtype))
         }
-        Op::Kernel { call, index } => call.run_cpu(*index, inputs),
+        Op::Kernel { call, index } => call.run_one(crate::Stream::default_for(crate::Device::cpu()), *index, inputs),
     }
 }

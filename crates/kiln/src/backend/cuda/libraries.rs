@@ -61,6 +61,30 @@ pub(super) fn search_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// The folders holding the CUDA toolkit's headers (`cuda_fp16.h`, `cooperative_groups.h`), which
+/// user kernels include: the `include` folder beside each library folder searched (a toolkit's,
+/// or a wheel's `nvidia/cu13/include`), with its `cccl` folder (`cuda/std`, moved there in CUDA
+/// 13) when present. Empty when no toolkit headers are found. Looked for once per process.
+pub fn header_dirs() -> &'static [PathBuf] {
+    static DIRS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    DIRS.get_or_init(find_header_dirs)
+}
+
+fn find_header_dirs() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = Vec::new();
+    for dir in search_dirs() {
+        for candidate in [dir.join("include"), dir.join("..").join("include")] {
+            let Ok(candidate) = candidate.canonicalize() else { continue };
+            if candidate.join("cuda_fp16.h").exists() && !found.contains(&candidate) {
+                found.push(candidate);
+            }
+        }
+    }
+    let cccl: Vec<PathBuf> = found.iter().map(|d| d.join("cccl")).filter(|d| d.is_dir()).collect();
+    found.extend(cccl);
+    found
+}
+
 /// Loads `wanted`, or explains where it was looked for.
 fn load(wanted: Wanted) -> std::result::Result<libloading::Library, String> {
     let mut tried = Vec::new();

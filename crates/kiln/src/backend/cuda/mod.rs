@@ -10,7 +10,8 @@
 //! scatters, concatenation, slice updates, arange and random bits are hand-written kernels
 //! (`*.cu`).
 //!
-//! User CPU kernels (`Op::Kernel`) run on the CPU: their inputs are copied to the host (once per
+//! User CUDA kernels ([`crate::cuda_kernel`]) are built and launched by [`user_kernel`]. User
+//! CPU kernels (`Op::Kernel` with a Rust body) run on the CPU: their inputs are copied to the host (once per
 //! storage, counted in [`crate::transfers`]) and the result stays there until a GPU op needs it.
 //! Which ops ran that way is listed by [`ops_on_host`].
 
@@ -31,6 +32,7 @@ mod scan;
 mod sort;
 mod staging;
 pub mod source;
+pub(crate) mod user_kernel;
 
 pub use memory::DeviceBlock;
 
@@ -104,6 +106,7 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
         // A count reads only its input's shape: made on the host, it reaches GPU kernels as an
         // immediate parameter, with no launch and no copy.
         Op::Count { .. } => crate::backend::cpu::run(op, inputs, shape, dtype),
+        Op::Kernel { call, index } if call.is_cuda() => call.run_one(stream, *index, inputs),
         Op::RandomBits { width, .. } => creation::random_bits(gpu, cu_stream, &inputs[0], shape, *width),
         Op::Transpose(perm) => Ok(views::transpose(&inputs[0], perm)),
         Op::BroadcastTo(_) | Op::BroadcastLike => Ok(views::broadcast_to(&inputs[0], shape)),

@@ -36,12 +36,18 @@ const OPTIONS: &[&str] = &["--fmad=false", "-std=c++17", "-default-device"];
 
 /// Builds `source` for architecture `arch` (e.g. `sm_90a`) and returns the cubin.
 pub fn build(op: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
+    build_with_headers(op, source, arch, &[])
+}
+
+/// [`build`] with `headers` on the include path (the toolkit's, for user kernels).
+pub fn build_with_headers(op: &str, source: &str, arch: &str, headers: &[PathBuf]) -> Result<Vec<u8>> {
     version(op)?;
     let src = CString::new(source).map_err(|_| Error::value(op, "a kernel source holds a NUL byte"))?;
     let err = |what: &str, e: rtc::NvrtcError| Error::new(op, ErrorKind::Device, format!("NVRTC {what} failed: {e:?}"));
     let program = rtc::create_program(&src, None).map_err(|e| err("creating a program", e))?;
     let mut options: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
     options.push(format!("--gpu-architecture={arch}"));
+    options.extend(headers.iter().map(|d| format!("-I{}", d.display())));
     // Safety: the program is valid until destroyed below.
     let compiled = unsafe { rtc::compile_program(program, &options) };
     let result = match compiled {
@@ -82,21 +88,36 @@ fn cubin(program: rtc_sys::nvrtcProgram) -> std::result::Result<Vec<u8>, rtc::Nv
     }
 }
 
-/// Where the cubin of `source` for `arch` is kept on disk.
-fn disk_path(op: &str, source: &str, arch: &str) -> Result<PathBuf> {
+/// Where the cubin of `source` for `arch` (built with `headers`) is kept on disk.
+fn disk_path(op: &str, source: &str, arch: &str, headers: &[PathBuf]) -> Result<PathBuf> {
     let (major, minor) = version(op)?;
-    let key = crate::backend::stable_hash(&[source, arch, &OPTIONS.join(" ")]);
+    let headers: Vec<String> = headers.iter().map(|d| d.display().to_string()).collect();
+    let key = crate::backend::stable_hash(&[source, arch, &OPTIONS.join(" "), &headers.join(" ")]);
     Ok(crate::backend::cache_root().join("cuda").join(format!("{arch}-nvrtc{major}.{minor}")).join(format!("{key:016x}.cubin")))
 }
 
 /// The cubin of `source` for `arch`, from the disk cache or built (and then stored, with its
-/// source beside it so what runs can be read).
-fn cached_cubin(op: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
-    let path = disk_path(op, source, arch)?;
+/// source beside it so what runs can be read). `KILN_LOG=compile` logs each build and disk hit.
+fn cached_cubin(op: &str, source: &str, arch: &str, headers: &[PathBuf]) -> Result<Vec<u8>> {
+    let path = disk_path(op, source, arch, headers)?;
+    let log = crate::transforms::compile::log_enabled();
     if let Ok(bytes) = std::fs::read(&path) {
+        if log {
+            eprintln!("[kiln compile] {op}: cubin for {arch} read from the disk cache ({})", path.display());
+        }
         return Ok(bytes);
     }
-    let bytes = build(op, source, arch)?;
+    let started = std::time::Instant::now();
+    let bytes = build_with_headers(op, source, arch, headers)?;
+    if log {
+        eprintln!(
+            "[kiln compile] {op}: NVRTC built {} lines of CUDA C for {arch} in {:.1} ms ({} bytes of cubin, cached at {})",
+            source.lines().count(),
+            started.elapsed().as_secs_f64() * 1e3,
+            bytes.len(),
+            path.display()
+        );
+    }
     // The cache is an optimisation: a read-only or full disk only costs a rebuild next time.
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
@@ -129,18 +150,25 @@ impl Function {
     /// the kernel is first allowed that much).
     #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
     pub fn launch_shared(self, op: &str, stream: sys::CUstream, grid: usize, block: u32, shared: u32, args: &mut [*mut std::ffi::c_void]) -> Result<()> {
+        let grid = u32::try_from(grid).ok().filter(|&g| g <= i32::MAX as u32).ok_or_else(|| {
+            Error::unsupported(op, format!("{grid} blocks are more than one GPU launch covers (2^31 - 1)"))
+        })?;
+        self.launch_3d(op, stream, [grid.max(1), 1, 1], [block, 1, 1], shared, args)
+    }
+
+    /// Queues the kernel with a three-axis `grid` of blocks of `block` threads and `shared` bytes
+    /// of dynamic shared memory (allowed above 48 KiB first).
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
+    pub fn launch_3d(self, op: &str, stream: sys::CUstream, grid: [u32; 3], block: [u32; 3], shared: u32, args: &mut [*mut std::ffi::c_void]) -> Result<()> {
         if shared > 48 * 1024 {
             let attribute = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
             // Safety: a loaded function of the current context.
             unsafe { cu::function::set_function_attribute(self.0, attribute, shared as i32) }
                 .map_err(|e| device_error(op, &format!("allowing a kernel {shared} bytes of shared memory"), e))?;
         }
-        let grid = u32::try_from(grid).ok().filter(|&g| g <= i32::MAX as u32).ok_or_else(|| {
-            Error::unsupported(op, format!("{grid} blocks are more than one GPU launch covers (2^31 - 1)"))
-        })?;
         // Safety: the caller passes the kernel's parameters; the buffers they address hold what
         // the kernel indexes.
-        unsafe { cu::launch_kernel(self.0, (grid.max(1), 1, 1), (block, 1, 1), shared, stream, args) }
+        unsafe { cu::launch_kernel(self.0, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), shared, stream, args) }
             .map_err(|e| device_error(op, "launching a kernel", e))
     }
 
@@ -179,7 +207,11 @@ pub fn handwritten_source(body: &str, definitions: &str) -> String {
 
 /// Kernels loaded so far, by a key of the caller's (what the source is printed from) and the GPU:
 /// a kernel found again costs one lookup, without printing its source.
-pub struct Loaded<K>(Mutex<Option<HashMap<(K, usize), Function>>>);
+pub struct Loaded<K> {
+    functions: Mutex<Option<HashMap<(K, usize), Function>>>,
+    /// Whether the sources include the toolkit's headers (user kernels do; kiln's own do not).
+    toolkit_headers: bool,
+}
 
 impl<K: Hash + Eq> Default for Loaded<K> {
     fn default() -> Loaded<K> {
@@ -188,27 +220,34 @@ impl<K: Hash + Eq> Default for Loaded<K> {
 }
 
 impl<K: Hash + Eq> Loaded<K> {
-    /// An empty cache (for a `static`).
+    /// An empty cache (for a `static`) of kernels that need no headers.
     pub const fn new() -> Loaded<K> {
-        Loaded(Mutex::new(None))
+        Loaded { functions: Mutex::new(None), toolkit_headers: false }
+    }
+
+    /// An empty cache of kernels built with the CUDA toolkit's headers on the include path.
+    pub const fn with_toolkit_headers() -> Loaded<K> {
+        Loaded { functions: Mutex::new(None), toolkit_headers: true }
     }
 
     /// The kernel `key` stands for on `gpu`: loaded before, or `entry` of the source `print`
     /// gives, built (or read from the disk cache) and loaded now.
     pub fn get(&self, op: &str, gpu: &Gpu, key: K, entry: &str, print: impl FnOnce() -> Result<String>) -> Result<Function> {
         let key = (key, gpu.ordinal);
-        if let Some(f) = self.0.lock().unwrap().get_or_insert_with(HashMap::new).get(&key) {
+        if let Some(f) = self.functions.lock().unwrap().get_or_insert_with(HashMap::new).get(&key) {
             return Ok(*f);
         }
-        let f = load(op, gpu, &print()?, entry)?;
-        self.0.lock().unwrap().get_or_insert_with(HashMap::new).insert(key, f);
+        let headers = if self.toolkit_headers { super::libraries::header_dirs() } else { &[] };
+        let f = load(op, gpu, &print()?, entry, headers)?;
+        self.functions.lock().unwrap().get_or_insert_with(HashMap::new).insert(key, f);
         Ok(f)
     }
 }
 
-/// The function `entry` of `source` loaded on `gpu`, its cubin built or read from the disk cache.
-fn load(op: &str, gpu: &Gpu, source: &str, entry: &str) -> Result<Function> {
-    let cubin = cached_cubin(op, source, &gpu.arch())?;
+/// The function `entry` of `source` loaded on `gpu`, its cubin built (with `headers` on the
+/// include path) or read from the disk cache.
+fn load(op: &str, gpu: &Gpu, source: &str, entry: &str, headers: &[PathBuf]) -> Result<Function> {
+    let cubin = cached_cubin(op, source, &gpu.arch(), headers)?;
     // Safety: the image is a cubin NVRTC built for this device; the module stays loaded for the
     // process (kernels are few and small).
     let module = unsafe { cu::module::load_data(cubin.as_ptr() as *const std::ffi::c_void) }

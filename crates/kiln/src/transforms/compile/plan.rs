@@ -143,7 +143,7 @@ impl Plan {
                 }
                 Step::Kernel { call, inputs, outputs } => {
                     let data: Vec<Input> = inputs.iter().map(|&i| input(&mut slots, i, false)).collect();
-                    let results = call.run_all(&data)?;
+                    let results = call.run_all(stream, &data)?;
                     for &(index, slot) in outputs {
                         slots[slot] = Some(results[index].clone());
                     }
