@@ -11,6 +11,7 @@ mod device;
 mod dlpack;
 mod dtype;
 mod errors;
+mod fast;
 mod index;
 mod memory;
 mod methods;
@@ -64,6 +65,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     transforms::register(m)?;
     compile::register(m)?;
     random::register(m)?;
+    fast::register(m)?;
     m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::asarray, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::from_dlpack, m)?)?;

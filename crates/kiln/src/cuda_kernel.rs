@@ -296,7 +296,7 @@ impl CudaKernel {
         if stream.device.kind != DeviceKind::Gpu {
             return Err(Error::value(
                 OP,
-                format!("kernel '{name}' is CUDA C and runs on a GPU, but the stream is on the {}; pass stream=gpu or make the GPU the default device", stream.device),
+                format!("kernel '{name}' is CUDA C and runs on a GPU, but was called on {}; pass stream=gpu or make the GPU the default device", stream.device),
             ));
         }
         let count = |what: &str, got: usize, want: usize| {
