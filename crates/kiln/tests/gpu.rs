@@ -654,6 +654,35 @@ fn compiled_functions_run_on_a_gpu_stream() {
     assert_close(&gpu_out[0].to_f64_vec().unwrap(), &cpu[0].to_f64_vec().unwrap(), 4e-6, 1e-7, "compiled gelu");
 }
 
+/// A compiled function's report names, once the plan ran on a GPU, each fused kernel's CUDA
+/// source, launch shape and the registers and shared memory its cubin uses.
+#[test]
+fn compile_reports_show_each_gpu_kernels_source_launch_and_resources() {
+    let Some((g, _one)) = gpu("compile_reports_show_each_gpu_kernels_source_launch_and_resources") else { return };
+    let mut rng = Rng::new(12);
+    let x = array(&rng.vec(64 * 1000, -3.0, 3.0), &[64, 1000], Dtype::F32);
+    let elementwise = kiln::compile(|a: &[Array]| Ok(vec![ops::multiply(ops::exp(&a[0])?, 2.0f32)?]));
+    let softmax = kiln::compile(|a: &[Array]| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]));
+    for (what, f, fold) in [("elementwise", &elementwise, false), ("softmax", &softmax, true)] {
+        let before = with_device(g, || f.inspect(std::slice::from_ref(&x), &[])).unwrap().unwrap();
+        assert!(before.groups.iter().all(|k| k.gpu.is_none()), "{what}: nothing ran yet: {before}");
+        with_device(g, || f.call(std::slice::from_ref(&x))).unwrap().unwrap()[0].eval().unwrap();
+        let report = with_device(g, || f.inspect(std::slice::from_ref(&x), &[])).unwrap().unwrap();
+        assert_eq!(report.groups.len(), 1, "{what}: {report}");
+        let launch = report.groups[0].gpu.clone().unwrap_or_else(|| panic!("{what}: no GPU launch in {report}"));
+        assert!(launch.source.contains("__global__") && launch.source.contains("extern \"C\""), "{what}: {}", launch.source);
+        assert!(launch.registers > 0 && launch.shared_bytes >= 0, "{what}: {launch}");
+        if fold {
+            assert_eq!(launch.grid, 64, "{what}: a block per row: {launch}");
+            assert!(launch.shared_bytes > 0, "{what}: block folds share partial results: {launch}");
+        } else {
+            assert!(launch.grid * launch.block as usize * 4 >= 64_000, "{what}: the launch covers every element: {launch}");
+        }
+        let text = report.to_string();
+        assert!(text.contains("GPU launch:") && text.contains("CUDA source:") && text.contains("no CUDA graph"), "{what}: {text}");
+    }
+}
+
 /// Compiled functions with reductions (each one fused kernel of several passes, a column
 /// reduction, integer and half-precision folds, row and element outputs at once) run on the GPU
 /// and match the CPU's compiled results.

@@ -303,3 +303,22 @@ fn a_user_kernel_is_an_opaque_boundary_between_fused_segments() {
     assert_close(&got, &want, 2e-5, 1e-6, "compiled rmsnorm against float64");
     assert_close(&got, &eager, 1e-6, 0.0, "compiled against eager");
 }
+
+/// A kernel writing one element per thread without a bounds check, launched on a grid rounded up
+/// to its threadgroup (as mlx's examples are), leaves other arrays alone (compute-sanitizer's
+/// memcheck, which scripts/gpu-test runs, also sees no write outside an allocation).
+#[test]
+fn unchecked_writes_of_a_rounded_up_grid_stay_inside_the_output() {
+    let Some((g, _one)) = gpu("unchecked_writes_of_a_rounded_up_grid_stay_inside_the_output") else { return };
+    let k = CudaKernel::new("fill", &[], &["out"], "out[blockIdx.x * blockDim.x + threadIdx.x] = 7;").unwrap();
+    for n in [1usize, 48, 1000] {
+        let before = with_device(g, || ops::add(Array::from_vec(vec![1.0f32; 64]), 1.0f32)).unwrap().unwrap();
+        before.eval().unwrap();
+        let out = with_device(g, || k.call(&[], &launch(vec![(vec![n], Dtype::F32)], [n, 1, 1], [256, 1, 1]))).unwrap().unwrap();
+        let after = with_device(g, || ops::add(Array::from_vec(vec![1.0f32; 64]), 1.0f32)).unwrap().unwrap();
+        after.eval().unwrap();
+        assert_eq!(out[0].to_f64_vec().unwrap(), vec![7.0; n]);
+        assert_eq!(before.to_f64_vec().unwrap(), vec![2.0; 64], "an array made before the kernel");
+        assert_eq!(after.to_f64_vec().unwrap(), vec![2.0; 64], "an array made after the kernel");
+    }
+}

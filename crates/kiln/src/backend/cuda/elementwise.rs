@@ -3,6 +3,7 @@
 //! variant, fills its parameter block and launches it.
 
 use super::context::Gpu;
+use super::launches;
 use super::memory::DeviceBlock;
 use super::nvrtc;
 use super::source::{self, Access, Variant, BLOCK, ENTRY};
@@ -49,6 +50,15 @@ pub(super) fn reach(dims: &[usize], strides: &[Vec<isize>]) -> usize {
 /// Runs elementwise kernel `k` over `space` on `gpu`'s `stream`, one new contiguous array per
 /// output.
 pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
+    run_with(op, gpu, stream, k, inputs, space, false)
+}
+
+/// [`run`] for a compiled plan's kernel, whose launch is recorded for compile's report.
+pub fn run_recorded(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
+    run_with(op, gpu, stream, k, inputs, space, true)
+}
+
+fn run_with(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize], record: bool) -> Result<Vec<Buffer>> {
     let n = numel(space);
     let strides: Vec<Vec<isize>> = inputs.iter().map(|x| x.strides_for(space).to_vec()).collect();
     let (dims, st) = merged_axes(space, &strides);
@@ -96,12 +106,15 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
         if inputs.is_empty() {
             words.extend(std::iter::repeat_n(0, rank));
         }
-        if variant.vector > 1 {
+        let grid = if variant.vector > 1 {
             // A thread per vector, and one per element of the tail (the printer's shape).
-            let threads = n / variant.vector + n % variant.vector;
-            function.launch(op, stream, threads.div_ceil(BLOCK as usize), BLOCK, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])?;
+            (n / variant.vector + n % variant.vector).div_ceil(BLOCK as usize)
         } else {
-            function.launch_words(op, gpu, stream, BLOCK, n, &mut words)?;
+            gpu.grid_for(BLOCK, n)
+        };
+        function.launch(op, stream, grid, BLOCK, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])?;
+        if record {
+            launches::record(k, &launches::Printed::Elementwise(variant), function, grid, BLOCK);
         }
     }
     Ok(blocks

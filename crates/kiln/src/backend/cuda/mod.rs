@@ -21,6 +21,7 @@ mod creation;
 mod elementwise;
 mod index;
 mod integer_matmul;
+pub mod launches;
 pub mod libraries;
 pub mod matmul;
 pub mod memory;
@@ -134,7 +135,7 @@ pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], spa
     if k.reduced > 0 {
         return rows::run(&k.name, gpu, cu_stream, k, inputs, space);
     }
-    elementwise::run(&k.name, gpu, cu_stream, k, inputs, space)
+    elementwise::run_recorded(&k.name, gpu, cu_stream, k, inputs, space)
 }
 
 /// Copies a device block's bytes to `host` once the kernels writing them are done.

@@ -84,7 +84,9 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
             words.push(0);
         }
     }
-    function.launch(op, stream, gpu.grid_for(1, rows), block, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])?;
+    let grid = gpu.grid_for(1, rows);
+    function.launch(op, stream, grid, block, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])?;
+    super::launches::record(k, &super::launches::Printed::Rows(variant), function, grid, block);
     Ok(buffers(blocks, &outputs, space, &row_shape))
 }
 

@@ -1,5 +1,6 @@
 //! Launching user CUDA kernels ([`crate::cuda_kernel`]): inputs made row-major when asked,
-//! outputs allocated (and filled with the initial value when one is given), the source built by
+//! outputs allocated (with room for one element per thread, and filled with the initial value
+//! when one is given), the source built by
 //! NVRTC with the toolkit's headers (cached by source), and the kernel queued on the stream.
 
 use super::memory::DeviceBlock;
@@ -37,6 +38,14 @@ impl Param {
             Param::Rank(r) => r as *mut i32 as *mut c_void,
         }
     }
+}
+
+/// Elements to allocate for an output of `elements` written by a launch of `launched` threads:
+/// one per thread where that is at most twice the output (or 64Ki elements), so that a kernel
+/// writing one element per thread without a bounds check, as mlx's examples do when the grid is
+/// rounded up to the threadgroup, cannot write over another array.
+fn room_for(elements: usize, launched: usize) -> usize {
+    if launched <= elements.saturating_mul(2).max(1 << 16) { launched.max(elements) } else { elements }
 }
 
 /// Runs kernel `name` as `call` describes on `stream`, reading `inputs` and returning one
@@ -86,15 +95,15 @@ pub(crate) fn run(stream: Stream, name: &str, call: &CudaCall, inputs: &[Input],
             params.push(Param::Rank(x.shape.len() as i32));
         }
     }
+    let launched: usize = call.blocks.iter().zip(call.threads).map(|(&b, t)| b as usize * t as usize).product();
     let mut results = Vec::with_capacity(outputs.len());
     for (shape, dtype) in outputs {
-        let out = match call.init_value {
-            Some(v) => creation::arange(gpu, cu_stream, v, 0.0, shape, *dtype)?,
-            None => {
-                let block = DeviceBlock::new(OP, gpu, cu_stream, numel(shape) * dtype.size())?;
-                Buffer { storage: Storage::on_device(block), offset: 0, strides: row_major_strides(shape) }
-            }
+        let room = room_for(numel(shape), launched);
+        let storage = match call.init_value {
+            Some(v) => creation::arange(gpu, cu_stream, v, 0.0, &[room], *dtype)?.storage,
+            None => Storage::on_device(DeviceBlock::new(OP, gpu, cu_stream, room * dtype.size())?),
         };
+        let out = Buffer { storage, offset: 0, strides: row_major_strides(shape) };
         params.push(Param::Address(out.gpu_start(OP, gpu.ordinal, cu_stream, dtype.size())?));
         results.push(out);
     }

@@ -20,6 +20,9 @@ pub struct GroupReport {
     pub ir: String,
     /// How the CPU runs it: as native code (and where its C source is), or interpreted and why.
     pub engine: String,
+    /// How it last ran on a GPU (CUDA source, launch shape, registers, shared memory), once the
+    /// plan has run there.
+    pub gpu: Option<crate::backend::cuda::launches::GpuLaunch>,
 }
 
 /// What compile did for one input signature.
@@ -105,6 +108,13 @@ impl Report {
                 Step::Fused { .. } | Step::Kernel { .. } => true,
             })
             .count();
+        // The plan's own copy of each kernel is the one that ran (and whose launch was recorded).
+        let planned = |name: &str| {
+            plan.steps.iter().find_map(|s| match s {
+                Step::Fused { kernel, .. } if kernel.name == name => Some(kernel),
+                _ => None,
+            })
+        };
         let groups = grouping
             .kernels
             .iter()
@@ -113,6 +123,7 @@ impl Report {
                 members: g.members.iter().map(|&m| node_line(simplified, m)).collect(),
                 ir: g.kernel.to_string(),
                 engine: crate::backend::cpu::fused::engine(&g.kernel).to_string(),
+                gpu: planned(&g.kernel.name).and_then(|k| crate::backend::cuda::launches::last_launch(k)),
             })
             .collect();
         let boundaries = grouping
@@ -149,7 +160,13 @@ impl fmt::Display for Report {
                 writeln!(f, "  {m}")?;
             }
             writeln!(f, "{}", g.ir)?;
-            writeln!(f, "runs as: {}", g.engine)?;
+            match &g.gpu {
+                Some(launch) => writeln!(f, "{launch}\nCUDA source:\n{}", launch.source)?,
+                None => writeln!(f, "runs as: {}", g.engine)?,
+            }
+        }
+        if self.groups.iter().any(|g| g.gpu.is_some()) {
+            writeln!(f, "GPU replay: the plan's kernels are launched one by one on the stream (no CUDA graph)")?;
         }
         if !self.boundaries.is_empty() {
             writeln!(f, "single ops (not fused):")?;
