@@ -88,6 +88,15 @@ fn check_close(case: &str, eager: &[Array], compiled: &[Array], tol: f64) {
     }
 }
 
+/// Evaluates `arrays` and, on a GPU, waits for it: a step is timed until its results exist.
+fn finish(arrays: &[&Array]) {
+    kiln::eval(arrays).unwrap();
+    let device = kiln::default_device();
+    if device.kind == kiln::DeviceKind::Gpu {
+        kiln::synchronize(kiln::Stream::default_for(device)).unwrap();
+    }
+}
+
 /// Calls `call` once (queueing its kernels' native builds), waits for the builds, then calls it
 /// until the engines' timing trial has decided which runs each kernel: what follows is the
 /// steady state. `1 + 2 * TRIAL_RUNS` calls in all.
@@ -240,7 +249,7 @@ fn eval_state(loss: &Array, lists: [&ArrayList; 2]) {
     let mut all = lists[0].to_vec();
     all.extend(lists[1].to_vec());
     all.push(loss.clone());
-    kiln::eval(&all.iter().collect::<Vec<_>>()).unwrap();
+    finish(&all.iter().collect::<Vec<_>>());
 }
 
 /// A training step of the MLP, eager against the whole step compiled (state lists declared as
@@ -297,11 +306,11 @@ pub(crate) fn tiny_call(reps: usize) -> Vec<Row> {
     let x = [Array::from_slice(&[-1.5f32, -0.25, 0.5, 2.0], &[4]).unwrap()];
     let compiled = compile_one(tiny);
     check_close("tiny_call", &[tiny(&x).unwrap()], &compiled.call(&x).unwrap(), 1e-6);
-    steady(|| compiled.call(&x).unwrap()[0].eval().unwrap());
+    steady(|| finish(&[&compiled.call(&x).unwrap()[0]]));
     let (eager_ms, compiled_ms) = paired_median_ms(
         reps,
-        || (0..TINY_CALLS).for_each(|_| tiny(&x).unwrap().eval().unwrap()),
-        || (0..TINY_CALLS).for_each(|_| compiled.call(&x).unwrap()[0].eval().unwrap()),
+        || (0..TINY_CALLS).for_each(|_| finish(&[&tiny(&x).unwrap()])),
+        || (0..TINY_CALLS).for_each(|_| finish(&[&compiled.call(&x).unwrap()[0]])),
     );
     let row = |variant, ms: f64| {
         let per_call = ms / TINY_CALLS as f64;

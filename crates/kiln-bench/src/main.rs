@@ -23,7 +23,8 @@
 //! Usage: `kiln-bench [--json] [--reps N] [--device cpu|gpu] [CASE...]`; CPU cases: memcpy copy add
 //! gelu silu layernorm softmax sum matmul mlp_grad mlp_step first_compile tiny_call; GPU cases (module
 //! [`gpu`]): d2d_copy copy add gelu sum sum_rows tiny_op matmul argsort cumsum take to_device
-//! to_host compiled first_compiled loop_shapes.
+//! to_host compiled first_compiled tiny_call mlp_step loop_shapes (tiny_call and mlp_step are the
+//! CPU cases, each call or step waited for on the GPU).
 
 mod compiled;
 mod gpu;
