@@ -211,14 +211,20 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
 /// Eager against compiled on the GPU: gelu and silu on 32×1000×4096 (one fused elementwise
 /// kernel), softmax and layer norm on 4096² (one fused row kernel each); bytes are the input
 /// read and the output written once.
+/// sum(x * x) over every element: a long reduction of one row.
+fn sum_squares(a: &[Array]) -> kiln::Result<Array> {
+    ops::sum(ops::multiply(&a[0], &a[0])?, None, false)
+}
+
 fn compiled_rows(reps: usize) -> Vec<Row> {
     use crate::compiled::{compile_one, gelu, layernorm, silu, softmax};
     type Case = (&'static str, fn(&[Array]) -> kiln::Result<Array>, &'static [usize]);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         ("gelu_compiled", gelu, &SHAPE),
         ("silu_compiled", silu, &SHAPE),
         ("softmax_compiled", softmax, &SQUARE),
         ("layernorm_compiled", layernorm, &SQUARE),
+        ("sum_squares_compiled", sum_squares, &SHAPE),
     ];
     let mut rows = Vec::new();
     for (name, f, shape) in cases {
@@ -231,7 +237,9 @@ fn compiled_rows(reps: usize) -> Vec<Row> {
         args.iter().for_each(done);
         let compiled = compile_one(f);
         done(&compiled.call(&args).expect("compiled")[0]);
-        let bytes = 2 * 4 * shape.iter().product::<usize>();
+        // Bytes moved: the input read, and (but for the sum) an output of its size written.
+        let passes = if name == "sum_squares_compiled" { 1 } else { 2 };
+        let bytes = passes * 4 * shape.iter().product::<usize>();
         let eager = median_ms(reps, || done(&f(&args).unwrap()));
         let fused = median_ms(reps, || done(&compiled.call(&args).unwrap()[0]));
         let kernels = compiled.inspect(&args, &[]).expect("inspect").compiled_kernels as f64;

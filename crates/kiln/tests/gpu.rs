@@ -654,6 +654,30 @@ fn compiled_functions_run_on_a_gpu_stream() {
     assert_close(&gpu_out[0].to_f64_vec().unwrap(), &cpu[0].to_f64_vec().unwrap(), 4e-6, 1e-7, "compiled gelu");
 }
 
+/// On a GPU a long reduction with few rows (a full sum of squares, a mean over 300,000 columns
+/// of 4 rows) is not fused into a block per row: it runs as the reduction op, split over many
+/// blocks, after a fused kernel for its inputs. Short rows still fuse; the CPU fuses all.
+#[test]
+fn long_reductions_of_few_rows_split_over_blocks_on_the_gpu() {
+    let Some((g, _one)) = gpu("long_reductions_of_few_rows_split_over_blocks_on_the_gpu") else { return };
+    let mut rng = Rng::new(13);
+    let sum_squares = kiln::compile(|a: &[Array]| Ok(vec![ops::sum(ops::multiply(&a[0], &a[0])?, None, false)?]));
+    let mean_exp = kiln::compile(|a: &[Array]| Ok(vec![ops::add(ops::mean(ops::exp(&a[0])?, Some(&[-1]), false)?, 1.0f32)?]));
+    let long = array(&rng.vec(1 << 20, -1.0, 1.0), &[1 << 20], Dtype::F32);
+    let wide = array(&rng.vec(4 * 300_000, -1.0, 1.0), &[4, 300_000], Dtype::F32);
+    let short = array(&rng.vec(1000, -1.0, 1.0), &[1000], Dtype::F32);
+    for (what, f, x, gpu_kernels) in [("sum of squares", &sum_squares, &long, 2), ("mean of exp", &mean_exp, &wide, 3), ("short sum", &sum_squares, &short, 1)] {
+        let args = std::slice::from_ref(x);
+        let on_gpu = with_device(g, || f.call(args)).unwrap().unwrap().remove(0).to_f64_vec().unwrap();
+        let on_cpu = with_device(Device::cpu(), || f.call(args)).unwrap().unwrap().remove(0).to_f64_vec().unwrap();
+        assert_close(&on_gpu, &on_cpu, 1e-5, 1e-6, what);
+        let report = with_device(g, || f.inspect(args, &[])).unwrap().unwrap();
+        assert_eq!(report.compiled_kernels, gpu_kernels, "{what} on the GPU: {report}");
+        let report = with_device(Device::cpu(), || f.inspect(args, &[])).unwrap().unwrap();
+        assert_eq!(report.compiled_kernels, 1, "{what} on the CPU: {report}");
+    }
+}
+
 /// A compiled function's report names, once the plan ran on a GPU, each fused kernel's CUDA
 /// source, launch shape and the registers and shared memory its cubin uses.
 #[test]

@@ -121,8 +121,29 @@ fn trailing_reduction(op: &Op, in_shape: &[usize]) -> Option<usize> {
     (trailing && folds).then_some(k)
 }
 
-/// Groups the tape's nodes (`enabled` false: every op alone, for the no_fuse mode).
-pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
+/// Where a plan will run, as far as grouping cares.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Target {
+    /// On a GPU: a reduction with fewer rows than this, each of at least [`LONG_ROW`] elements,
+    /// stays its own op. A fused reduction folds each row in one block, which leaves most of the
+    /// GPU idle when rows are few and long; the reduction op alone splits each row over many
+    /// blocks and combines them in a second pass (its inputs are then computed by their own
+    /// fused kernel).
+    pub few_rows: Option<usize>,
+}
+
+/// Row length from which [`Target::few_rows`] keeps a reduction apart.
+const LONG_ROW: usize = 1 << 18;
+
+/// Whether a reduction of the last `k` axes of `shape` stays its own op on `target`.
+fn kept_apart(shape: &[usize], k: usize, target: Target) -> bool {
+    let split = shape.len() - k;
+    let (rows, len) = (shape[..split].iter().product::<usize>(), shape[split..].iter().product::<usize>());
+    target.few_rows.is_some_and(|few| rows < few && len >= LONG_ROW)
+}
+
+/// Groups the tape's nodes (`enabled` false: every op alone, for the no_fuse mode) for `target`.
+pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
     let n = tape.nodes.len();
     let mut group_of: Vec<Option<usize>> = vec![None; n];
     let mut level: Vec<Level> = vec![Level::Element; n];
@@ -164,7 +185,11 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
             join(&mut groups[g], inputs, id, g, &group_of, &deps);
             group_of[id] = Some(g);
             level[id] = lv;
-        } else if let Some(k) = inputs.first().and_then(|&x| trailing_reduction(op, &tape.nodes[x].shape)) {
+        } else if let Some(k) = inputs
+            .first()
+            .and_then(|&x| trailing_reduction(op, &tape.nodes[x].shape))
+            .filter(|&k| !kept_apart(&tape.nodes[inputs[0]].shape, k, target))
+        {
             let x = inputs[0];
             let joined = group_of[x].filter(|&g| {
                 let b = &groups[g];
@@ -217,7 +242,7 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool) -> Grouping {
     match schedule(tape, &unit_of) {
         Some(order) => Grouping { order, kernels },
         // Two groups that each grew to need the other: run every op alone rather than fail.
-        None => fuse(tape, false),
+        None => fuse(tape, false, target),
     }
 }
 

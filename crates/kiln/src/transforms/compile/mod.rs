@@ -163,6 +163,17 @@ pub(crate) fn log_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("KILN_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim() == "compile")))
 }
 
+/// What grouping needs to know of the current stream's device: on a GPU, below how many rows
+/// a long reduction is better split over blocks than fused (a quarter of its multiprocessors).
+fn fuse_target() -> fuse::Target {
+    let device = current_stream().device;
+    let few_rows = match device.kind {
+        crate::DeviceKind::Gpu => crate::backend::cuda::context::gpu("compile", device.index).ok().map(|g| g.multiprocessors as usize / 4),
+        crate::DeviceKind::Cpu => None,
+    };
+    fuse::Target { few_rows }
+}
+
 /// A compiled function: call it like the function. Clones share one cache, which is freed with
 /// the last clone. `Send + Sync`: threads may call it at once.
 #[derive(Clone)]
@@ -400,7 +411,7 @@ impl Compiled {
             shapeless::reinfer(&entry.traced, shapes)?
         };
         let simplified = simplify::simplify(&tape, o.mode != CompileMode::NoSimplify);
-        let grouping = fuse::fuse(&simplified, o.mode != CompileMode::NoFuse);
+        let grouping = fuse::fuse(&simplified, o.mode != CompileMode::NoFuse, fuse_target());
         let plan = Plan::new(&simplified, &grouping);
         let p = Arc::new(Prepared {
             shapes: simplified.nodes.iter().map(|n| n.shape.clone()).collect(),
