@@ -132,18 +132,11 @@ fn is_identifier(name: &str) -> bool {
 pub fn cuda_type(dtype: Dtype) -> &'static str {
     match dtype {
         Dtype::Bool => "bool",
-        Dtype::U8 => "uint8_t",
-        Dtype::U16 => "uint16_t",
-        Dtype::U32 => "uint32_t",
-        Dtype::U64 => "uint64_t",
-        Dtype::I8 => "int8_t",
-        Dtype::I16 => "int16_t",
-        Dtype::I32 => "int32_t",
-        Dtype::I64 => "int64_t",
         Dtype::F16 => "__half",
         Dtype::BF16 => "__nv_bfloat16",
         Dtype::F32 => "float",
         Dtype::F64 => "double",
+        _ => dtype.stdint_name().expect("the other dtypes are integers"),
     }
 }
 

@@ -53,6 +53,22 @@ impl Dtype {
         Dtype::F64,
     ];
 
+    /// The `<stdint.h>` name of an integer dtype (`uint8_t` ... `int64_t`), which the C and
+    /// CUDA printers share; `None` for bool and floats.
+    pub fn stdint_name(self) -> Option<&'static str> {
+        Some(match self {
+            Dtype::U8 => "uint8_t",
+            Dtype::U16 => "uint16_t",
+            Dtype::U32 => "uint32_t",
+            Dtype::U64 => "uint64_t",
+            Dtype::I8 => "int8_t",
+            Dtype::I16 => "int16_t",
+            Dtype::I32 => "int32_t",
+            Dtype::I64 => "int64_t",
+            Dtype::Bool | Dtype::F16 | Dtype::BF16 | Dtype::F32 | Dtype::F64 => return None,
+        })
+    }
+
     /// Size of one element in bytes.
     pub fn size(self) -> usize {
         match self {

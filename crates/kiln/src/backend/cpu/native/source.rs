@@ -47,19 +47,12 @@ pub(in crate::backend::cpu) struct Layout {
 
 /// The C type of a dtype's compute values, when C computes it.
 fn c_type(d: Dtype) -> Option<&'static str> {
-    Some(match d {
-        Dtype::Bool | Dtype::U8 => "uint8_t",
-        Dtype::U16 => "uint16_t",
-        Dtype::U32 => "uint32_t",
-        Dtype::U64 => "uint64_t",
-        Dtype::I8 => "int8_t",
-        Dtype::I16 => "int16_t",
-        Dtype::I32 => "int32_t",
-        Dtype::I64 => "int64_t",
-        Dtype::F32 => "float",
-        Dtype::F64 => "double",
-        Dtype::F16 | Dtype::BF16 => return None,
-    })
+    match d {
+        Dtype::Bool => Some("uint8_t"),
+        Dtype::F32 => Some("float"),
+        Dtype::F64 => Some("double"),
+        _ => d.stdint_name(),
+    }
 }
 
 /// The prelude's type of the `K_A64` values of a narrow dtype a fold reads before widening them
