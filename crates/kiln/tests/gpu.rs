@@ -725,12 +725,19 @@ fn compiled_reductions_run_as_gpu_row_kernels_and_match_the_cpu() {
         let var = ops::mean(ops::square(&centred)?, Some(&[-1]), true)?;
         Ok(vec![ops::multiply(ops::multiply(&centred, ops::rsqrt(ops::add(var, 1e-5f32)?)?)?, &a[1])?])
     };
+    let rmsnorm: Body = |a| {
+        let x = &a[0];
+        let scale = ops::rsqrt(ops::add(ops::mean(ops::square(x)?, Some(&[-1]), true)?, 1e-5f32)?)?;
+        Ok(vec![ops::multiply(ops::multiply(x, scale)?, &a[1])?])
+    };
+    let logsumexp: Body = |a| Ok(vec![ops::logsumexp(&a[0], Some(&[-1]), false)?]);
     let logsumexp_and_max: Body = |a| Ok(vec![ops::logsumexp(&a[0], Some(&[-1]), false)?, ops::max(&a[0], Some(&[-1]), false)?]);
     let column_sum: Body = |a| Ok(vec![ops::sum(ops::exp(&a[0])?, Some(&[0]), false)?]);
     let middle_axes: Body = |a| Ok(vec![ops::mean(ops::tanh(&a[0])?, Some(&[1, 2]), true)?]);
     let mut rng = Rng::new(11);
     let x = |shape: &[usize], d: Dtype, rng: &mut Rng| array(&rng.vec(shape.iter().product(), -3.0, 3.0), shape, d);
-    // Softmax and layer norm are one kernel each, in the row-cached and the general variant.
+    // Softmax, layer norm, rmsnorm and logsumexp are one kernel each, in the row-cached and the
+    // general variant.
     let cases: Vec<(&str, Body, Vec<Array>, f64, bool)> = vec![
         ("softmax 33x1000", softmax, vec![x(&[33, 1000], Dtype::F32, &mut rng)], 2e-6, true),
         ("softmax 3x4096", softmax, vec![x(&[3, 4096], Dtype::F32, &mut rng)], 2e-6, true),
@@ -739,6 +746,8 @@ fn compiled_reductions_run_as_gpu_row_kernels_and_match_the_cpu() {
         ("softmax bfloat16 4x4100", softmax, vec![x(&[4, 4100], Dtype::BF16, &mut rng)], 1e-2, true),
         ("layernorm 17x256", layernorm, vec![x(&[17, 256], Dtype::F32, &mut rng), x(&[256], Dtype::F32, &mut rng)], 2e-5, true),
         ("layernorm 17x257", layernorm, vec![x(&[17, 257], Dtype::F32, &mut rng), x(&[257], Dtype::F32, &mut rng)], 2e-5, true),
+        ("rmsnorm 17x300", rmsnorm, vec![x(&[17, 300], Dtype::F32, &mut rng), x(&[300], Dtype::F32, &mut rng)], 2e-5, true),
+        ("logsumexp 33x1000", logsumexp, vec![x(&[33, 1000], Dtype::F32, &mut rng)], 2e-6, true),
         ("logsumexp and max float64 5x3", logsumexp_and_max, vec![x(&[5, 3], Dtype::F64, &mut rng)], 1e-12, false),
         ("column sum of exp 700x9", column_sum, vec![x(&[700, 9], Dtype::F32, &mut rng)], 2e-6, false),
         ("mean of tanh over middle axes 3x5x7x2", middle_axes, vec![x(&[3, 5, 7, 2], Dtype::F32, &mut rng)], 2e-6, false),
