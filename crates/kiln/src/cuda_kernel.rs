@@ -59,6 +59,8 @@ pub struct CudaKernel {
     ensure_row_contiguous: bool,
     atomic_outputs: bool,
     shared_memory: u32,
+    /// Per input, which of its shape, strides and rank the source reads (found once, here).
+    shape_uses: Vec<ShapeUse>,
 }
 
 /// How one call runs: the outputs, the launch shape and the template values.
@@ -166,6 +168,11 @@ impl CudaKernel {
             }
             seen.push(n);
         }
+        let reads = |n: &str, what: &str| source.contains(&format!("{n}_{what}"));
+        let shape_uses = input_names
+            .iter()
+            .map(|n| ShapeUse { shape: reads(n, "shape"), strides: reads(n, "strides"), ndim: reads(n, "ndim") })
+            .collect();
         Ok(CudaKernel {
             name: name.to_string(),
             input_names: input_names.iter().map(|s| s.to_string()).collect(),
@@ -175,6 +182,7 @@ impl CudaKernel {
             ensure_row_contiguous: true,
             atomic_outputs: false,
             shared_memory: 0,
+            shape_uses,
         })
     }
 
@@ -210,14 +218,6 @@ impl CudaKernel {
         &self.name
     }
 
-    fn shape_uses(&self) -> Vec<ShapeUse> {
-        let reads = |n: &str, what: &str| self.source.contains(&format!("{n}_{what}"));
-        self.input_names
-            .iter()
-            .map(|n| ShapeUse { shape: reads(n, "shape"), strides: reads(n, "strides"), ndim: reads(n, "ndim") })
-            .collect()
-    }
-
     /// The entry point for `template`: the name, then each template value.
     fn entry(&self, template: &[(String, TemplateArg)]) -> String {
         let mut entry = format!("kiln_user_{}", self.name);
@@ -235,9 +235,8 @@ impl CudaKernel {
     /// The full CUDA C source for inputs of `input_dtypes` and the outputs and template of
     /// `launch`: what NVRTC builds (and `verbose` prints).
     pub fn source_for(&self, input_dtypes: &[Dtype], launch: &CudaLaunch) -> String {
-        let uses = self.shape_uses();
         let mut params = Vec::new();
-        for ((name, dtype), used) in self.input_names.iter().zip(input_dtypes).zip(&uses) {
+        for ((name, dtype), used) in self.input_names.iter().zip(input_dtypes).zip(&self.shape_uses) {
             params.push(format!("const {}* __restrict__ {name}", cuda_type(*dtype)));
             if used.shape {
                 params.push(format!("const Shape {name}_shape"));
@@ -302,8 +301,7 @@ impl CudaKernel {
         {
             return Err(e);
         }
-        let uses = self.shape_uses();
-        for ((x, n), used) in inputs.iter().zip(&self.input_names).zip(&uses) {
+        for ((x, n), used) in inputs.iter().zip(&self.input_names).zip(&self.shape_uses) {
             if (used.shape || used.strides) && x.ndim() > MAX_NDIM {
                 return Err(Error::shape(
                     OP,
@@ -361,7 +359,7 @@ impl CudaKernel {
             shared_memory: self.shared_memory,
             init_value: launch.init_value,
             ensure_row_contiguous: self.ensure_row_contiguous,
-            shape_uses: uses,
+            shape_uses: self.shape_uses.clone(),
         })
     }
 }

@@ -30,6 +30,13 @@ struct Record {
     block: u32,
 }
 
+impl Record {
+    /// Whether this record is of `k`'s code (an address may be reused by another kernel).
+    fn is_of(&self, k: &Kernel) -> bool {
+        self.insts == k.insts && self.inputs == k.inputs
+    }
+}
+
 /// Records by the address of the kernel that ran (a compiled plan's, stable while it lives).
 static LAST: Mutex<Option<HashMap<usize, Record>>> = Mutex::new(None);
 
@@ -42,7 +49,7 @@ pub(super) fn record(k: &Kernel, printed: &Printed, function: Function, grid: us
     let map = last.get_or_insert_with(HashMap::new);
     let key = k as *const Kernel as usize;
     if let Some(r) = map.get_mut(&key) {
-        if r.insts == k.insts && r.inputs == k.inputs && r.printed == *printed {
+        if r.is_of(k) && r.printed == *printed {
             (r.grid, r.block, r.function) = (grid, block, function);
             return;
         }
@@ -83,7 +90,7 @@ pub fn last_launch(k: &Kernel) -> Option<GpuLaunch> {
     let (printed, function, grid, block) = {
         let last = LAST.lock().unwrap();
         let r = last.as_ref()?.get(&(k as *const Kernel as usize))?;
-        if r.insts != k.insts || r.inputs != k.inputs {
+        if !r.is_of(k) {
             return None;
         }
         (r.printed.clone(), r.function, r.grid, r.block)
