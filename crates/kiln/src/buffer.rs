@@ -80,6 +80,16 @@ impl Storage {
         self.host.get().expect("host code reads a storage only after Storage::to_host").ptr.as_ptr()
     }
 
+    /// The size of the bytes in use (the array data), wherever they live.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The first GPU copy of the bytes, if there is one.
+    pub fn device_block(&self) -> Option<&DeviceBlock> {
+        self.device.get()
+    }
+
     /// The usable size of the block in bytes.
     pub fn capacity(&self) -> usize {
         self.host.get().map_or(self.bytes, |h| h.class)

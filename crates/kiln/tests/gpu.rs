@@ -1018,3 +1018,158 @@ fn an_op_on_one_gpu_reads_an_array_made_on_another_once() {
     same("GPU 0 -> GPU 1", Ok(want.clone()), a.to_f64_vec(), Some(1e-6));
     same("GPU 0 -> GPU 1 again", Ok(want), b.to_f64_vec(), Some(1e-6));
 }
+
+/// Turns CUDA graphs on for one test (they are off by default), and back as they were after.
+struct GraphsOn(bool);
+
+impl GraphsOn {
+    fn new() -> GraphsOn {
+        GraphsOn(kiln::backend::cuda::graph::set_enabled(true))
+    }
+}
+
+impl Drop for GraphsOn {
+    fn drop(&mut self) {
+        kiln::backend::cuda::graph::set_enabled(self.0);
+    }
+}
+
+/// Softmax cross-entropy of a relu MLP and one SGD step: args [w1, b1, w2, b2, x, one-hot
+/// labels], results [loss, new w1, b1, w2, b2].
+fn mlp_sgd_step(a: &[Array]) -> kiln::Result<Vec<Array>> {
+    let loss = |a: &[Array]| {
+        let hidden = ops::maximum(ops::add(ops::matmul(&a[4], &a[0])?, &a[1])?, 0.0)?;
+        let logits = ops::add(ops::matmul(&hidden, &a[2])?, &a[3])?;
+        let picked = ops::sum(ops::multiply(&logits, &a[5])?, Some(&[-1]), false)?;
+        Ok(vec![ops::mean(ops::subtract(ops::logsumexp(&logits, Some(&[-1]), false)?, picked)?, None, false)?])
+    };
+    let (value, grads) = kiln::value_and_grad(loss, &[0, 1, 2, 3])(a)?;
+    let mut out = value;
+    for (p, g) in a.iter().zip(grads) {
+        out.push(ops::subtract(p, ops::multiply(g, 0.1f32)?)?);
+    }
+    Ok(out)
+}
+
+/// The MLP's parameters and a batch: [w1 (20x16), b1, w2 (16x5), b2, x (8x20), one-hot labels].
+fn mlp_args(rng: &mut Rng) -> Vec<Array> {
+    let mut onehot = vec![0.0; 8 * 5];
+    for i in 0..8 {
+        onehot[i * 5 + (3 * i + 1) % 5] = 1.0;
+    }
+    vec![
+        array(&rng.vec(20 * 16, -0.3, 0.3), &[20, 16], Dtype::F32),
+        array(&rng.vec(16, -0.1, 0.1), &[16], Dtype::F32),
+        array(&rng.vec(16 * 5, -0.3, 0.3), &[16, 5], Dtype::F32),
+        array(&rng.vec(5, -0.1, 0.1), &[5], Dtype::F32),
+        array(&rng.vec(8 * 20, -1.0, 1.0), &[8, 20], Dtype::F32),
+        array(&onehot, &[8, 5], Dtype::F32),
+    ]
+}
+
+/// A compiled training step of several kernels (matmuls, fused kernels, reductions) is recorded
+/// as a CUDA graph at its second call and replayed after: every step, with the parameters fed
+/// back and a new batch each time, matches the same step run eagerly, and results kept from
+/// earlier calls are not overwritten by later replays.
+#[test]
+fn compiled_steps_replay_as_a_cuda_graph_and_match_eager_steps() {
+    let Some((g, _one)) = gpu("compiled_steps_replay_as_a_cuda_graph_and_match_eager_steps") else { return };
+    let _graphs = GraphsOn::new();
+    let mut rng = Rng::new(21);
+    let step = kiln::compile(mlp_sgd_step);
+    let start = mlp_args(&mut rng);
+    let (mut compiled_args, mut eager_args) = (start.clone(), start);
+    let replays = kiln::backend::cuda::graph::replays();
+    let mut kept = Vec::new();
+    for call in 0..6 {
+        let batch = mlp_args(&mut rng);
+        for a in [&mut compiled_args, &mut eager_args] {
+            a[4] = batch[4].clone();
+        }
+        let compiled = with_device(g, || step.call(&compiled_args)).unwrap().unwrap();
+        let eager = with_device(g, || mlp_sgd_step(&eager_args)).unwrap().unwrap();
+        for (k, (c, e)) in compiled.iter().zip(&eager).enumerate() {
+            assert_close(&c.to_f64_vec().unwrap(), &e.to_f64_vec().unwrap(), 1e-4, 1e-6, &format!("call {call}, result {k}"));
+        }
+        kept.push((compiled[0].clone(), eager[0].to_f64_vec().unwrap()));
+        compiled_args[..4].clone_from_slice(&compiled[1..]);
+        eager_args[..4].clone_from_slice(&eager[1..]);
+    }
+    for (call, (loss, want)) in kept.iter().enumerate() {
+        assert_close(&loss.to_f64_vec().unwrap(), want, 1e-4, 1e-6, &format!("the loss of call {call}, read after every call"));
+    }
+    let report = with_device(g, || step.inspect(&compiled_args, &[])).unwrap().unwrap();
+    let how = report.gpu_replay.clone().unwrap_or_default();
+    assert!(how.contains("one CUDA graph launch"), "{how}");
+    assert_eq!(kiln::backend::cuda::graph::replays() - replays, 5, "calls 2 to 6 replay the graph");
+}
+
+/// A call whose inputs are laid out differently (a transposed view for a row-major array) runs
+/// kernel by kernel and is right; the graph is recorded again for the new layout.
+#[test]
+fn a_new_input_layout_leaves_the_graph_and_stays_right() {
+    let Some((g, _one)) = gpu("a_new_input_layout_leaves_the_graph_and_stays_right") else { return };
+    let _graphs = GraphsOn::new();
+    let mut rng = Rng::new(22);
+    let f = kiln::compile(|a: &[Array]| Ok(vec![ops::softmax(&ops::matmul(&a[0], &a[1])?, Some(&[-1]), false)?, ops::sum(&a[0], None, false)?]));
+    let b = array(&rng.vec(24 * 10, -1.0, 1.0), &[24, 10], Dtype::F32);
+    let row_major = array(&rng.vec(12 * 24, -1.0, 1.0), &[12, 24], Dtype::F32);
+    let transposed = ops::transpose(array(&rng.vec(24 * 12, -1.0, 1.0), &[24, 12], Dtype::F32), None).unwrap();
+    for (call, a) in [&row_major, &row_major, &row_major, &transposed, &transposed, &transposed, &row_major].into_iter().enumerate() {
+        let args = [a.clone(), b.clone()];
+        let got = with_device(g, || f.call(&args)).unwrap().unwrap();
+        let want = with_device(Device::cpu(), || f.call(&args)).unwrap().unwrap();
+        for (k, (x, y)) in got.iter().zip(&want).enumerate() {
+            assert_close(&x.to_f64_vec().unwrap(), &y.to_f64_vec().unwrap(), 1e-5, 1e-6, &format!("call {call}, result {k}"));
+        }
+    }
+}
+
+/// A plan with a step that cannot be recorded (a user kernel that runs on the CPU) keeps
+/// launching kernel by kernel, says why in its report, and is right.
+#[test]
+fn plans_that_cannot_be_recorded_run_kernel_by_kernel() {
+    let Some((g, _one)) = gpu("plans_that_cannot_be_recorded_run_kernel_by_kernel") else { return };
+    let _graphs = GraphsOn::new();
+    let mut rng = Rng::new(23);
+    let f = kiln::compile(|a: &[Array]| {
+        let doubled = kiln::custom_kernel("double", &[ops::exp(&a[0])?], &[(vec![16, 8], Dtype::F32)], |args: &mut kiln::KernelArgs| {
+            let x: Vec<f32> = args.input::<f32>(0)?.to_vec();
+            args.output::<f32>(0)?.iter_mut().zip(x).for_each(|(o, v)| *o = 2.0 * v);
+            Ok(())
+        })?;
+        Ok(vec![ops::sum(ops::tanh(&doubled[0])?, Some(&[-1]), false)?])
+    });
+    let replays = kiln::backend::cuda::graph::replays();
+    for call in 0..4 {
+        let args = [array(&rng.vec(16 * 8, -1.0, 1.0), &[16, 8], Dtype::F32)];
+        let got = with_device(g, || f.call(&args)).unwrap().unwrap();
+        let want = with_device(Device::cpu(), || f.call(&args)).unwrap().unwrap();
+        assert_close(&got[0].to_f64_vec().unwrap(), &want[0].to_f64_vec().unwrap(), 1e-5, 1e-6, &format!("call {call}"));
+    }
+    assert_eq!(kiln::backend::cuda::graph::replays(), replays, "no graph ran");
+    let report = with_device(g, || f.inspect(&[array(&[0.0; 128], &[16, 8], Dtype::F32)], &[])).unwrap().unwrap();
+    assert!(report.gpu_replay.as_deref().is_some_and(|h| h.contains("no CUDA graph: not recordable")), "{report}");
+}
+
+/// Random numbers in a replayed graph: the random state goes in and out of each call, so the
+/// compiled calls draw the same sequence as eager calls from the same seed.
+#[test]
+fn replayed_graphs_carry_the_random_state() {
+    let Some((g, _one)) = gpu("replayed_graphs_carry_the_random_state") else { return };
+    let _graphs = GraphsOn::new();
+    let body = |a: &[Array]| {
+        let noise = kiln::random::uniform(0.0, 1.0, &[64], Dtype::F32, None)?;
+        Ok(vec![ops::sum(ops::multiply(ops::exp(&a[0])?, &noise)?, None, false)?, ops::add(&noise, &a[0])?])
+    };
+    let f = kiln::compile(body);
+    let x = [array(&Rng::new(24).vec(64, -1.0, 1.0), &[64], Dtype::F32)];
+    kiln::random::seed(7);
+    let eager: Vec<Vec<f64>> = (0..5).map(|_| with_device(g, || body(&x)).unwrap().unwrap()[1].to_f64_vec().unwrap()).collect();
+    kiln::random::seed(7);
+    let compiled: Vec<Vec<f64>> = (0..5).map(|_| with_device(g, || f.call(&x)).unwrap().unwrap()[1].to_f64_vec().unwrap()).collect();
+    for (call, (c, e)) in compiled.iter().zip(&eager).enumerate() {
+        assert_close(c, e, 1e-6, 1e-7, &format!("call {call}"));
+    }
+    assert_ne!(compiled[3], compiled[4], "each call draws new numbers");
+}

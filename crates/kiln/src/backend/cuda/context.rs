@@ -143,8 +143,14 @@ pub fn gpu(op: &str, index: usize) -> Result<&'static Gpu> {
 
 impl Gpu {
     /// The CUDA stream kiln's stream `index` runs on (created on first use, never blocking the
-    /// legacy default stream).
+    /// legacy default stream); while this thread records a CUDA graph for it, the private
+    /// stream the recording happens on.
     pub fn stream(&self, op: &str, index: usize) -> Result<sys::CUstream> {
+        Ok(super::graph::recording_stream(self.launch_stream(op, index)?))
+    }
+
+    /// The CUDA stream kiln's stream `index` runs on, recording or not.
+    pub fn launch_stream(&self, op: &str, index: usize) -> Result<sys::CUstream> {
         let mut streams = self.streams.lock().unwrap();
         if let Some(&s) = streams.get(&index) {
             return Ok(s as sys::CUstream);

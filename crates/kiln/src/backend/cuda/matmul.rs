@@ -16,6 +16,7 @@ use super::context::{device_error, Gpu};
 use super::elementwise;
 use super::libraries::{self, CUBLASLT};
 use super::memory::DeviceBlock;
+use super::switch::Switch;
 use crate::backend::Input;
 use crate::buffer::{Buffer, Storage};
 use crate::dtype::Dtype;
@@ -26,31 +27,20 @@ use cudarc::cublaslt::sys as lt_sys;
 use cudarc::driver::{result as cu, sys};
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
-/// Whether float32 products may use TF32 tensor cores: 0 no, 1 yes, 2 not set (read
-/// `KILN_ALLOW_TF32` on first use).
-static ALLOW_TF32: AtomicU8 = AtomicU8::new(2);
+/// Whether float32 products may use TF32 tensor cores.
+static ALLOW_TF32: Switch = Switch::new("KILN_ALLOW_TF32");
 
 /// Whether float32 matmuls on a GPU may round their inputs to TF32 (10-bit mantissas) for speed.
 /// Off unless `KILN_ALLOW_TF32=1` or [`set_allow_tf32`] turned it on.
 pub fn allow_tf32() -> bool {
-    match ALLOW_TF32.load(Ordering::Relaxed) {
-        2 => {
-            let on = std::env::var("KILN_ALLOW_TF32").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-            ALLOW_TF32.store(u8::from(on), Ordering::Relaxed);
-            on
-        }
-        v => v == 1,
-    }
+    ALLOW_TF32.get()
 }
 
 /// Allows (or forbids) TF32 in float32 matmuls on a GPU; returns the previous setting.
 pub fn set_allow_tf32(on: bool) -> bool {
-    let before = allow_tf32();
-    ALLOW_TF32.store(u8::from(on), Ordering::Relaxed);
-    before
+    ALLOW_TF32.set(on)
 }
 
 /// The most workspace a product may use (what cuBLAS itself uses on Hopper).

@@ -106,6 +106,9 @@ impl DeviceBlock {
     /// Allocates `bytes` on `gpu`, ordered on `stream`.
     #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
     pub fn new(op: &str, g: &Gpu, stream: sys::CUstream, bytes: usize) -> Result<DeviceBlock> {
+        if let Some(launch) = super::graph::capture_owner(g.ordinal) {
+            return DeviceBlock::plain(op, g, launch, bytes);
+        }
         let size = bytes.max(1);
         let limit = LIMIT.load(Ordering::Relaxed);
         if limit != 0 && ACTIVE.load(Ordering::Relaxed) + size > limit {
@@ -137,10 +140,31 @@ impl DeviceBlock {
         DeviceBlock { gpu: g.ordinal, ptr, bytes, stream, readers: Mutex::new(Vec::new()), owner: Some(owner) }
     }
 
+    /// A plain allocation (`cuMemAlloc`) of `bytes` on `g`, outside the pool, for a CUDA graph
+    /// (a pool allocation made while capturing would become a graph allocation node). Freed,
+    /// after the work queued on `stream` is done, when dropped; not counted in the statistics.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
+    pub fn plain(op: &str, g: &Gpu, stream: sys::CUstream, bytes: usize) -> Result<DeviceBlock> {
+        /// Frees a plain allocation when dropped.
+        struct Plain(sys::CUdeviceptr);
+        impl Drop for Plain {
+            fn drop(&mut self) {
+                // Safety: allocated by malloc_sync in the current context; its users are done
+                // (the block's drop waited for its streams).
+                let _ = unsafe { cu::free_sync(self.0) };
+            }
+        }
+        // Safety: the context is current (gpu() made it so).
+        let ptr = unsafe { cu::malloc_sync(bytes.max(1).next_multiple_of(8)) }
+            .map_err(|e| out_of_memory(op, g, bytes, &format!("the device ({})", describe(e))))?;
+        Ok(DeviceBlock::foreign(g, ptr, bytes.max(1), stream, Box::new(Plain(ptr))))
+    }
+
     /// Makes `reader` wait for the writes queued on this block's stream before reading it, and
-    /// remembers it so the free waits for the reads.
+    /// remembers it so the free waits for the reads. (Nothing to order while a graph is being
+    /// recorded: the recorded work runs later, on the stream the graph is launched on.)
     pub fn read_on(&self, op: &str, reader: sys::CUstream) -> Result<()> {
-        if reader == self.stream {
+        if reader == self.stream || super::graph::capturing() {
             return Ok(());
         }
         order(op, self.stream, reader)?;
@@ -167,8 +191,30 @@ pub(super) fn order(op: &str, earlier: sys::CUstream, later: sys::CUstream) -> R
     Ok(())
 }
 
+impl DeviceBlock {
+    /// Moves the block out of `self`, leaving an empty block that frees nothing.
+    fn take(&mut self) -> DeviceBlock {
+        let readers = std::mem::take(&mut *self.readers.lock().unwrap());
+        let block = DeviceBlock { readers: Mutex::new(readers), owner: self.owner.take(), ..*self };
+        self.ptr = 0;
+        self.bytes = 0;
+        block
+    }
+}
+
 impl Drop for DeviceBlock {
     fn drop(&mut self) {
+        if self.ptr == 0 {
+            return;
+        }
+        if super::graph::capturing() {
+            // A graph being recorded may address this block: it keeps it until the graph goes.
+            if let Some(mut block) = super::graph::keep(self.take()) {
+                *self = block.take();
+            } else {
+                return;
+            }
+        }
         if let Some(owner) = self.owner.take() {
             // Another library's memory: its owner may reuse it at once, so kiln's reads finish first.
             if gpu("free", self.gpu).is_ok() {

@@ -17,6 +17,7 @@
 
 pub mod context;
 mod copy;
+pub mod graph;
 mod creation;
 mod elementwise;
 mod index;
@@ -32,6 +33,7 @@ mod rows;
 mod scan;
 mod sort;
 mod staging;
+mod switch;
 pub mod source;
 pub(crate) mod user_kernel;
 
@@ -140,6 +142,7 @@ pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], spa
 
 /// Copies a device block's bytes to `host` once the kernels writing them are done.
 pub fn download(op: &str, block: &DeviceBlock, host: &mut [u8]) -> Result<()> {
+    graph::refuse_host_copy(op)?;
     let g = context::gpu(op, block.gpu)?;
     staging::download(op, g, block.stream, block.ptr, &mut host[..block.bytes])
 }
@@ -147,6 +150,7 @@ pub fn download(op: &str, block: &DeviceBlock, host: &mut [u8]) -> Result<()> {
 /// A new block on GPU `gpu` holding a copy of `host`, ordered on `stream`.
 #[allow(clippy::not_unsafe_ptr_arg_deref)] // a stream is an opaque driver handle, never dereferenced here
 pub fn upload(op: &str, gpu: usize, stream: CuStream, host: &[u8]) -> Result<DeviceBlock> {
+    graph::refuse_host_copy(op)?;
     let g = context::gpu(op, gpu)?;
     let block = DeviceBlock::new(op, g, stream, host.len())?;
     staging::upload(op, g, stream, block.ptr, host)?;

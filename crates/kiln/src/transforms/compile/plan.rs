@@ -14,7 +14,9 @@ use crate::fused::Kernel;
 use crate::kernel::KernelCall;
 use crate::primitive::Op;
 use crate::shape::Shape;
-use std::sync::Arc;
+use crate::backend::cuda::graph::PlanGraph;
+use crate::device::DeviceKind;
+use std::sync::{Arc, Mutex};
 
 /// One step of a plan.
 #[derive(Debug)]
@@ -48,6 +50,8 @@ pub(crate) struct Plan {
     pub outputs: Vec<usize>,
     /// Slot count.
     slots: usize,
+    /// On a GPU, the CUDA graph the plan replays as (see [`crate::backend::cuda::graph`]).
+    graph: Mutex<PlanGraph>,
 }
 
 impl Plan {
@@ -110,12 +114,47 @@ impl Plan {
                 _ => None,
             })
             .collect();
-        Plan { steps, last_reads, constants, outputs: tape.outputs.clone(), slots: tape.nodes.len() }
+        Plan {
+            steps,
+            last_reads,
+            constants,
+            outputs: tape.outputs.clone(),
+            slots: tape.nodes.len(),
+            graph: Mutex::new(PlanGraph::default()),
+        }
+    }
+
+    /// The steps that launch work (views excluded): the compiled kernel count.
+    pub(crate) fn launches(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| match s {
+                Step::Single { op, .. } => !op.is_view(),
+                Step::Fused { .. } | Step::Kernel { .. } => true,
+            })
+            .count()
+    }
+
+    /// How the plan last replayed on a GPU (for the report), if it ran there as several steps.
+    pub(crate) fn gpu_replay(&self) -> Option<String> {
+        self.graph.lock().unwrap_or_else(|e| e.into_inner()).describe()
     }
 
     /// Runs the plan on the input buffers (slots `0..inputs.len()`), with every slot's shape and
     /// dtype given by `shapes` and `dtypes` (the traced ones, or re-inferred in shapeless mode).
+    /// On a GPU a plan of several steps goes through its CUDA graph.
     pub(crate) fn run(&self, stream: Stream, inputs: Vec<Buffer>, shapes: &[Shape], dtypes: &[Dtype]) -> Result<Vec<Buffer>> {
+        let launches = self.launches();
+        if stream.device.kind != DeviceKind::Gpu || launches < 2 || !crate::backend::cuda::graph::enabled() {
+            return self.run_steps(stream, inputs, shapes, dtypes);
+        }
+        let output_bytes = self.outputs.iter().map(|&o| shapes[o].iter().product::<usize>() * dtypes[o].size()).sum();
+        let mut graph = self.graph.lock().unwrap_or_else(|e| e.into_inner());
+        graph.run(stream, launches, output_bytes, shapes, inputs, |ins| self.run_steps(stream, ins, shapes, dtypes))
+    }
+
+    /// Runs the steps one by one.
+    fn run_steps(&self, stream: Stream, inputs: Vec<Buffer>, shapes: &[Shape], dtypes: &[Dtype]) -> Result<Vec<Buffer>> {
         let mut slots: Vec<Option<Buffer>> = vec![None; self.slots];
         for (i, b) in inputs.into_iter().enumerate() {
             slots[i] = Some(b);

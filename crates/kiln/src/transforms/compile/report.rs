@@ -42,6 +42,9 @@ pub struct Report {
     pub compiled_kernels: usize,
     /// The simplified graph in Graphviz DOT, fused groups drawn as clusters.
     pub dot: String,
+    /// How the plan replays on a GPU (as a CUDA graph or kernel by kernel), once it ran there
+    /// as several steps.
+    pub gpu_replay: Option<String>,
 }
 
 fn node_line(tape: &Tape, i: usize) -> String {
@@ -100,14 +103,7 @@ impl Report {
             .iter()
             .filter(|n| matches!(&n.value, Value::Op(op, _) if !op.is_view()))
             .count();
-        let compiled_kernels = plan
-            .steps
-            .iter()
-            .filter(|s| match s {
-                Step::Single { op, .. } => !op.is_view(),
-                Step::Fused { .. } | Step::Kernel { .. } => true,
-            })
-            .count();
+        let compiled_kernels = plan.launches();
         // The plan's own copy of each kernel is the one that ran (and whose launch was recorded).
         let planned = |name: &str| {
             plan.steps.iter().find_map(|s| match s {
@@ -145,6 +141,7 @@ impl Report {
             eager_kernels,
             compiled_kernels,
             dot: dot(simplified, grouping),
+            gpu_replay: plan.gpu_replay(),
         }
     }
 }
@@ -165,8 +162,13 @@ impl fmt::Display for Report {
                 None => writeln!(f, "runs as: {}", g.engine)?,
             }
         }
-        if self.groups.iter().any(|g| g.gpu.is_some()) {
-            writeln!(f, "GPU replay: the plan's kernels are launched one by one on the stream (no CUDA graph)")?;
+        match &self.gpu_replay {
+            Some(how) => writeln!(f, "GPU replay: {how}")?,
+            None if self.groups.iter().any(|g| g.gpu.is_some()) => match self.compiled_kernels {
+                1 => writeln!(f, "GPU replay: the plan's one kernel is launched directly (no CUDA graph needed)")?,
+                _ => writeln!(f, "GPU replay: the plan's kernels are launched one by one (no CUDA graph: graphs are off; KILN_CUDA_GRAPHS=1 turns them on)")?,
+            },
+            None => {}
         }
         if !self.boundaries.is_empty() {
             writeln!(f, "single ops (not fused):")?;
