@@ -43,6 +43,28 @@ def test_recompiles_exactly_on_shape_dtype_rank_and_argument_count():
     assert c.trace_count == 5
 
 
+def test_array_only_calls_and_calls_with_constants_or_keywords_keep_their_own_traces():
+    # Calls with arrays only take a shorter path to their cache key; mixing them with calls that
+    # pass constants, keywords or trees must still pick the right trace and result structure.
+    def fun(x, y=None, scale=1.0):
+        out = mx.exp(-x) * scale
+        return out if y is None else (out + y, y * 2)
+
+    c = mx.compile(fun)
+    x, y = mx.array([1.0, 2.0]), mx.array([3.0, -1.0])
+    calls = [((x,), {}), ((x, y), {}), ((x,), {"scale": 3.0}), ((x, y), {}), ((x,), {}), ((x,), {"y": y})]
+    for args, kwargs in calls * 2:
+        got, want = c(*args, **kwargs), fun(*args, **kwargs)
+        if isinstance(want, tuple):
+            assert isinstance(got, tuple) and len(got) == len(want)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(np.array(g), np.array(w), rtol=1e-6)
+        else:
+            assert isinstance(got, mx.array)
+            np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-6)
+    assert c.trace_count == 4
+
+
 def test_compiling_the_same_function_again_shares_the_cache():
     def fun(x, y):
         return mx.exp(-x) + y
