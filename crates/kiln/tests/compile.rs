@@ -1368,6 +1368,45 @@ fn layer_norm_fuses_into_at_most_two_kernels() {
     assert!(report.compiled_kernels <= 2, "layer norm: {report}");
 }
 
+/// Softmax cross-entropy per example from logits and one-hot labels: two reductions of the same
+/// rows (logsumexp and the picked logit) that meet in one subtraction.
+fn cross_entropy(a: &[Array]) -> Outputs {
+    let picked = ops::sum(ops::multiply(&a[0], &a[1])?, Some(&[-1]), false)?;
+    Ok(vec![ops::subtract(ops::logsumexp(&a[0], Some(&[-1]), false)?, picked)?])
+}
+
+#[test]
+fn cross_entropy_is_one_kernel_and_its_mean_one_more() {
+    let _g = serial();
+    let mut rng = Rng::new(15);
+    let (rows, cols) = (9, 37);
+    let lv = r32(&rng.vec(rows * cols, -6.0, 6.0));
+    let mut hot = vec![0.0; rows * cols];
+    for r in 0..rows {
+        hot[r * cols + (5 * r + 2) % cols] = 1.0;
+    }
+    let (logits, onehot) = (f32a(&lv, &[rows, cols]), f32a(&hot, &[rows, cols]));
+    let want: Vec<f64> = (0..rows)
+        .map(|r| {
+            let row = &lv[r * cols..(r + 1) * cols];
+            let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln() - row[(5 * r + 2) % cols]
+        })
+        .collect();
+    let args = [logits, onehot];
+    let per_example = compile(cross_entropy);
+    let out = only(per_example.call(&args));
+    assert_close(&vals(&out), &want, 1e-5, 1e-5, "cross-entropy vs float64");
+    assert_same(&out, &only(cross_entropy(&args)), 1e-6, "cross-entropy vs eager");
+    let report = per_example.inspect(&args, &[]).unwrap();
+    assert_eq!(report.compiled_kernels, 1, "the two row reductions share one kernel: {report}");
+    let mean = compile(|a: &[Array]| Ok(vec![ops::mean(only(cross_entropy(a)), None, false)?]));
+    let loss = only(mean.call(&args));
+    assert_close(&vals(&loss), &[want.iter().sum::<f64>() / rows as f64], 1e-5, 1e-5, "mean cross-entropy");
+    let report = mean.inspect(&args, &[]).unwrap();
+    assert_eq!(report.compiled_kernels, 2, "a kernel per row and the mean over rows: {report}");
+}
+
 /// exp(x) + exp(x): a common subexpression.
 fn twice_exp(a: &[Array]) -> Outputs {
     Ok(vec![ops::add(ops::exp(&a[0])?, ops::exp(&a[0])?)?])

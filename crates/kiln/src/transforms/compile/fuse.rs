@@ -13,8 +13,9 @@
 //! the group: that would make the group wait for itself.
 //!
 //! Where an elementwise node's operands come from two groups of the same space (two branches that
-//! meet, as in `exp(-x) + 2 * x` or `b1 * m + (1 - b1) * g`), the node joins the larger group and
-//! the other is merged into it, unless a node outside both lies on a path between them.
+//! meet, as in `exp(-x) + 2 * x` or `b1 * m + (1 - b1) * g`, or two row reductions of the same
+//! rows, as in the cross-entropy `logsumexp(l) - sum(l * onehot)`), the node joins the larger
+//! group and the other is merged into it, unless a node outside both lies on a path between them.
 
 use super::trace::{Tape, Value};
 use crate::fused::{InstOp, Inst, Kernel, Level};
@@ -173,7 +174,7 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
                 groups.push(Building::new(node.shape.clone(), 0));
                 (groups.len() - 1, Level::Element)
             });
-            if joined.is_some() && lv == Level::Element {
+            if joined.is_some() {
                 for &i in inputs {
                     if let Some(h) = group_of[i] {
                         if mergeable(&groups, &group_of, &deps, inputs, g, h) {
@@ -256,12 +257,13 @@ fn join(b: &mut Building, inputs: &[usize], id: usize, g: usize, group_of: &[Opt
     }
 }
 
-/// Whether group `h`, holding an operand of a node that joins group `g`, can merge into `g`: an
-/// elementwise group of the same space, with no path between the two through a node outside
+/// Whether group `h`, holding an operand of a node that joins group `g`, can merge into `g`: a
+/// group of the same space that is elementwise or folds the same axes (sibling row reductions,
+/// as the two halves of a cross-entropy), with no path between the two through a node outside
 /// both (neither group, nor the joining node, reads an outside value that depends on the other).
 fn mergeable(groups: &[Building], group_of: &[Option<usize>], deps: &[BTreeSet<usize>], inputs: &[usize], g: usize, h: usize) -> bool {
     h != g
-        && groups[h].reduced == 0
+        && (groups[h].reduced == 0 || groups[h].reduced == groups[g].reduced)
         && groups[h].space == groups[g].space
         && !depends_on(groups, &groups[h].waits, g)
         && !depends_on(groups, &groups[g].waits, h)

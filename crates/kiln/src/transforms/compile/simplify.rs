@@ -8,6 +8,9 @@
 //!   parameters hash and compare structurally: log bases, reduction axes, random widths) and its
 //!   already-merged inputs, so the pass is linear in graph size. Random draws with different key
 //!   nodes never merge; user kernels never merge (they may be impure).
+//! - **Squeezes sink**: an elementwise op on squeezed values (`logsumexp(l) - sum(l * y)` with
+//!   `keepdims=False`) runs before the squeeze instead, so it joins the fused kernel of the
+//!   reductions that made its operands.
 //! - **Exact strength reduction**: division by a float constant power of two becomes
 //!   multiplication by its reciprocal, which is exact, so results are bit for bit the same (a
 //!   multiply is several times cheaper than a divide).
@@ -44,6 +47,22 @@ pub(crate) fn simplify(tape: &Tape, merge: bool) -> Tape {
                 }
             }
             v => v.clone(),
+        };
+        // An elementwise op on squeezed reduction results runs before the squeeze, on the
+        // keepdims values, where it fuses with the reductions that made them.
+        let value = match &value {
+            Value::Op(op, inputs) if merge => match squeeze_sunk(op, inputs, &node.shape, &out) {
+                Some((axes, from, inner)) => {
+                    let key = (op.clone(), inner);
+                    let id = *exprs.entry(key.clone()).or_insert_with(|| {
+                        out.push(TapeNode { value: Value::Op(key.0, key.1), shape: from, dtype: node.dtype });
+                        out.len() - 1
+                    });
+                    Value::Op(Op::Squeeze(axes), vec![id])
+                }
+                None => value,
+            },
+            _ => value,
         };
         let found = match (&value, merge) {
             (_, false) | (Value::Input(_), _) => None,
@@ -139,6 +158,36 @@ fn reciprocal_multiply(op: &Op, inputs: &[usize], out: &[TapeNode]) -> Option<Ar
     let k = crate::ops::astype(Array::scalar(r), c.dtype).ok()?;
     k.eval().ok()?;
     Some(k)
+}
+
+/// For an elementwise op of output `shape` whose operands are all the same squeeze (the same
+/// axes of inputs of one shape) or scalars: the squeeze's axes,
+/// its inputs' shape, and the operands with the squeezes' inputs in their place. The op may then
+/// run before the squeeze: the values are the same, element for element.
+fn squeeze_sunk(op: &Op, inputs: &[usize], shape: &[usize], nodes: &[TapeNode]) -> Option<(Vec<usize>, Shape, Vec<usize>)> {
+    if !matches!(op, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::AsType(_)) {
+        return None;
+    }
+    let mut squeeze: Option<(&Vec<usize>, &Shape)> = None;
+    let mut inner = Vec::with_capacity(inputs.len());
+    for &i in inputs {
+        let n = &nodes[i];
+        let Value::Op(Op::Squeeze(axes), from) = &n.value else {
+            if !n.shape.is_empty() {
+                return None;
+            }
+            inner.push(i);
+            continue;
+        };
+        let from_shape = &nodes[from[0]].shape;
+        if n.shape.as_slice() != shape || squeeze.is_some_and(|(a, f)| a != axes || f != from_shape) {
+            return None;
+        }
+        squeeze = Some((axes, from_shape));
+        inner.push(from[0]);
+    }
+    let (axes, from) = squeeze?;
+    Some((axes.clone(), from.clone(), inner))
 }
 
 /// Whether equal nodes of this op may be merged.
