@@ -115,3 +115,159 @@ def test_a_compiled_function_fuses_around_a_kernel(rng):
     want = np.exp(-2 * np.maximum(x.astype(np.float64) * 1.5 + 0.25, 0)) + 1
     np.testing.assert_allclose(np.array(compiled), want, rtol=1e-6)
     np.testing.assert_allclose(np.array(compiled), np.array(eager), rtol=1e-6)
+
+
+# The layer ops against numpy in float64 (written here from their definitions).
+
+
+def _np_rms_norm(x, w, eps):
+    x = x.astype(np.float64)
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return y if w is None else y * w
+
+
+def _np_layer_norm(x, w, b, eps):
+    x = x.astype(np.float64)
+    c = x - x.mean(axis=-1, keepdims=True)
+    y = c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + eps)
+    return y * (1 if w is None else w) + (0 if b is None else b)
+
+
+def _np_rope(x, dims, traditional, base, scale, offset):
+    x = x.astype(np.float64)
+    n = x.shape[-2]
+    pos = (np.asarray(offset, dtype=np.float64).reshape((-1,) + (1,) * (x.ndim - 2)) + np.arange(n)) * scale
+    inv = base ** (-np.arange(dims // 2) * 2.0 / dims)
+    theta = pos[..., None] * inv
+    out = x.copy()
+    if traditional:
+        a, b = x[..., 0:dims:2], x[..., 1:dims:2]
+        out[..., 0:dims:2] = a * np.cos(theta) - b * np.sin(theta)
+        out[..., 1:dims:2] = a * np.sin(theta) + b * np.cos(theta)
+    else:
+        h = dims // 2
+        a, b = x[..., :h], x[..., h:dims]
+        out[..., :h] = a * np.cos(theta) - b * np.sin(theta)
+        out[..., h:dims] = a * np.sin(theta) + b * np.cos(theta)
+    return out
+
+
+def _np_attention(q, k, v, scale, mask):
+    q, k, v = (t.astype(np.float64) for t in (q, k, v))
+    repeats = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, repeats, axis=1), np.repeat(v, repeats, axis=1)
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if isinstance(mask, str):
+        L, S = q.shape[2], k.shape[2]
+        s = np.where(np.arange(L)[:, None] + S - L >= np.arange(S)[None], s, -np.inf)
+    elif mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True) @ v
+
+
+def test_norms_match_numpy_in_every_float_dtype(rng):
+    for dtype, tol in ((mx.float32, 2e-5), (mx.float16, 2e-2), (mx.bfloat16, 8e-2)):
+        x = rng.normal(size=(3, 5, 33)).astype(np.float32)
+        w = rng.uniform(0.5, 1.5, 33).astype(np.float32)
+        b = rng.normal(size=33).astype(np.float32)
+        X, W, B = (mx.array(t).astype(dtype) for t in (x, w, b))
+        xs, ws, bs = (np.array(t.astype(mx.float32)) for t in (X, W, B))
+        got = mx.fast.rms_norm(X, W, 1e-5)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(np.array(got.astype(mx.float32)), _np_rms_norm(xs, ws, 1e-5), rtol=tol, atol=tol)
+        np.testing.assert_allclose(np.array(mx.fast.rms_norm(X, None, 1e-5).astype(mx.float32)), _np_rms_norm(xs, None, 1e-5), rtol=tol, atol=tol)
+        for wp, bp in ((W, B), (W, None), (None, B), (None, None)):
+            want = _np_layer_norm(xs, None if wp is None else ws, None if bp is None else bs, 1e-5)
+            got = mx.fast.layer_norm(X, wp, bp, 1e-5)
+            np.testing.assert_allclose(np.array(got.astype(mx.float32)), want, rtol=tol, atol=tol)
+    # A float16 input with float32 weights gives float32, as arithmetic between them would.
+    assert mx.fast.rms_norm(mx.ones((2, 4), mx.float16), mx.ones((4,)), 1e-5).dtype == mx.float32
+
+
+def test_rope_matches_numpy_for_both_layouts_partial_dims_and_offsets(rng):
+    x = rng.normal(size=(3, 2, 7, 16)).astype(np.float32)
+    for traditional in (False, True):
+        for dims in (16, 8):
+            for offset in (0, 5, mx.array(2), mx.array([0, 3, 9])):
+                got = mx.fast.rope(mx.array(x), dims, traditional=traditional, base=10000.0, scale=0.5, offset=offset)
+                off = np.array(offset) if isinstance(offset, mx.array) else offset
+                want = _np_rope(x, dims, traditional, 10000.0, 0.5, off)
+                np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4)
+    # A large offset in bfloat16 keeps its positions exact (they are float32 inside).
+    far = mx.fast.rope(mx.array(x).astype(mx.bfloat16), 16, traditional=False, base=10000.0, scale=1.0, offset=4000)
+    np.testing.assert_allclose(np.array(far.astype(mx.float32)), _np_rope(x, 16, False, 10000.0, 1.0, 4000), atol=5e-2)
+
+
+def test_attention_matches_numpy_with_masks_and_grouped_heads(rng):
+    q = rng.normal(size=(2, 4, 5, 8)).astype(np.float32)
+    k = rng.normal(size=(2, 2, 7, 8)).astype(np.float32)
+    v = rng.normal(size=(2, 2, 7, 6)).astype(np.float32)
+    additive = rng.normal(size=(2, 4, 5, 7)).astype(np.float32)
+    boolean = rng.uniform(size=(5, 7)) < 0.7
+    boolean[:, 0] = True
+    for mask in (None, "causal", additive, boolean):
+        m = mx.array(mask) if isinstance(mask, np.ndarray) else mask
+        got = mx.fast.scaled_dot_product_attention(mx.array(q), mx.array(k), mx.array(v), scale=0.3, mask=m)
+        assert got.shape == (2, 4, 5, 6)
+        np.testing.assert_allclose(np.array(got), _np_attention(q, k, v, 0.3, mask), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_op_gradients_match_finite_differences(rng):
+    x = mx.array(rng.normal(size=(2, 6)).astype(np.float32))
+    w = mx.array(rng.uniform(0.5, 1.5, 6).astype(np.float32))
+    cases = [
+        ("rms_norm", lambda t: (mx.fast.rms_norm(t, w, 1e-5) * mx.arange(12).reshape(2, 6)).sum()),
+        ("layer_norm", lambda t: (mx.fast.layer_norm(t, w, w, 1e-5) ** 2).sum()),
+        ("rope", lambda t: (mx.fast.rope(t.reshape(1, 2, 6), 4, traditional=True, base=100.0, scale=1.0, offset=1) * t.reshape(1, 2, 6)).sum()),
+    ]
+    x64 = np.array(x).astype(np.float64)
+    for name, f in cases:
+        g = np.array(mx.grad(f)(x))
+        h = 1e-2
+        for i in range(x64.size):
+            step = np.zeros(x64.size)
+            step[i] = h
+            up = f(mx.array((x64.ravel() + step).reshape(2, 6).astype(np.float32))).item()
+            down = f(mx.array((x64.ravel() - step).reshape(2, 6).astype(np.float32))).item()
+            assert g.ravel()[i] == pytest.approx((up - down) / (2 * h), rel=2e-2, abs=2e-2), (name, i)
+
+
+def test_layer_ops_reject_bad_arguments_clearly():
+    x = mx.ones((2, 4, 8))
+    with pytest.raises(ValueError, match=r"\[rms_norm\] weight must be one-dimensional"):
+        mx.fast.rms_norm(x, mx.ones((7,)), 1e-5)
+    with pytest.raises(ValueError, match=r"\[layer_norm\] bias must be"):
+        mx.fast.layer_norm(x, None, mx.ones((2, 8)), 1e-5)
+    for dims in (0, -2, 7, 10):
+        with pytest.raises(ValueError, match=r"\[rope\] dims"):
+            mx.fast.rope(x, dims, traditional=False, base=10000.0, scale=1.0, offset=0)
+    with pytest.raises(ValueError, match="floating point"):
+        mx.fast.rope(mx.ones((2, 4, 8), mx.int32), 8, traditional=False, base=10000.0, scale=1.0, offset=0)
+    with pytest.raises(ValueError, match="one entry per batch element"):
+        mx.fast.rope(x, 8, traditional=False, base=10000.0, scale=1.0, offset=mx.array([1, 2, 3]))
+    with pytest.raises(ValueError, match="base or freqs"):
+        mx.fast.rope(x, 8, traditional=False, base=None, scale=1.0, offset=0)
+    q = mx.ones((1, 3, 4, 8))
+    with pytest.raises(ValueError, match="multiple of key/value heads"):
+        mx.fast.scaled_dot_product_attention(q, mx.ones((1, 2, 4, 8)), mx.ones((1, 2, 4, 8)), scale=1.0)
+    with pytest.raises(ValueError, match="'causal'"):
+        mx.fast.scaled_dot_product_attention(q, q, q, scale=1.0, mask="upper")
+    with pytest.raises(ValueError, match="sinks"):
+        mx.fast.scaled_dot_product_attention(q, q, q, scale=1.0, sinks=mx.ones((4,)))
+
+
+def test_dtype_facts_match_numpy():
+    for d, n in ((mx.float16, np.float16), (mx.float32, np.float32), (mx.float64, np.float64)):
+        info = mx.finfo(d)
+        assert (info.min, info.max, info.eps, info.bits) == (float(np.finfo(n).min), float(np.finfo(n).max), float(np.finfo(n).eps), np.finfo(n).bits)
+    assert mx.finfo(mx.bfloat16).max == float.fromhex("0x1.fep127") and mx.finfo(mx.bfloat16).eps == 2.0**-7
+    assert (mx.iinfo(mx.uint8).min, mx.iinfo(mx.uint8).max, mx.iinfo(mx.int64).min) == (0, 255, np.iinfo(np.int64).min)
+    with pytest.raises(ValueError):
+        mx.finfo(mx.int32)
+    with pytest.raises(ValueError):
+        mx.iinfo(mx.float32)
+    assert mx.result_type(mx.array([1], dtype=mx.int8), mx.int16, mx.int32) == mx.int32
+    assert mx.result_type(mx.float16, mx.bfloat16) == mx.float32
+    with pytest.raises(ValueError):
+        mx.result_type()

@@ -218,3 +218,16 @@ fn meshgrid_of_one_and_three_inputs_and_errors() {
     assert_eq!((e.op.as_str(), e.kind), ("meshgrid", ErrorKind::Shape), "{e}");
     assert!(e.to_string().contains("(2, 2)"), "{e}");
 }
+
+/// Arrays made by zeros, ones and full are ordinary arrays even when 0-d and filled from a
+/// number: they promote with other arrays by their dtype, as mlx's do (a number alone stays weak).
+#[test]
+fn filled_scalars_promote_as_arrays_not_as_numbers() {
+    let sum = ops::add(ops::zeros(&[], Dtype::I16).unwrap(), ops::zeros(&[], Dtype::I32).unwrap()).unwrap();
+    assert_eq!(sum.dtype(), Dtype::I32);
+    let scaled = ops::multiply(ops::ones(&[2], Dtype::F16).unwrap(), ops::full(&[], 2.0, None).unwrap()).unwrap();
+    assert_eq!(scaled.dtype(), Dtype::F32);
+    assert_eq!(scaled.to_f64_vec().unwrap(), vec![2.0, 2.0]);
+    let number = ops::multiply(ops::ones(&[2], Dtype::F16).unwrap(), 2.0).unwrap();
+    assert_eq!(number.dtype(), Dtype::F16, "a number stays weak");
+}

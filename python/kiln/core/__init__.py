@@ -29,6 +29,7 @@ from kiln.core._composite import (  # noqa: E402,F401
     trace,
     tri,
 )
+from kiln.core._dtype_info import finfo, iinfo, result_type  # noqa: E402,F401
 from kiln.core._io import load, save, save_safetensors, savez, savez_compressed  # noqa: E402,F401
 from kiln.core._transforms import (  # noqa: E402,F401
     checkpoint,

@@ -68,8 +68,9 @@ def value_and_grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = Non
     names = (argnames,) if isinstance(argnames, str) else tuple(argnames)
     if argnums is None and not names:
         argnums = 0
-    single = isinstance(argnums, int)
-    nums = () if argnums is None else ((argnums,) if single else tuple(argnums))
+    nums = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
+    # As in mlx, one argument number gives its gradient alone, even when passed as a sequence.
+    single = len(nums) == 1
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):

@@ -1,4 +1,5 @@
-"""``mx.fast`` as in mlx: user GPU kernels from source strings.
+"""``mx.fast`` as in mlx: the layer ops (``rms_norm``, ``layer_norm``, ``rope``,
+``scaled_dot_product_attention``, see ``_fast_layers``) and user GPU kernels from source strings.
 
 ``cuda_kernel`` builds a CUDA kernel from the body of a ``__global__`` function (kiln prints the
 signature, the template constants and the CUDA toolkit's headers around it) and returns a
@@ -7,6 +8,7 @@ says that kiln has no Metal backend.
 """
 
 from kiln._core import fast as _native
+from kiln.core._fast_layers import layer_norm, rms_norm, rope, scaled_dot_product_attention  # noqa: F401
 
 CudaKernel = _native.CudaKernel
 cuda_kernel = _native.cuda_kernel

@@ -13,6 +13,9 @@ use crate::shape::fmt_shape;
 pub fn full(shape: &[usize], value: impl AsArray, dtype: Option<Dtype>) -> Result<Array> {
     let v = value.as_array();
     let filled = cast(&v, dtype.unwrap_or(v.dtype()))?;
+    // A number fills an ordinary array, never a weak scalar (as in mlx, `full((), 0, int32)`
+    // promotes with int16 to int32).
+    let filled = if filled.is_weak() { Array::from_op(Op::AsType(filled.dtype()), vec![filled])? } else { filled };
     broadcast_to(&filled, shape).map_err(|_| {
         Error::shape("full", format!("value of shape {} cannot fill shape {}", fmt_shape(v.shape()), fmt_shape(shape)))
     })

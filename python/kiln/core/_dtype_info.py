@@ -1,0 +1,64 @@
+"""Facts about dtypes as mlx gives them: ``finfo`` (float limits), ``iinfo`` (integer limits) and
+``result_type`` (the dtype that arithmetic between arrays and dtypes promotes to)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kiln._core import Dtype, array, bfloat16, issubdtype, floating, integer, where, zeros
+
+# numpy's name of each float dtype it shares with kiln; bfloat16 has none.
+_BFLOAT16_MAX = float.fromhex("0x1.fep127")
+
+
+class finfo:
+    """Limits of a floating point dtype: ``min``, ``max``, ``eps``, ``smallest_normal``,
+    ``bits`` and ``dtype``."""
+
+    def __init__(self, dtype: Dtype):
+        if not isinstance(dtype, Dtype) or not issubdtype(dtype, floating):
+            raise ValueError(f"[finfo] dtype must be a floating point type, got {dtype}")
+        self.dtype = dtype
+        if dtype == bfloat16:
+            self.bits, self.max, self.eps, self.smallest_normal = 16, _BFLOAT16_MAX, 2.0**-7, 2.0**-126
+        else:
+            info = np.finfo(np.dtype(f"float{dtype.size * 8}"))
+            self.bits, self.max, self.eps = info.bits, float(info.max), float(info.eps)
+            self.smallest_normal = float(info.smallest_normal)
+        self.min = -self.max
+
+    def __repr__(self) -> str:
+        return f"finfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
+
+
+class iinfo:
+    """Limits of an integer dtype: ``min``, ``max`` and ``dtype``."""
+
+    def __init__(self, dtype: Dtype):
+        if not isinstance(dtype, Dtype) or not issubdtype(dtype, integer):
+            raise ValueError(f"[iinfo] dtype must be an integer type, got {dtype}")
+        self.dtype = dtype
+        name = str(dtype).rsplit(".", 1)[-1]
+        info = np.iinfo(np.dtype(name))
+        self.min, self.max = int(info.min), int(info.max)
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+def result_type(*arrays_and_dtypes) -> Dtype:
+    """The dtype that combining the given arrays and dtypes promotes to (as an op such as
+    ``where`` or ``add`` would)."""
+    if not arrays_and_dtypes:
+        raise ValueError("[result_type] give at least one array or dtype")
+    out = None
+    for a in arrays_and_dtypes:
+        if isinstance(a, array):
+            d = a.dtype
+        elif isinstance(a, Dtype):
+            d = a
+        else:
+            raise TypeError(f"[result_type] expected arrays and dtypes, got {type(a).__name__}")
+        value = zeros((1,), d)
+        out = value if out is None else where(array(True), out, value)
+    return out.dtype
