@@ -420,3 +420,54 @@ def test_binary_promotion_follows_the_mlx_table(a):
         y = mx.ones((2,), dtype=getattr(mx, b))
         assert (x + y).dtype == getattr(mx, expected_promotion(a, b)), (a, b)
         assert mx.maximum(x, y).dtype == getattr(mx, expected_promotion(a, b)), (a, b)
+
+
+def test_ordering_counting_and_window_ops_match_numpy(rng):
+    x = rng.normal(size=(3, 4, 5)).astype(np.float32)
+    x[0, 1, 2] = 0.0
+    a = mx.array(x)
+    np.testing.assert_array_equal(np.array(mx.flip(a)), np.flip(x))
+    np.testing.assert_array_equal(np.array(mx.flip(a, axis=(0, 2))), np.flip(x, axis=(0, 2)))
+    for n, axis in ((1, -1), (2, 0), (3, 1), (0, 2)):
+        np.testing.assert_allclose(np.array(mx.diff(a, n, axis)), np.diff(x, n, axis), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.array(mx.trunc(a * 3)), np.trunc(x * 3))
+    for got, want in zip(mx.unstack(a, axis=1), [x[:, i] for i in range(4)]):
+        np.testing.assert_array_equal(np.array(got), want)
+    np.testing.assert_allclose(np.array(mx.vecdot(a, a[0], axis=-1)), np.sum(x * x[0], axis=-1), rtol=1e-5)
+    np.testing.assert_array_equal(np.array(mx.count_nonzero(a > 0.5, axis=(0, 2))), np.count_nonzero(x > 0.5, axis=(0, 2)))
+    np.testing.assert_array_equal(np.array(mx.logical_xor(a > 0, a < 1)), np.logical_xor(x > 0, x < 1))
+    for axis in (None, 0, (1, 2), -1):
+        np.testing.assert_allclose(np.array(mx.median(a, axis=axis)), np.median(x, axis=axis), rtol=1e-6)
+    np.testing.assert_allclose(np.array(mx.median(a, axis=1, keepdims=True)), np.median(x, axis=1, keepdims=True), rtol=1e-6)
+    with_nan = x.copy()
+    with_nan[1, 2, 3] = np.nan
+    assert np.isnan(np.array(mx.median(mx.array(with_nan), axis=-1))[1, 2])
+    seq = np.sort(rng.integers(0, 10, 12)).astype(np.int32)
+    values = rng.integers(-2, 12, (3, 4)).astype(np.int32)
+    for side in ("left", "right"):
+        got = mx.searchsorted(mx.array(seq), mx.array(values), side=side)
+        assert got.dtype == mx.uint32
+        np.testing.assert_array_equal(np.array(got), np.searchsorted(seq, values, side=side))
+    for m in (0, 1, 2, 7, 16):
+        for ours, theirs in ((mx.hanning, np.hanning), (mx.hamming, np.hamming), (mx.bartlett, np.bartlett), (mx.blackman, np.blackman)):
+            np.testing.assert_allclose(np.array(ours(m)), theirs(m), atol=1e-6)
+    assert mx.isdtype(mx.uint8, ("signed integer", "unsigned integer")) and not mx.isdtype(mx.float16, "integral")
+    assert mx.empty_like(a).shape == a.shape and mx.empty_like(a).dtype == a.dtype
+
+
+def test_composite_ops_reject_bad_arguments():
+    a = mx.zeros((2, 3))
+    with pytest.raises(ValueError, match=r"\[flip\] axis 2"):
+        mx.flip(a, 2)
+    with pytest.raises(ValueError, match=r"\[diff\] the order"):
+        mx.diff(a, -1)
+    with pytest.raises(ValueError, match=r"\[median\] repeated axis"):
+        mx.median(a, axis=(0, -2))
+    with pytest.raises(ValueError, match=r"\[searchsorted\] side"):
+        mx.searchsorted(mx.array([1, 2]), mx.array([1]), side="middle")
+    with pytest.raises(ValueError, match=r"\[searchsorted\] the sorted sequence must be 1-d"):
+        mx.searchsorted(a, mx.array([1]))
+    with pytest.raises(ValueError, match=r"\[vecdot\] a and b differ"):
+        mx.vecdot(a, mx.zeros((2, 4)))
+    with pytest.raises(ValueError, match=r"\[isdtype\] unknown kind"):
+        mx.isdtype(mx.int8, "whole")

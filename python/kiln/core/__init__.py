@@ -15,8 +15,19 @@ from kiln.core._composite import (  # noqa: E402,F401
     atleast_1d,
     atleast_2d,
     atleast_3d,
+    count_nonzero,
     degrees,
+    diff,
     divmod,
+    empty_like,
+    flip,
+    isdtype,
+    logical_xor,
+    median,
+    searchsorted,
+    trunc,
+    unstack,
+    vecdot,
     e,
     euler_gamma,
     inf,
@@ -30,6 +41,7 @@ from kiln.core._composite import (  # noqa: E402,F401
     tri,
 )
 from kiln.core._dtype_info import finfo, iinfo, result_type  # noqa: E402,F401
+from kiln.core._windows import bartlett, blackman, hamming, hanning  # noqa: E402,F401
 from kiln.core._io import load, save, save_safetensors, savez, savez_compressed  # noqa: E402,F401
 from kiln.core._transforms import (  # noqa: E402,F401
     checkpoint,

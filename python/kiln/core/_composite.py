@@ -1,6 +1,8 @@
 """Ops of mlx.core built here from the native ones (so autodiff and compile see only
 primitives): ``atleast_1d/2d/3d``, ``degrees``, ``radians``, ``nan_to_num``, ``trace``, ``tri``,
-``kron``, ``divmod``, and the constants ``pi``, ``e``, ``inf``, ``nan``, ``newaxis``."""
+``kron``, ``divmod``, ``flip``, ``diff``, ``trunc``, ``unstack``, ``vecdot``, ``logical_xor``,
+``count_nonzero``, ``empty_like``, ``median``, ``searchsorted``, ``isdtype``, and the constants
+``pi``, ``e``, ``inf``, ``nan``, ``newaxis``."""
 
 from __future__ import annotations
 
@@ -103,3 +105,153 @@ def kron(a, b, *, stream=None):
 def divmod(a, b, *, stream=None):  # noqa: A001 (mlx's name)
     """``(floor_divide(a, b), remainder(a, b))``."""
     return _c.floor_divide(a, b, stream=stream), _c.remainder(a, b, stream=stream)
+
+
+def _axis_index(op: str, axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"[{op}] axis {axis} is out of bounds for an array with {ndim} dimensions")
+    return axis % ndim
+
+
+def _axes(op: str, axis, ndim: int):
+    """The axes named by ``axis`` (None: all), checked, as non-negative numbers."""
+    if axis is None:
+        return list(range(ndim))
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    out = [_axis_index(op, a, ndim) for a in axes]
+    if len(set(out)) != len(out):
+        raise ValueError(f"[{op}] repeated axis in {tuple(axes)}")
+    return out
+
+
+def flip(a, /, axis=None, *, stream=None):
+    """``a`` with the order of its elements reversed along ``axis`` (an axis, several, or all
+    when None)."""
+    a = _as_array(a)
+    index = [slice(None)] * a.ndim
+    for ax in _axes("flip", axis, a.ndim):
+        index[ax] = slice(None, None, -1)
+    return a[tuple(index)] if a.ndim else a
+
+
+def diff(a, /, n: int = 1, axis: int = -1, *, stream=None):
+    """The ``n``-th difference along ``axis``: ``a[1:] - a[:-1]``, ``n`` times."""
+    a = _as_array(a)
+    if a.ndim == 0:
+        raise ValueError("[diff] the array must have at least one dimension")
+    ax = _axis_index("diff", axis, a.ndim)
+    if n < 0:
+        raise ValueError(f"[diff] the order n must be non-negative, got {n}")
+    upper = [slice(None)] * a.ndim
+    lower = [slice(None)] * a.ndim
+    upper[ax], lower[ax] = slice(1, None), slice(None, -1)
+    for _ in range(n):
+        a = _c.subtract(a[tuple(upper)], a[tuple(lower)], stream=stream)
+    return a
+
+
+def trunc(a, /, *, stream=None):
+    """Each element rounded toward zero (integers unchanged)."""
+    a = _as_array(a)
+    if _c.issubdtype(a.dtype, _c.integer) or a.dtype == _c.bool_:
+        return a
+    return _c.where(_c.less(a, 0), _c.ceil(a, stream=stream), _c.floor(a, stream=stream), stream=stream)
+
+
+def unstack(x, /, *, axis: int = 0, stream=None):
+    """The slices of ``x`` along ``axis``, that axis removed (the inverse of ``stack``)."""
+    x = _as_array(x)
+    if x.ndim == 0:
+        raise ValueError("[unstack] the array must have at least one dimension")
+    ax = _axis_index("unstack", axis, x.ndim)
+    return [_c.squeeze(s, ax, stream=stream) for s in _c.split(x, x.shape[ax], axis=ax, stream=stream)] if x.shape[ax] else []
+
+
+def vecdot(a, b, /, *, axis: int = -1, stream=None):
+    """The dot products of ``a`` and ``b`` along ``axis`` (other axes broadcast)."""
+    a, b = _as_array(a), _as_array(b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("[vecdot] the inputs must have at least one dimension")
+    ax_a, ax_b = _axis_index("vecdot", axis, a.ndim), _axis_index("vecdot", axis, b.ndim)
+    if a.shape[ax_a] != b.shape[ax_b]:
+        raise ValueError(f"[vecdot] a and b differ in size along axis {axis}: {a.shape} and {b.shape}")
+    return _c.sum(_c.multiply(a, b, stream=stream), axis=axis, stream=stream)
+
+
+def logical_xor(a, b, /, *, stream=None):
+    """True where exactly one of ``a`` and ``b`` is nonzero."""
+    return _c.not_equal(_c.not_equal(a, 0, stream=stream), _c.not_equal(b, 0, stream=stream), stream=stream)
+
+
+def count_nonzero(a, /, *, axis=None, keepdims: bool = False, stream=None):
+    """How many elements are nonzero along ``axis`` (all axes when None), as int32."""
+    a = _as_array(a)
+    axes = _axes("count_nonzero", axis, a.ndim)
+    nonzero = _c.not_equal(a, _c.zeros((), a.dtype), stream=stream).astype(_c.int32)
+    return _c.sum(nonzero, axis=axes, keepdims=keepdims, stream=stream)
+
+
+def empty_like(a, /, *, stream=None):
+    """An array of ``a``'s shape and dtype (zero-filled: kiln has no uninitialised memory)."""
+    return _c.zeros_like(a, stream=stream)
+
+
+def median(a, /, axis=None, keepdims: bool = False, *, stream=None):
+    """The median along ``axis`` (all axes when None): the middle of the sorted values, or the
+    mean of the two middle ones; NaN where a NaN is among them. At least float32."""
+    a = _as_array(a)
+    axes = sorted(_axes("median", axis, a.ndim))
+    rest = [i for i in range(a.ndim) if i not in axes]
+    flat = _c.transpose(a, rest + axes, stream=stream) if a.ndim else a
+    flat = _c.reshape(flat, tuple(a.shape[i] for i in rest) + (-1,), stream=stream)
+    n = flat.shape[-1]
+    if n == 0:
+        raise ValueError("[median] cannot take the median along an empty axis")
+    dtype = a.dtype if _c.issubdtype(a.dtype, _c.floating) else _c.float32
+    ordered = _c.sort(flat, axis=-1, stream=stream)
+    mid = ordered[..., n // 2].astype(dtype)
+    if n % 2 == 0:
+        mid = (mid + ordered[..., n // 2 - 1].astype(dtype)) * 0.5
+    if _c.issubdtype(a.dtype, _c.floating):
+        mid = _c.where(_c.any(_c.isnan(flat), axis=-1), _c.array(math.nan, dtype), mid, stream=stream)
+    if keepdims:
+        shape = list(a.shape)
+        for ax in axes:
+            shape[ax] = 1
+        mid = _c.reshape(mid, tuple(shape), stream=stream)
+    return mid
+
+
+def searchsorted(sorted_sequence, values, /, side: str = "left", *, stream=None):
+    """For each value, where it would be inserted into the 1-d ``sorted_sequence`` to keep it
+    sorted: before equal entries (``side='left'``) or after them (``'right'``), as uint32."""
+    if side not in ("left", "right"):
+        raise ValueError(f"[searchsorted] side must be 'left' or 'right', got {side!r}")
+    seq, values = _as_array(sorted_sequence), _as_array(values)
+    if seq.ndim != 1:
+        raise ValueError(f"[searchsorted] the sorted sequence must be 1-d, got {seq.ndim} dimensions")
+    before = _c.less if side == "left" else _c.less_equal
+    counted = before(seq, _c.expand_dims(values, -1), stream=stream)
+    return _c.sum(counted.astype(_c.uint32), axis=-1, stream=stream)
+
+
+def isdtype(dtype, kind) -> bool:
+    """Whether ``dtype`` is ``kind``: a dtype, a name (``'bool'``, ``'signed integer'``,
+    ``'unsigned integer'``, ``'integral'``, ``'real floating'``, ``'complex floating'``,
+    ``'numeric'``), or a tuple of them (any matches)."""
+    if isinstance(kind, tuple):
+        return any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, _c.Dtype):
+        return dtype == kind
+    categories = {
+        "bool": lambda d: d == _c.bool_,
+        "signed integer": lambda d: _c.issubdtype(d, _c.signedinteger),
+        "unsigned integer": lambda d: _c.issubdtype(d, _c.unsignedinteger),
+        "integral": lambda d: _c.issubdtype(d, _c.integer),
+        "real floating": lambda d: _c.issubdtype(d, _c.floating),
+        "complex floating": lambda d: False,
+        "numeric": lambda d: d != _c.bool_,
+    }
+    if kind not in categories:
+        raise ValueError(f"[isdtype] unknown kind {kind!r}; use a dtype or one of {sorted(categories)}")
+    return categories[kind](dtype)
