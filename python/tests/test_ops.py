@@ -302,6 +302,8 @@ def test_creation_ops():
     assert mx.arange(1, 2, 0.25).tolist() == [1.0, 1.25, 1.5, 1.75]
     assert mx.arange(0.0, 3).dtype == mx.float32
     np.testing.assert_allclose(np.array(mx.linspace(0, 1, 5)), np.linspace(0, 1, 5))
+    np.testing.assert_allclose(np.array(mx.linspace(0, 1, 5, endpoint=False)), np.linspace(0, 1, 5, endpoint=False), rtol=1e-6)
+    assert mx.topk(mx.array([3.0, 1.0, 2.0]), 0).shape == (0,)
     np.testing.assert_array_equal(np.array(mx.eye(3, 4, k=1)), np.eye(3, 4, k=1))
     np.testing.assert_array_equal(np.array(mx.identity(2)), np.identity(2))
     a = mx.array([[1, 2]], dtype=mx.int8)

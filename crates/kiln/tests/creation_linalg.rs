@@ -26,6 +26,9 @@ fn linspace_eye_identity() {
     assert_eq!(ops::linspace(3.0, 5.0, 1, Dtype::F32).unwrap().to_f64_vec().unwrap(), vec![3.0]);
     assert_eq!(ops::linspace(0.0, 1.0, 0, Dtype::F32).unwrap().shape(), &[0]);
     assert_eq!(ops::linspace(0.0, 10.0, 3, Dtype::I32).unwrap().to_f64_vec().unwrap(), vec![0.0, 5.0, 10.0]);
+    // Without the endpoint: numpy's linspace(0, 1, 4, endpoint=False).
+    assert_eq!(ops::linspace_with(0.0, 1.0, 4, false, Dtype::F64).unwrap().to_f64_vec().unwrap(), vec![0.0, 0.25, 0.5, 0.75]);
+    assert_eq!(ops::linspace_with(2.0, 3.0, 1, false, Dtype::F64).unwrap().to_f64_vec().unwrap(), vec![2.0]);
     for k in [-2i64, 0, 1, 4] {
         let e = ops::eye(3, Some(4), k, Dtype::F16).unwrap();
         assert_eq!(e.shape(), &[3, 4]);

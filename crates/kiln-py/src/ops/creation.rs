@@ -99,18 +99,19 @@ pub fn arange(
     on(stream.as_ref(), || ops::arange(start, stop, step, dt)).map(PyArray::from)
 }
 
-/// `num` evenly spaced values from `start` to `stop` inclusive.
+/// `num` evenly spaced values from `start` to `stop` (included unless `endpoint` is false).
 #[pyfunction]
-#[pyo3(signature = (start, stop, num = 50, dtype = None, stream = None))]
+#[pyo3(signature = (start, stop, num = 50, endpoint = true, dtype = None, stream = None))]
 pub fn linspace(
     start: f64,
     stop: f64,
     num: usize,
+    endpoint: bool,
     dtype: Option<PyDtype>,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
     on(stream.as_ref(), || {
-        ops::linspace(start, stop, num, dtype_or_f32(dtype))
+        ops::linspace_with(start, stop, num, endpoint, dtype_or_f32(dtype))
     })
     .map(PyArray::from)
 }

@@ -74,10 +74,17 @@ pub fn arange(start: f64, stop: f64, step: f64, dtype: Dtype) -> Result<Array> {
 
 /// `num` evenly spaced values from `start` to `stop` inclusive, in `dtype`.
 pub fn linspace(start: f64, stop: f64, num: usize, dtype: Dtype) -> Result<Array> {
+    linspace_with(start, stop, num, true, dtype)
+}
+
+/// `num` evenly spaced values from `start` to `stop`, `stop` included when `endpoint` (else the
+/// values split `[start, stop)` into `num` equal steps), in `dtype`.
+pub fn linspace_with(start: f64, stop: f64, num: usize, endpoint: bool, dtype: Dtype) -> Result<Array> {
     if !start.is_finite() || !stop.is_finite() {
         return Err(Error::value("linspace", format!("needs finite bounds, got {start} and {stop}")));
     }
-    let step = if num > 1 { (stop - start) / (num - 1) as f64 } else { 0.0 };
+    let intervals = if endpoint { num.saturating_sub(1) } else { num };
+    let step = if intervals > 0 { (stop - start) / intervals as f64 } else { 0.0 };
     let i = arange(0.0, num as f64, 1.0, Dtype::F64)?;
     let v = super::add(super::multiply(&i, step)?, start)?;
     cast(&v, dtype)

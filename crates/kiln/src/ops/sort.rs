@@ -85,8 +85,12 @@ pub fn argpartition(x: impl AsArray, kth: i64, axis: Option<i64>) -> Result<Arra
 pub fn topk(x: impl AsArray, k: usize, axis: Option<i64>) -> Result<Array> {
     let (x, ax) = along("topk", x, axis)?;
     let n = x.shape()[ax];
-    if k == 0 || k > n {
-        return Err(Error::value("topk", format!("k must be in 1..={n} for an axis of size {n}, got {k}")));
+    if k > n {
+        return Err(Error::value("topk", format!("k must be in 0..={n} for an axis of size {n}, got {k}")));
+    }
+    if k == 0 || k == n {
+        // Nothing to choose: an empty slice, or the whole input (as mlx returns it).
+        return slice_axis(&x, ax as i64, (n - k) as i64, n as i64);
     }
     let p = partition(&x, (n - k) as i64, Some(ax as i64))?;
     slice_axis(&p, ax as i64, (n - k) as i64, n as i64)
