@@ -418,3 +418,24 @@ fn power_and_logaddexp_at_their_edges() {
     assert_eq!(g[0].to_vec::<f64>().unwrap(), vec![0.5, 0.5]);
     assert_eq!(g[1].to_vec::<f64>().unwrap(), vec![0.5, 0.5]);
 }
+
+/// Integer tangents flow through integer ops (mlx's `test_reduce_jvp`): the products below are
+/// worked out by hand from a = [0, 1, 2, 3] and tangent t = [3, 2, 1, 0].
+#[test]
+fn integer_inputs_carry_their_tangents_through_jvp() {
+    let a = kiln::ops::arange(0.0, 4.0, 1.0, kiln::Dtype::I32).unwrap();
+    let t = kiln::Array::from_slice(&[3i32, 2, 1, 0], &[4]).unwrap();
+    type Body = fn(&[kiln::Array]) -> kiln::Result<Vec<kiln::Array>>;
+    let cases: [(&str, Body, Vec<f64>); 5] = [
+        ("sum", |x| Ok(vec![kiln::ops::sum(&x[0], None, false)?]), vec![6.0]), // 3 + 2 + 1 + 0
+        ("prod", |x| Ok(vec![kiln::ops::prod(&x[0], None, false)?]), vec![18.0]), // t0 * 1 * 2 * 3
+        ("min", |x| Ok(vec![kiln::ops::min(&x[0], None, false)?]), vec![3.0]), // t at a's minimum (index 0)
+        ("max", |x| Ok(vec![kiln::ops::max(&x[0], None, false)?]), vec![0.0]), // t at a's maximum (index 3)
+        ("twice", |x| Ok(vec![kiln::ops::multiply(&x[0], 2)?]), vec![6.0, 4.0, 2.0, 0.0]),
+    ];
+    for (what, f, want) in cases {
+        let (_, tangents) = kiln::jvp(f, std::slice::from_ref(&a), std::slice::from_ref(&t)).unwrap();
+        assert_eq!(tangents[0].dtype(), kiln::Dtype::I32, "{what}");
+        assert_eq!(tangents[0].to_f64_vec().unwrap(), want, "{what}");
+    }
+}

@@ -60,8 +60,8 @@ pub fn vjp(f: impl Function, primals: &[Array], cotangents: &[Array]) -> Result<
 
 /// The outputs of `f` at `primals`, and the Jacobian-vector product: for each output, the sum
 /// over primals of `∂output/∂primal_j · tangent_j`. One tangent per primal, of its shape.
-/// Integer and bool primals do not vary (their tangents contribute nothing), and integer or
-/// bool outputs get zero tangents of their own dtype.
+/// Integer tangents flow through integer ops as mlx's do (the jvp of a sum of integers is the
+/// sum of their tangents); bool primals do not vary, and bool outputs get zero tangents.
 pub fn jvp(f: impl Function, primals: &[Array], tangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)> {
     check_one_each("jvp", "got", tangents, "tangent", primals, "primal")?;
     let _trace = TraceGuard::enter();
@@ -330,14 +330,17 @@ pub(crate) fn check_captured(
 pub(crate) fn forward(outputs: &[Array], leaves: &[Array], tangents: &[Array]) -> Result<Vec<Array>> {
     let section = Section::between(outputs, leaves);
     let mut tans: HashMap<usize, Array> = HashMap::new();
+    // Integer values carry tangents too (mlx: the jvp of `sum` over integers is the sum of
+    // their tangents); booleans do not vary.
+    let varies = |d: crate::dtype::Dtype| d.is_float() || d.is_integer();
     for (l, t) in leaves.iter().zip(tangents) {
-        if l.dtype().is_float() {
+        if varies(l.dtype()) {
             tans.insert(l.id(), fit_tangent(t.clone(), l)?);
         }
     }
     let mut custom_results: HashMap<usize, Vec<Array>> = HashMap::new();
     for v in &section.order {
-        if !v.node.dtype().is_float() {
+        if !varies(v.node.dtype()) {
             continue;
         }
         let tin: Vec<Option<Array>> = v.inputs.iter().map(|i| tans.get(&i.id()).cloned()).collect();
