@@ -94,6 +94,20 @@ def test_at_add_on_2d_rows():
     np.testing.assert_array_equal(np.array(out), [[5.0, 6.0], [0.0, 0.0], [4.0, 6.0]])
 
 
+def test_updates_may_have_extra_leading_axes_of_size_one():
+    # mlx accepts a[1:3] = [[5, 6]] and .at[1:3] updates of shape (1, 2), and their gradients.
+    a = mx.array([0.0, 1.0, 2.0, 3.0])
+    b = mx.array(a)
+    b[1:3] = mx.array([[5.0, 6.0]])
+    np.testing.assert_array_equal(np.array(b), [0.0, 5.0, 6.0, 3.0])
+    np.testing.assert_array_equal(np.array(a.at[1:3].add(mx.array([[1.0, 2.0]]))), [0.0, 2.0, 4.0, 3.0])
+    _, vjps = mx.vjp(lambda s, u: s.at[1:3].multiply(u), [a + 1, mx.array([[2.0, 3.0]])], [mx.array([4.0, 5.0, 6.0, 7.0])])
+    np.testing.assert_allclose(np.array(vjps[0]), [4.0, 10.0, 18.0, 7.0])
+    np.testing.assert_allclose(np.array(vjps[1]), [[10.0, 18.0]])
+    with pytest.raises(ValueError):
+        a.at[1:3].add(mx.ones((2, 2)))
+
+
 def test_index_errors():
     a = mx.array(X)
     with pytest.raises(IndexError, match="out of bounds"):

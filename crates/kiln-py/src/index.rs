@@ -298,6 +298,17 @@ fn with_new_axes(x: &Array, new_axes: &[i64]) -> PyResult<Array> {
     }
 }
 
+/// `v` without the leading size-1 axes it has beyond `ndim` (as mlx accepts `a[1:3] = [[1, 2]]`:
+/// the extra axes hold one value each).
+fn without_leading_ones(v: &Array, ndim: usize) -> PyResult<Array> {
+    let extra = v.ndim().saturating_sub(ndim);
+    if extra == 0 || v.shape()[..extra].iter().any(|&d| d != 1) {
+        return Ok(v.clone());
+    }
+    let shape: Vec<i64> = v.shape()[extra..].iter().map(|&d| d as i64).collect();
+    ops::reshape(v, &shape).or_raise()
+}
+
 /// How an indexed update combines with the current values.
 #[derive(Clone, Copy)]
 pub enum Update {
@@ -315,6 +326,7 @@ pub fn update(x: &Array, key: &Bound<'_, PyAny>, v: &Array, how: Update) -> PyRe
     // up with the full result (new axes included, wherever numpy's rules put them); the new
     // axes are dropped again at the end.
     let target = get(x, key)?;
+    let v = &without_leading_ones(v, target.ndim())?;
     let (axes, new_axes) = resolve(parse_key(key)?, x.ndim())?;
     let updated = update_axes(&with_new_axes(x, &new_axes)?, axes, &target, v, how)?;
     if new_axes.is_empty() {
