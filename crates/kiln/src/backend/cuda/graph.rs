@@ -19,7 +19,11 @@
 //! kernels one by one, which is always correct.
 //!
 //! Graphs are off by default until they are measured faster on a GPU: `KILN_CUDA_GRAPHS=1` or
-//! [`set_enabled`] turns them on.
+//! [`set_enabled`] turns them on. Known limits: a graph's buffers are plain allocations kept
+//! for the plan's life (every temporary of the recorded steps, not their peak) and are not
+//! counted in the memory statistics; a `clear_cache` or an out-of-memory retry on another thread
+//! while a plan is being recorded synchronises the context, which ends that recording (the plan
+//! then runs kernel by kernel until its signature changes).
 
 use super::context::{device_error, Gpu};
 use super::memory::DeviceBlock;
@@ -76,37 +80,39 @@ thread_local! {
 }
 
 /// Whether this thread is capturing a graph.
-pub(super) fn capturing() -> bool {
-    CAPTURE.with(|c| c.borrow().is_some())
+pub fn capturing() -> bool {
+    // During thread teardown (blocks dropped by other thread-locals' destructors) nothing captures.
+    CAPTURE.try_with(|c| c.borrow().is_some()).unwrap_or(false)
 }
 
 /// The stream work asked for `stream` is queued on: the private capture stream while this
 /// thread captures for `stream`, else `stream` itself.
 pub(super) fn recording_stream(stream: sys::CUstream) -> sys::CUstream {
-    CAPTURE.with(|c| match &*c.borrow() {
-        Some(cap) if cap.launch == stream => cap.record,
-        _ => stream,
-    })
+    CAPTURE
+        .try_with(|c| match &*c.borrow() {
+            Some(cap) if cap.launch == stream => cap.record,
+            _ => stream,
+        })
+        .unwrap_or(stream)
 }
 
 /// For an allocation on GPU `gpu` while this thread captures: the stream the graph runs on (the
 /// block must then be a plain allocation the graph owns).
 pub(super) fn capture_owner(gpu: usize) -> Option<sys::CUstream> {
-    CAPTURE.with(|c| c.borrow().as_ref().filter(|cap| cap.gpu == gpu).map(|cap| cap.launch))
+    CAPTURE.try_with(|c| c.borrow().as_ref().filter(|cap| cap.gpu == gpu).map(|cap| cap.launch)).ok().flatten()
 }
 
 /// Keeps a block dropped while capturing alive for the graph; gives it back when not capturing.
 pub(super) fn keep(block: DeviceBlock) -> Option<DeviceBlock> {
-    CAPTURE.with(|c| match c.try_borrow_mut() {
-        Ok(mut cap) => match cap.as_mut() {
-            Some(cap) => {
-                cap.kept.push(block);
-                None
+    let mut block = Some(block);
+    let _ = CAPTURE.try_with(|c| {
+        if let Ok(mut cap) = c.try_borrow_mut() {
+            if let Some(cap) = cap.as_mut() {
+                cap.kept.extend(block.take());
             }
-            None => Some(block),
-        },
-        Err(_) => Some(block),
-    })
+        }
+    });
+    block
 }
 
 /// Fails (ending the capture) when `op` would copy between host and GPU while capturing: a
@@ -251,21 +257,34 @@ impl CudaGraph {
         inputs: &[Buffer],
         run: impl FnOnce(Vec<Buffer>) -> Result<Vec<Buffer>>,
     ) -> Result<std::result::Result<CudaGraph, String>> {
-        let mut recorders = RECORDERS.lock().unwrap_or_else(|e| e.into_inner());
+        // One capture at a time (a nested one, from code a recorded step runs, is refused).
+        let Ok(mut recorders) = RECORDERS.try_lock() else {
+            return Ok(Err("another plan was being recorded".into()));
+        };
         let record = match recorders.get_or_insert_with(HashMap::new).get(&gpu.ordinal) {
             Some(&s) => s as sys::CUstream,
-            None => {
-                let s = cu::stream::create(cu::stream::StreamKind::NonBlocking).map_err(|e| device_error(op, "creating a stream", e))?;
-                recorders.as_mut().expect("made above").insert(gpu.ordinal, s as usize);
-                s
-            }
+            None => match cu::stream::create(cu::stream::StreamKind::NonBlocking) {
+                Ok(s) => {
+                    recorders.as_mut().expect("made above").insert(gpu.ordinal, s as usize);
+                    s
+                }
+                Err(e) => return Ok(Err(format!("no stream to record on ({})", super::context::describe(e)))),
+            },
         };
-        // The graph's own input buffers, laid out as the caller's, and where the caller's bytes are.
+        // The graph's own input buffers, laid out as the caller's, and where the caller's bytes
+        // are. Failing here (out of memory, say) leaves the plan to run kernel by kernel.
         let mut sources = Vec::with_capacity(inputs.len());
         let mut held = Vec::with_capacity(inputs.len());
         for b in inputs {
-            sources.push(b.storage.on_gpu(op, gpu.ordinal, launch)?);
-            let block = DeviceBlock::plain(op, gpu, launch, b.storage.bytes())?;
+            let staged = b.storage.on_gpu(op, gpu.ordinal, launch).and_then(|src| {
+                let block = DeviceBlock::plain(op, gpu, launch, b.storage.bytes().max(1))?;
+                Ok((src, block))
+            });
+            let (src, block) = match staged {
+                Ok(s) => s,
+                Err(e) => return Ok(Err(format!("its input buffers could not be made: {}", e.message))),
+            };
+            sources.push(src);
             held.push(Buffer { storage: Storage::on_device(block), offset: b.offset, strides: b.strides.clone() });
         }
         let mut recording = match Recording::begin(gpu.ordinal, launch, record) {
@@ -333,7 +352,7 @@ impl CudaGraph {
             }
             for (b, &src) in self.held.iter().zip(sources) {
                 let dst = b.storage.device_block().expect("input buffers are made on the device").ptr;
-                let node = CopyNode::add(self.graph, &[], src, dst, b.storage.bytes(), ctx)
+                let node = CopyNode::add(self.graph, &[], src, dst, b.storage.bytes().max(1), ctx)
                     .map_err(|r| failed("adding a copy to a CUDA graph", r))?;
                 self.copy_in.push(node);
             }
@@ -346,8 +365,8 @@ impl CudaGraph {
             for i in 0..self.outputs.len() {
                 let out = self.outputs[i].clone();
                 let src = out.storage.on_gpu(op, self.gpu.ordinal, self.launch)?;
-                let placeholder = DeviceBlock::plain(op, self.gpu, self.launch, out.storage.bytes())?;
-                let node = CopyNode::add(self.graph, &[child], src, placeholder.ptr, out.storage.bytes(), ctx)
+                let placeholder = DeviceBlock::plain(op, self.gpu, self.launch, out.storage.bytes().max(1))?;
+                let node = CopyNode::add(self.graph, &[child], src, placeholder.ptr, out.storage.bytes().max(1), ctx)
                     .map_err(|r| failed("adding a copy to a CUDA graph", r))?;
                 self.copy_out.push(node);
                 self.kept.push(placeholder);
@@ -367,7 +386,7 @@ impl CudaGraph {
         }
         let mut results = Vec::with_capacity(self.outputs.len());
         for (node, out) in self.copy_out.iter_mut().zip(&self.outputs) {
-            let block = DeviceBlock::new(op, self.gpu, self.launch, out.storage.bytes())?;
+            let block = DeviceBlock::new(op, self.gpu, self.launch, out.storage.bytes().max(1))?;
             node.params.dstDevice = block.ptr;
             set_copy(op, self.exec, node, ctx)?;
             results.push(Buffer { storage: Storage::on_device(block), offset: out.offset, strides: out.strides.clone() });
@@ -456,6 +475,7 @@ impl PlanGraph {
             self.repeats += 1;
         } else {
             self.graph = None;
+            self.refused = None;
             self.repeats = 0;
             self.last = Some(Signature {
                 shapes: shapes.to_vec(),

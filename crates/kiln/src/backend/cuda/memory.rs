@@ -154,7 +154,8 @@ impl DeviceBlock {
                 let _ = unsafe { cu::free_sync(self.0) };
             }
         }
-        // Safety: the context is current (gpu() made it so).
+        // Safety: the context is made current first (a free on another GPU may have switched it).
+        super::context::gpu(op, g.ordinal)?;
         let ptr = unsafe { cu::malloc_sync(bytes.max(1).next_multiple_of(8)) }
             .map_err(|e| out_of_memory(op, g, bytes, &format!("the device ({})", describe(e))))?;
         Ok(DeviceBlock::foreign(g, ptr, bytes.max(1), stream, Box::new(Plain(ptr))))

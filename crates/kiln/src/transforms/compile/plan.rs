@@ -145,11 +145,18 @@ impl Plan {
     /// On a GPU a plan of several steps goes through its CUDA graph.
     pub(crate) fn run(&self, stream: Stream, inputs: Vec<Buffer>, shapes: &[Shape], dtypes: &[Dtype]) -> Result<Vec<Buffer>> {
         let launches = self.launches();
-        if stream.device.kind != DeviceKind::Gpu || launches < 2 || !crate::backend::cuda::graph::enabled() {
+        // A plan run from inside another plan's recording (a host kernel calling a compiled
+        // function) runs directly: the recording owns the stream, and this plan's lock may be held.
+        let graphs = crate::backend::cuda::graph::enabled() && !crate::backend::cuda::graph::capturing();
+        if stream.device.kind != DeviceKind::Gpu || launches < 2 || !graphs {
             return self.run_steps(stream, inputs, shapes, dtypes);
         }
         let output_bytes = self.outputs.iter().map(|&o| shapes[o].iter().product::<usize>() * dtypes[o].size()).sum();
-        let mut graph = self.graph.lock().unwrap_or_else(|e| e.into_inner());
+        // A call while another holds the graph (another thread, or this plan re-entered from a
+        // host kernel) launches kernel by kernel rather than wait.
+        let Ok(mut graph) = self.graph.try_lock() else {
+            return self.run_steps(stream, inputs, shapes, dtypes);
+        };
         graph.run(stream, launches, output_bytes, shapes, inputs, |ins| self.run_steps(stream, ins, shapes, dtypes))
     }
 
