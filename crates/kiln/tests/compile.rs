@@ -1647,3 +1647,23 @@ fn assert_send_sync() {
     is::<Compiled>();
     is::<ArrayList>();
 }
+
+/// `zeros_like`/`ones_like`/`full_like` in a shapeless compiled function follow the call's shape
+/// (mlx's `test_shapeless_compile_full_like`): traced at (1, 1, 32), called at (2, 2, 16).
+#[test]
+fn shapeless_like_constructors_follow_the_call_shape() {
+    let _g = serial();
+    let opts = || kiln::CompileOptions::new().shapeless(true);
+    let zeros = kiln::compile_with(|a: &[Array]| Ok(vec![ops::zeros_like(&a[0])?]), opts());
+    let filled = kiln::compile_with(|a: &[Array]| Ok(vec![ops::add(ops::full_like(&a[0], 2.5)?, &a[0])?]), opts());
+    for shape in [[1usize, 1, 32], [2, 2, 16]] {
+        let x = ops::ones(&shape, Dtype::F32).unwrap();
+        let z = only(zeros.call(&[x.clone()]));
+        assert_eq!((z.shape(), z.dtype()), (&shape[..], Dtype::F32));
+        assert!(vals(&z).iter().all(|&v| v == 0.0));
+        let f = only(filled.call(&[x.clone()]));
+        assert_eq!(f.shape(), &shape[..]);
+        assert!(vals(&f).iter().all(|&v| v == 3.5));
+    }
+    assert_eq!(zeros.trace_count(), 1, "one trace serves both shapes");
+}

@@ -8,14 +8,22 @@ use crate::error::{Error, Result};
 use crate::primitive::{F64Bits, Op};
 use crate::shape::fmt_shape;
 
+/// `value` in `dtype`, as an ordinary array: a number never fills a weak scalar (as in mlx,
+/// `full((), 0, int32)` promotes with int16 to int32).
+fn fill_value(value: &Array, dtype: Dtype) -> Result<Array> {
+    let filled = cast(value, dtype)?;
+    if filled.is_weak() {
+        Array::from_op(Op::AsType(dtype), vec![filled])
+    } else {
+        Ok(filled)
+    }
+}
+
 /// An array of `shape` filled with `value` (a broadcast view of one element), in `dtype` or, when
 /// `None`, the value's own dtype (float32 for a Rust float, int32 for a Rust integer).
 pub fn full(shape: &[usize], value: impl AsArray, dtype: Option<Dtype>) -> Result<Array> {
     let v = value.as_array();
-    let filled = cast(&v, dtype.unwrap_or(v.dtype()))?;
-    // A number fills an ordinary array, never a weak scalar (as in mlx, `full((), 0, int32)`
-    // promotes with int16 to int32).
-    let filled = if filled.is_weak() { Array::from_op(Op::AsType(filled.dtype()), vec![filled])? } else { filled };
+    let filled = fill_value(&v, dtype.unwrap_or(v.dtype()))?;
     broadcast_to(&filled, shape).map_err(|_| {
         Error::shape("full", format!("value of shape {} cannot fill shape {}", fmt_shape(v.shape()), fmt_shape(shape)))
     })
@@ -33,20 +41,25 @@ pub fn ones(shape: &[usize], dtype: Dtype) -> Result<Array> {
 
 /// Zeros with the shape and dtype of `x`.
 pub fn zeros_like(x: impl AsArray) -> Result<Array> {
-    let x = x.as_array();
-    zeros(x.shape(), x.dtype())
+    full_like(x, 0i64)
 }
 
 /// Ones with the shape and dtype of `x`.
 pub fn ones_like(x: impl AsArray) -> Result<Array> {
-    let x = x.as_array();
-    ones(x.shape(), x.dtype())
+    full_like(x, 1i64)
 }
 
-/// `value` with the shape and dtype of `x`.
+/// `value` with the shape and dtype of `x`. The shape follows `x` in the graph (a broadcast like
+/// `x`, whose data is not read), so a shapeless compiled function called at a new shape gives
+/// the new shape.
 pub fn full_like(x: impl AsArray, value: impl AsArray) -> Result<Array> {
     let x = x.as_array();
-    full(x.shape(), value, Some(x.dtype()))
+    let v = value.as_array();
+    let filled = fill_value(&v, x.dtype())?;
+    if crate::shape::broadcast_shapes("full_like", filled.shape(), x.shape()).ok().as_deref() != Some(x.shape()) {
+        return Err(Error::shape("full_like", format!("value of shape {} cannot fill shape {}", fmt_shape(v.shape()), fmt_shape(x.shape()))));
+    }
+    super::shape::broadcast_like(&filled, &x)
 }
 
 /// `0, 1, ..., n-1` along `axis` of an array of rank `ndim` whose other axes have size 1: the
