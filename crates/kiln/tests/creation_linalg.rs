@@ -233,4 +233,7 @@ fn filled_scalars_promote_as_arrays_not_as_numbers() {
     assert_eq!(scaled.to_f64_vec().unwrap(), vec![2.0, 2.0]);
     let number = ops::multiply(ops::ones(&[2], Dtype::F16).unwrap(), 2.0).unwrap();
     assert_eq!(number.dtype(), Dtype::F16, "a number stays weak");
+    let bad = ops::full_like(ops::zeros(&[2, 3], Dtype::F32).unwrap(), ops::ones(&[4], Dtype::F32).unwrap()).unwrap_err();
+    assert_eq!((bad.op.as_str(), bad.kind), ("full_like", ErrorKind::Shape), "{bad:?}");
+    assert!(bad.message.contains("(4,) cannot fill shape (2, 3)"), "{}", bad.message);
 }

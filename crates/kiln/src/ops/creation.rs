@@ -24,9 +24,12 @@ fn fill_value(value: &Array, dtype: Dtype) -> Result<Array> {
 pub fn full(shape: &[usize], value: impl AsArray, dtype: Option<Dtype>) -> Result<Array> {
     let v = value.as_array();
     let filled = fill_value(&v, dtype.unwrap_or(v.dtype()))?;
-    broadcast_to(&filled, shape).map_err(|_| {
-        Error::shape("full", format!("value of shape {} cannot fill shape {}", fmt_shape(v.shape()), fmt_shape(shape)))
-    })
+    broadcast_to(&filled, shape).map_err(|_| cannot_fill("full", &v, shape))
+}
+
+/// The error of `op` when `value` does not broadcast to `shape`.
+fn cannot_fill(op: &str, value: &Array, shape: &[usize]) -> Error {
+    Error::shape(op, format!("value of shape {} cannot fill shape {}", fmt_shape(value.shape()), fmt_shape(shape)))
 }
 
 /// Zeros of `shape` and `dtype`.
@@ -56,10 +59,7 @@ pub fn full_like(x: impl AsArray, value: impl AsArray) -> Result<Array> {
     let x = x.as_array();
     let v = value.as_array();
     let filled = fill_value(&v, x.dtype())?;
-    if crate::shape::broadcast_shapes("full_like", filled.shape(), x.shape()).ok().as_deref() != Some(x.shape()) {
-        return Err(Error::shape("full_like", format!("value of shape {} cannot fill shape {}", fmt_shape(v.shape()), fmt_shape(x.shape()))));
-    }
-    super::shape::broadcast_like(&filled, &x)
+    super::shape::broadcast_like(&filled, &x).map_err(|_| cannot_fill("full_like", &v, x.shape()))
 }
 
 /// `0, 1, ..., n-1` along `axis` of an array of rank `ndim` whose other axes have size 1: the

@@ -12,7 +12,7 @@
 //!   a caller keeps is never overwritten by a later replay.
 //!
 //! The copies cost GPU bandwidth, so only plans whose copied bytes are small against the launches
-//! they save are captured ([`worth_a_graph`]). Capture runs on a private stream that no other
+//! they save are captured (at most `COPY_BYTES_PER_STEP` per kernel launched). Capture runs on a private stream that no other
 //! thread uses (the plan's ops ask for the caller's stream and get the private one while this
 //! thread captures), and anything that cannot be recorded (a copy between host and GPU, a host
 //! read, an op that runs on the CPU) makes the capture fail; the plan then keeps launching its
@@ -27,6 +27,7 @@
 
 use super::context::{device_error, Gpu};
 use super::memory::DeviceBlock;
+use super::switch::Switch;
 use crate::buffer::{Buffer, Storage};
 use crate::device::Stream;
 use crate::error::{Error, ErrorKind, Result};
@@ -34,7 +35,6 @@ use crate::shape::{Shape, Strides};
 use cudarc::driver::{result as cu, sys};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use super::switch::Switch;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -102,17 +102,18 @@ pub(super) fn capture_owner(gpu: usize) -> Option<sys::CUstream> {
     CAPTURE.try_with(|c| c.borrow().as_ref().filter(|cap| cap.gpu == gpu).map(|cap| cap.launch)).ok().flatten()
 }
 
-/// Keeps a block dropped while capturing alive for the graph; gives it back when not capturing.
-pub(super) fn keep(block: DeviceBlock) -> Option<DeviceBlock> {
-    let mut block = Some(block);
-    let _ = CAPTURE.try_with(|c| {
-        if let Ok(mut cap) = c.try_borrow_mut() {
-            if let Some(cap) = cap.as_mut() {
-                cap.kept.extend(block.take());
+/// While this thread captures, takes a block being dropped (leaving an empty one) and keeps it
+/// alive for the graph, which may address it; false (the block untouched) otherwise.
+pub(super) fn keep(block: &mut DeviceBlock) -> bool {
+    CAPTURE
+        .try_with(|c| match c.try_borrow_mut().as_deref_mut() {
+            Ok(Some(cap)) => {
+                cap.kept.push(block.take());
+                true
             }
-        }
-    });
-    block
+            _ => false,
+        })
+        .unwrap_or(false)
 }
 
 /// Fails (ending the capture) when `op` would copy between host and GPU while capturing: a
@@ -124,9 +125,18 @@ pub(super) fn refuse_host_copy(op: &str) -> Result<()> {
     Ok(())
 }
 
-/// Whether a plan of `steps` steps that copies `copied` bytes in and out is worth a graph.
-pub fn worth_a_graph(steps: usize, copied: usize) -> bool {
-    enabled() && steps >= 2 && copied <= steps * COPY_BYTES_PER_STEP
+/// Whether a plan launching `steps` kernels is worth a graph that copies `copied` bytes in and
+/// out (the plan checks that graphs are on and that there are several steps).
+fn worth_a_graph(steps: usize, copied: usize) -> bool {
+    copied <= steps * COPY_BYTES_PER_STEP
+}
+
+/// How a plan runs while graphs are off (for the report).
+pub const OFF: &str = "the plan's kernels are launched one by one (no CUDA graph: graphs are off; KILN_CUDA_GRAPHS=1 turns them on)";
+
+/// The layout a graph's input buffer copies: storage bytes, offset and strides.
+fn layout(b: &Buffer) -> (usize, isize, Strides) {
+    (b.storage.bytes(), b.offset, b.strides.clone())
 }
 
 /// The private stream of each GPU that captures record on, and the lock that makes one capture
@@ -453,7 +463,6 @@ impl PlanGraph {
     /// Runs a plan of `steps` steps on `inputs` (its outputs about `output_bytes` bytes): by a
     /// graph once the same signature has come twice in a row, else by `run` (the plan's kernels
     /// one by one).
-    #[allow(clippy::too_many_arguments)]
     pub fn run(
         &mut self,
         stream: Stream,
@@ -469,7 +478,7 @@ impl PlanGraph {
             s.stream == stream as usize
                 && s.shapes == shapes
                 && s.layouts.len() == inputs.len()
-                && s.layouts.iter().zip(&inputs).all(|(l, b)| *l == (b.storage.bytes(), b.offset, b.strides.clone()))
+                && s.layouts.iter().zip(&inputs).all(|(l, b)| *l == layout(b))
         });
         if same {
             self.repeats += 1;
@@ -479,7 +488,7 @@ impl PlanGraph {
             self.repeats = 0;
             self.last = Some(Signature {
                 shapes: shapes.to_vec(),
-                layouts: inputs.iter().map(|b| (b.storage.bytes(), b.offset, b.strides.clone())).collect(),
+                layouts: inputs.iter().map(layout).collect(),
                 stream: stream as usize,
             });
         }
@@ -524,7 +533,7 @@ impl PlanGraph {
         Some(match (&self.graph, &self.refused) {
             (Some(g), _) => format!("one CUDA graph launch of {} nodes per call (recorded at the second call of this signature)", g.nodes()),
             (None, Some(why)) => format!("the plan's kernels are launched one by one (no CUDA graph: {why})"),
-            (None, None) if !enabled() => "the plan's kernels are launched one by one (CUDA graphs are off; KILN_CUDA_GRAPHS=1 turns them on)".into(),
+            (None, None) if !enabled() => OFF.into(),
             (None, None) => "the plan's kernels are launched one by one (a plan of several steps becomes a CUDA graph from the second call of the same signature, when its input and output copies are small)".into(),
         })
     }

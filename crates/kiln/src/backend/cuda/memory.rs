@@ -194,7 +194,7 @@ pub(super) fn order(op: &str, earlier: sys::CUstream, later: sys::CUstream) -> R
 
 impl DeviceBlock {
     /// Moves the block out of `self`, leaving an empty block that frees nothing.
-    fn take(&mut self) -> DeviceBlock {
+    pub(super) fn take(&mut self) -> DeviceBlock {
         let readers = std::mem::take(&mut *self.readers.lock().unwrap());
         let block = DeviceBlock { readers: Mutex::new(readers), owner: self.owner.take(), ..*self };
         self.ptr = 0;
@@ -208,13 +208,9 @@ impl Drop for DeviceBlock {
         if self.ptr == 0 {
             return;
         }
-        if super::graph::capturing() {
-            // A graph being recorded may address this block: it keeps it until the graph goes.
-            if let Some(mut block) = super::graph::keep(self.take()) {
-                *self = block.take();
-            } else {
-                return;
-            }
+        // A graph being recorded may address this block: it keeps it until the graph goes.
+        if super::graph::keep(self) {
+            return;
         }
         if let Some(owner) = self.owner.take() {
             // Another library's memory: its owner may reuse it at once, so kiln's reads finish first.

@@ -144,11 +144,14 @@ impl Plan {
     /// dtype given by `shapes` and `dtypes` (the traced ones, or re-inferred in shapeless mode).
     /// On a GPU a plan of several steps goes through its CUDA graph.
     pub(crate) fn run(&self, stream: Stream, inputs: Vec<Buffer>, shapes: &[Shape], dtypes: &[Dtype]) -> Result<Vec<Buffer>> {
-        let launches = self.launches();
+        use crate::backend::cuda::graph;
         // A plan run from inside another plan's recording (a host kernel calling a compiled
         // function) runs directly: the recording owns the stream, and this plan's lock may be held.
-        let graphs = crate::backend::cuda::graph::enabled() && !crate::backend::cuda::graph::capturing();
-        if stream.device.kind != DeviceKind::Gpu || launches < 2 || !graphs {
+        if stream.device.kind != DeviceKind::Gpu || !graph::enabled() || graph::capturing() {
+            return self.run_steps(stream, inputs, shapes, dtypes);
+        }
+        let launches = self.launches();
+        if launches < 2 {
             return self.run_steps(stream, inputs, shapes, dtypes);
         }
         let output_bytes = self.outputs.iter().map(|&o| shapes[o].iter().product::<usize>() * dtypes[o].size()).sum();

@@ -166,7 +166,7 @@ impl fmt::Display for Report {
             Some(how) => writeln!(f, "GPU replay: {how}")?,
             None if self.groups.iter().any(|g| g.gpu.is_some()) => match self.compiled_kernels {
                 1 => writeln!(f, "GPU replay: the plan's one kernel is launched directly (no CUDA graph needed)")?,
-                _ => writeln!(f, "GPU replay: the plan's kernels are launched one by one (no CUDA graph: graphs are off; KILN_CUDA_GRAPHS=1 turns them on)")?,
+                _ => writeln!(f, "GPU replay: {}", crate::backend::cuda::graph::OFF)?,
             },
             None => {}
         }

@@ -161,9 +161,9 @@ fn reciprocal_multiply(op: &Op, inputs: &[usize], out: &[TapeNode]) -> Option<Ar
 }
 
 /// For an elementwise op of output `shape` whose operands are all the same squeeze (the same
-/// axes of inputs of one shape) or scalars: the squeeze's axes,
-/// its inputs' shape, and the operands with the squeezes' inputs in their place. The op may then
-/// run before the squeeze: the values are the same, element for element.
+/// axes of inputs of one shape) or scalars: the squeeze's axes, its inputs' shape, and the
+/// operands with the squeezes' inputs in their place. The op may then run before the squeeze:
+/// the values are the same, element for element.
 fn squeeze_sunk(op: &Op, inputs: &[usize], shape: &[usize], nodes: &[TapeNode]) -> Option<(Vec<usize>, Shape, Vec<usize>)> {
     if !matches!(op, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::AsType(_)) {
         return None;
