@@ -473,3 +473,29 @@ def test_composite_ops_reject_bad_arguments():
         mx.vecdot(a, mx.zeros((2, 4)))
     with pytest.raises(ValueError, match=r"\[isdtype\] unknown kind"):
         mx.isdtype(mx.int8, "whole")
+
+
+def test_composite_ops_run_on_the_stream_they_are_given(rng):
+    # On a machine without a GPU, stream=gpu must fail rather than quietly compute on the CPU;
+    # with a GPU, the result must equal the CPU's.
+    x = mx.array(rng.normal(size=(3, 4)).astype(np.float32))
+    seq = mx.array([0.0, 1.0, 2.0])
+    calls = {
+        "flip": lambda s: mx.flip(x, 1, stream=s),
+        "diff": lambda s: mx.diff(x, stream=s),
+        "trunc": lambda s: mx.trunc(x * 3, stream=s),
+        "unstack": lambda s: mx.unstack(x, stream=s)[1],
+        "vecdot": lambda s: mx.vecdot(x, x, stream=s),
+        "logical_xor": lambda s: mx.logical_xor(x > 0, x < 1, stream=s),
+        "count_nonzero": lambda s: mx.count_nonzero(x > 0, axis=0, stream=s),
+        "median": lambda s: mx.median(x, axis=1, stream=s),
+        "searchsorted": lambda s: mx.searchsorted(seq, x, stream=s),
+        "hanning": lambda s: mx.hanning(5, stream=s),
+        "rms_norm": lambda s: mx.fast.rms_norm(x, None, 1e-5, stream=s),
+    }
+    for name, call in calls.items():
+        if mx.is_available(mx.gpu):
+            np.testing.assert_allclose(np.array(call(mx.gpu)), np.array(call(mx.cpu)), rtol=1e-5, err_msg=name)
+        else:
+            with pytest.raises(ValueError, match="GPU"):
+                mx.eval(call(mx.gpu))

@@ -10,6 +10,7 @@ import math
 from typing import Optional
 
 from kiln import _core as _c
+from kiln.core._streams import on_stream
 
 pi = math.pi
 e = math.e
@@ -131,7 +132,8 @@ def flip(a, /, axis=None, *, stream=None):
     index = [slice(None)] * a.ndim
     for ax in _axes("flip", axis, a.ndim):
         index[ax] = slice(None, None, -1)
-    return a[tuple(index)] if a.ndim else a
+    with on_stream(stream):
+        return a[tuple(index)] if a.ndim else a
 
 
 def diff(a, /, n: int = 1, axis: int = -1, *, stream=None):
@@ -145,9 +147,10 @@ def diff(a, /, n: int = 1, axis: int = -1, *, stream=None):
     upper = [slice(None)] * a.ndim
     lower = [slice(None)] * a.ndim
     upper[ax], lower[ax] = slice(1, None), slice(None, -1)
-    for _ in range(n):
-        a = _c.subtract(a[tuple(upper)], a[tuple(lower)], stream=stream)
-    return a
+    with on_stream(stream):
+        for _ in range(n):
+            a = a[tuple(upper)] - a[tuple(lower)]
+        return a
 
 
 def trunc(a, /, *, stream=None):
@@ -155,7 +158,8 @@ def trunc(a, /, *, stream=None):
     a = _as_array(a)
     if _c.issubdtype(a.dtype, _c.integer) or a.dtype == _c.bool_:
         return a
-    return _c.where(_c.less(a, 0), _c.ceil(a, stream=stream), _c.floor(a, stream=stream), stream=stream)
+    with on_stream(stream):
+        return _c.where(_c.less(a, 0), _c.ceil(a), _c.floor(a))
 
 
 def unstack(x, /, *, axis: int = 0, stream=None):
@@ -164,7 +168,10 @@ def unstack(x, /, *, axis: int = 0, stream=None):
     if x.ndim == 0:
         raise ValueError("[unstack] the array must have at least one dimension")
     ax = _axis_index("unstack", axis, x.ndim)
-    return [_c.squeeze(s, ax, stream=stream) for s in _c.split(x, x.shape[ax], axis=ax, stream=stream)] if x.shape[ax] else []
+    if not x.shape[ax]:
+        return []
+    with on_stream(stream):
+        return [_c.squeeze(s, ax) for s in _c.split(x, x.shape[ax], axis=ax)]
 
 
 def vecdot(a, b, /, *, axis: int = -1, stream=None):
@@ -175,20 +182,23 @@ def vecdot(a, b, /, *, axis: int = -1, stream=None):
     ax_a, ax_b = _axis_index("vecdot", axis, a.ndim), _axis_index("vecdot", axis, b.ndim)
     if a.shape[ax_a] != b.shape[ax_b]:
         raise ValueError(f"[vecdot] a and b differ in size along axis {axis}: {a.shape} and {b.shape}")
-    return _c.sum(_c.multiply(a, b, stream=stream), axis=axis, stream=stream)
+    with on_stream(stream):
+        return _c.sum(_c.multiply(a, b), axis=axis)
 
 
 def logical_xor(a, b, /, *, stream=None):
     """True where exactly one of ``a`` and ``b`` is nonzero."""
-    return _c.not_equal(_c.not_equal(a, 0, stream=stream), _c.not_equal(b, 0, stream=stream), stream=stream)
+    with on_stream(stream):
+        return _c.not_equal(_c.not_equal(a, 0), _c.not_equal(b, 0))
 
 
 def count_nonzero(a, /, *, axis=None, keepdims: bool = False, stream=None):
     """How many elements are nonzero along ``axis`` (all axes when None), as int32."""
     a = _as_array(a)
     axes = _axes("count_nonzero", axis, a.ndim)
-    nonzero = _c.not_equal(a, _c.zeros((), a.dtype), stream=stream).astype(_c.int32)
-    return _c.sum(nonzero, axis=axes, keepdims=keepdims, stream=stream)
+    with on_stream(stream):
+        nonzero = _c.not_equal(a, _c.zeros((), a.dtype)).astype(_c.int32)
+        return _c.sum(nonzero, axis=axes, keepdims=keepdims)
 
 
 def empty_like(a, /, *, stream=None):
@@ -202,24 +212,23 @@ def median(a, /, axis=None, keepdims: bool = False, *, stream=None):
     a = _as_array(a)
     axes = sorted(_axes("median", axis, a.ndim))
     rest = [i for i in range(a.ndim) if i not in axes]
-    flat = _c.transpose(a, rest + axes, stream=stream) if a.ndim else a
-    flat = _c.reshape(flat, tuple(a.shape[i] for i in rest) + (-1,), stream=stream)
-    n = flat.shape[-1]
+    n = math.prod(a.shape[i] for i in axes)
     if n == 0:
         raise ValueError("[median] cannot take the median along an empty axis")
-    dtype = a.dtype if _c.issubdtype(a.dtype, _c.floating) else _c.float32
-    ordered = _c.sort(flat, axis=-1, stream=stream)
-    mid = ordered[..., n // 2].astype(dtype)
-    if n % 2 == 0:
-        mid = (mid + ordered[..., n // 2 - 1].astype(dtype)) * 0.5
-    if _c.issubdtype(a.dtype, _c.floating):
-        mid = _c.where(_c.any(_c.isnan(flat), axis=-1), _c.array(math.nan, dtype), mid, stream=stream)
-    if keepdims:
-        shape = list(a.shape)
-        for ax in axes:
-            shape[ax] = 1
-        mid = _c.reshape(mid, tuple(shape), stream=stream)
-    return mid
+    floating = _c.issubdtype(a.dtype, _c.floating)
+    dtype = a.dtype if floating else _c.float32
+    with on_stream(stream):
+        flat = _c.transpose(a, rest + axes) if a.ndim else a
+        flat = _c.reshape(flat, tuple(a.shape[i] for i in rest) + (-1,))
+        ordered = _c.sort(flat, axis=-1)
+        mid = ordered[..., n // 2].astype(dtype)
+        if n % 2 == 0:
+            mid = (mid + ordered[..., n // 2 - 1].astype(dtype)) * 0.5
+        if floating:
+            mid = _c.where(_c.any(_c.isnan(flat), axis=-1), _c.array(math.nan, dtype), mid)
+        if keepdims:
+            mid = _c.reshape(mid, tuple(1 if i in axes else d for i, d in enumerate(a.shape)))
+        return mid
 
 
 def searchsorted(sorted_sequence, values, /, side: str = "left", *, stream=None):
@@ -231,8 +240,9 @@ def searchsorted(sorted_sequence, values, /, side: str = "left", *, stream=None)
     if seq.ndim != 1:
         raise ValueError(f"[searchsorted] the sorted sequence must be 1-d, got {seq.ndim} dimensions")
     before = _c.less if side == "left" else _c.less_equal
-    counted = before(seq, _c.expand_dims(values, -1), stream=stream)
-    return _c.sum(counted.astype(_c.uint32), axis=-1, stream=stream)
+    with on_stream(stream):
+        counted = before(seq, _c.expand_dims(values, -1))
+        return _c.sum(counted.astype(_c.uint32), axis=-1)
 
 
 def isdtype(dtype, kind) -> bool:

@@ -7,17 +7,11 @@ kernel, and grad, vjp, jvp and vmap come from the core ops they are made of.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Optional, Union
 
 import kiln.core as mx
-
-
-
-def _on(stream):
-    """A context running the ops on ``stream`` (when one is given)."""
-    return mx.stream(stream) if stream is not None else contextlib.nullcontext()
+from kiln.core._streams import on_stream
 
 
 def _check_last_axis(op: str, x, name: str, p) -> None:
@@ -34,7 +28,7 @@ def rms_norm(x, weight, eps: float, *, stream=None):
     if x.ndim == 0:
         raise ValueError("[rms_norm] x must have at least one dimension, got a scalar")
     _check_last_axis("rms_norm", x, "weight", weight)
-    with _on(stream):
+    with on_stream(stream):
         out_type = mx.result_type(x, weight) if weight is not None else x.dtype
         xf = x.astype(mx.float32)
         y = (xf * mx.rsqrt(mx.mean(mx.square(xf), axis=-1, keepdims=True) + eps)).astype(out_type)
@@ -49,7 +43,7 @@ def layer_norm(x, weight, bias, eps: float, *, stream=None):
         raise ValueError("[layer_norm] x must have at least one dimension, got a scalar")
     _check_last_axis("layer_norm", x, "weight", weight)
     _check_last_axis("layer_norm", x, "bias", bias)
-    with _on(stream):
+    with on_stream(stream):
         params = [p for p in (weight, bias) if p is not None]
         out_type = mx.result_type(x, *params) if params else x.dtype
         xf = x.astype(mx.float32)
@@ -111,7 +105,7 @@ def rope(
         raise ValueError("[rope] give either base or freqs")
     if freqs is not None and (freqs.ndim != 1 or freqs.shape[0] != dims // 2):
         raise ValueError(f"[rope] freqs must be one-dimensional with dims // 2 = {dims // 2} entries, got shape {tuple(freqs.shape)}")
-    with _on(stream):
+    with on_stream(stream):
         theta = _rope_angles(a, dims, base, scale, offset, freqs)
         cos, sin = mx.cos(theta), mx.sin(theta)
         x = a.astype(mx.float32)
@@ -156,7 +150,7 @@ def scaled_dot_product_attention(q, k, v, *, scale: float, mask=None, sinks=None
             raise ValueError(f"[scaled_dot_product_attention] sinks of {sinks.dtype} do not promote to the output's {dtype}")
         if sinks.ndim != 1 or sinks.shape[0] != n_heads:
             raise ValueError(f"[scaled_dot_product_attention] sinks must have one entry per query head ({n_heads}), got shape {tuple(sinks.shape)}")
-    with _on(stream):
+    with on_stream(stream):
         q, k, v = q.astype(dtype), k.astype(dtype), v.astype(dtype)
         b, length, keys = q.shape[0], q.shape[2], k.shape[2]
         repeats = n_heads // n_kv
