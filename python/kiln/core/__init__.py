@@ -20,7 +20,6 @@ from kiln.core._composite import (  # noqa: E402,F401
     diff,
     divmod,
     empty_like,
-    flip,
     isdtype,
     logical_xor,
     median,

@@ -1,6 +1,6 @@
 """Ops of mlx.core built here from the native ones (so autodiff and compile see only
 primitives): ``atleast_1d/2d/3d``, ``degrees``, ``radians``, ``nan_to_num``, ``trace``, ``tri``,
-``kron``, ``divmod``, ``flip``, ``diff``, ``trunc``, ``unstack``, ``vecdot``, ``logical_xor``,
+``kron``, ``divmod``, ``diff``, ``trunc``, ``unstack``, ``vecdot``, ``logical_xor``,
 ``count_nonzero``, ``empty_like``, ``median``, ``searchsorted``, ``isdtype``, and the constants
 ``pi``, ``e``, ``inf``, ``nan``, ``newaxis``."""
 
@@ -123,17 +123,6 @@ def _axes(op: str, axis, ndim: int):
     if len(set(out)) != len(out):
         raise ValueError(f"[{op}] repeated axis in {tuple(axes)}")
     return out
-
-
-def flip(a, /, axis=None, *, stream=None):
-    """``a`` with the order of its elements reversed along ``axis`` (an axis, several, or all
-    when None)."""
-    a = _as_array(a)
-    index = [slice(None)] * a.ndim
-    for ax in _axes("flip", axis, a.ndim):
-        index[ax] = slice(None, None, -1)
-    with on_stream(stream):
-        return a[tuple(index)] if a.ndim else a
 
 
 def diff(a, /, n: int = 1, axis: int = -1, *, stream=None):

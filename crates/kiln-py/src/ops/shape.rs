@@ -310,6 +310,13 @@ pub fn roll(
     .map(PyArray::from)
 }
 
+/// `a` with its elements in reverse order along `axis` (an axis, several, or all when None).
+#[pyfunction]
+#[pyo3(signature = (a, /, axis = None, *, stream = None))]
+pub fn flip(a: Operand, axis: Option<Axes>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::flip(a.0, axis.as_ref().map(|Axes(ax)| ax.as_slice()))).map(PyArray::from)
+}
+
 /// The diagonal `offset` of the plane `(axis1, axis2)`, as a new last axis.
 #[pyfunction]
 #[pyo3(signature = (a, offset = 0, axis1 = 0, axis2 = 1, *, stream = None))]
@@ -548,6 +555,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(tril, m)?,
         wrap_pyfunction!(triu, m)?,
         wrap_pyfunction!(roll, m)?,
+        wrap_pyfunction!(flip, m)?,
         wrap_pyfunction!(diagonal, m)?,
         wrap_pyfunction!(diag, m)?,
         wrap_pyfunction!(take, m)?,
