@@ -30,7 +30,7 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 
 /// Whether float32 products may use TF32 tensor cores.
-static ALLOW_TF32: Switch = Switch::new("KILN_ALLOW_TF32");
+static ALLOW_TF32: Switch = Switch::new("KILN_ALLOW_TF32", false);
 
 /// Whether float32 matmuls on a GPU may round their inputs to TF32 (10-bit mantissas) for speed.
 /// Off unless `KILN_ALLOW_TF32=1` or [`set_allow_tf32`] turned it on.
