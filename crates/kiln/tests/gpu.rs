@@ -655,34 +655,50 @@ fn compiled_functions_run_on_a_gpu_stream() {
 }
 
 /// On a GPU a long reduction with few rows (a full sum of squares, a mean over 300,000 columns
-/// of 4 rows) is not fused into a block per row: it runs as the reduction op, split over many
-/// blocks, after a fused kernel for its inputs and before one for the row arithmetic after it
-/// (the mean's division). Short rows still fuse; the CPU fuses all into one kernel.
+/// of 4 rows) stays one fused kernel with its prologue and epilogue, but folds each row over
+/// many blocks (then finishes the rows in a second launch) instead of a block per row. Short
+/// rows run a block per row. Results match the CPU's.
 #[test]
 fn long_reductions_of_few_rows_split_over_blocks_on_the_gpu() {
     let Some((g, _one)) = gpu("long_reductions_of_few_rows_split_over_blocks_on_the_gpu") else { return };
     let mut rng = Rng::new(13);
     let sum_squares = kiln::compile(|a: &[Array]| Ok(vec![ops::sum(ops::multiply(&a[0], &a[0])?, None, false)?]));
     let mean_exp = kiln::compile(|a: &[Array]| Ok(vec![ops::add(ops::mean(ops::exp(&a[0])?, Some(&[-1]), false)?, 1.0f32)?]));
+    let exp_and_sum = kiln::compile(|a: &[Array]| {
+        let e = ops::exp(&a[0])?;
+        Ok(vec![ops::sum(&e, Some(&[-1]), true)?, e])
+    });
+    let softmax = kiln::compile(|a: &[Array]| {
+        let e = ops::exp(ops::subtract(&a[0], ops::max(&a[0], Some(&[-1]), true)?)?)?;
+        Ok(vec![ops::divide(&e, ops::sum(&e, Some(&[-1]), true)?)?])
+    });
     let long = array(&rng.vec(1 << 20, -1.0, 1.0), &[1 << 20], Dtype::F32);
     let wide = array(&rng.vec(4 * 300_000, -1.0, 1.0), &[4, 300_000], Dtype::F32);
     let short = array(&rng.vec(1000, -1.0, 1.0), &[1000], Dtype::F32);
-    for (what, f, x, split, gpu_kernels) in [
-        ("sum of squares", &sum_squares, &long, true, 2),
-        ("mean of exp", &mean_exp, &wide, true, 3),
-        ("short sum", &sum_squares, &short, false, 1),
+    let blocks = |r: &kiln::Report| -> usize {
+        let line = r.to_string().lines().find(|l| l.contains("GPU launch: ")).map(str::to_string).unwrap_or_default();
+        line.split("GPU launch: ").nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    // A softmax of one long row needs the row's max and sum before its elements: three
+    // kernels of one pass each (max; exp and sum; the quotient), the first two split.
+    for (what, f, x, rows, split, gpu_kernels) in [
+        ("sum of squares", &sum_squares, &long, 1, true, 1),
+        ("mean of exp", &mean_exp, &wide, 4, true, 1),
+        ("exp and its row sums", &exp_and_sum, &wide, 4, true, 1),
+        ("softmax of a long row", &softmax, &long, 1, true, 3),
+        ("short sum", &sum_squares, &short, 1, false, 1),
     ] {
         let args = std::slice::from_ref(x);
-        let on_gpu = with_device(g, || f.call(args)).unwrap().unwrap().remove(0).to_f64_vec().unwrap();
-        let on_cpu = with_device(Device::cpu(), || f.call(args)).unwrap().unwrap().remove(0).to_f64_vec().unwrap();
-        assert_close(&on_gpu, &on_cpu, 1e-5, 1e-6, what);
+        let on_gpu = with_device(g, || f.call(args)).unwrap().unwrap();
+        let on_cpu = with_device(Device::cpu(), || f.call(args)).unwrap().unwrap();
+        for (a, b) in on_gpu.iter().zip(&on_cpu) {
+            assert_close(&a.to_f64_vec().unwrap(), &b.to_f64_vec().unwrap(), 1e-5, 1e-6, what);
+        }
         let gpu_report = with_device(g, || f.inspect(args, &[])).unwrap().unwrap();
         let cpu_report = with_device(Device::cpu(), || f.inspect(args, &[])).unwrap().unwrap();
-        let sum_alone = |r: &kiln::Report| r.boundaries.iter().any(|b| b.contains("= sum("));
-        assert!(!sum_alone(&cpu_report), "{what}: the CPU fuses the sum: {cpu_report}");
-        assert_eq!(sum_alone(&gpu_report), split, "{what} on the GPU: {gpu_report}");
         assert_eq!(cpu_report.compiled_kernels, 1, "{what}: {cpu_report}");
         assert_eq!(gpu_report.compiled_kernels, gpu_kernels, "{what}: {gpu_report}");
+        assert_eq!(blocks(&gpu_report) > rows, split, "{what}: {} blocks for {rows} rows: {gpu_report}", blocks(&gpu_report));
     }
 }
 
@@ -792,7 +808,7 @@ fn row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access() {
     if !nvrtc_found("row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access") {
         return;
     }
-    use kiln::backend::cuda::row_source::{self, RowAccess, RowVariant};
+    use kiln::backend::cuda::row_source::{self, RowAccess, RowSplit, RowVariant};
     let inst = |op, dtype, level, phase| Inst { op, dtype, level, phase };
     let (e, r) = (Level::Element, Level::Row);
     let mut kernels = Vec::new();
@@ -837,13 +853,19 @@ fn row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access() {
             let cached = n >= 3;
             let access = (0..k.inputs.len()).map(|j| if cached { accesses[2 * ((j + n) % 2)] } else { accesses[(j + n) % 3] }).collect();
             let (vector, per_thread) = if cached { (16 / k.inputs[0].size().max(4), n - 1) } else { (1, 0) };
-            let variant = RowVariant { lead: 1 + n % 3, trail: 1 + n % 2, access, wide: n == 1, vector, per_thread };
-            let text = row_source::rows(k, &variant).unwrap_or_else(|err| panic!("{}: {}", k.name, err.message));
-            nvrtc::build("test", &text, "sm_90a").unwrap_or_else(|err| panic!("{} {variant:?}: {}", k.name, err.message));
-            built += 1;
+            let whole = RowVariant { lead: 1 + n % 3, trail: 1 + n % 2, access, wide: n == 1, vector, per_thread, split: RowSplit::Whole };
+            // Kernels of one pass also split their rows (two kernels, without the row cache).
+            let splits: &[RowSplit] = if k.passes == 1 && !cached { &[RowSplit::Whole, RowSplit::Parts, RowSplit::Finish] } else { &[RowSplit::Whole] };
+            for &split in splits {
+                let variant = RowVariant { split, ..whole.clone() };
+                let text = row_source::rows(k, &variant).unwrap_or_else(|err| panic!("{}: {}", k.name, err.message));
+                nvrtc::build("test", &text, "sm_90a").unwrap_or_else(|err| panic!("{} {variant:?}: {}", k.name, err.message));
+                built += 1;
+            }
         }
     }
-    assert_eq!(built, kernels.len() * 5);
+    let one_pass = kernels.iter().filter(|k| k.passes == 1).count();
+    assert_eq!(built, kernels.len() * 5 + one_pass * 3 * 2);
 }
 
 /// A kernel of one load per input dtype and then `ops` over them, every result an output: one

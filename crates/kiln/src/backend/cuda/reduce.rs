@@ -89,6 +89,13 @@ pub fn source(op: ReduceOp, input: Dtype, output: Dtype) -> String {
 }
 
 /// Threads per block for rows of `cols` elements: a warp for short rows, up to 256 for long ones.
+/// Into how many parts, each folded by its own block, rows of `len` elements are split when
+/// there are `rows` of them: enough blocks to fill the GPU, each of at least 4096 elements.
+pub(super) fn parts_per_row(gpu: &Gpu, rows: usize, len: usize) -> usize {
+    let many_blocks = 8 * gpu.multiprocessors as usize;
+    if rows < many_blocks && len > 8192 { many_blocks.div_ceil(rows).min(len.div_ceil(4096)) } else { 1 }
+}
+
 pub(super) fn block_for(cols: usize) -> u32 {
     match cols {
         0..=256 => 32,
@@ -130,8 +137,7 @@ pub fn run(op: ReduceOp, gpu: &Gpu, stream: sys::CUstream, x: &Input, axes: &[us
     let cols: usize = axes.iter().map(|&d| x.shape[d]).product();
     let out = DeviceBlock::new(name, gpu, stream, rows * dtype.size())?;
     if rows > 0 {
-        let many_blocks = 8 * gpu.multiprocessors as usize;
-        let splits = if rows < many_blocks && cols > 8192 { many_blocks.div_ceil(rows).min(cols.div_ceil(4096)) } else { 1 };
+        let splits = parts_per_row(gpu, rows, cols);
         let partial = DeviceBlock::new(name, gpu, stream, rows * splits * 8)?;
         let input = rows_input.gpu_start(name, gpu.ordinal, stream, x.dtype.size())?;
         let kernel = |entry: &'static str| LOADED.get(name, gpu, (op, x.dtype, dtype, entry), entry, || Ok(source(op, x.dtype, dtype)));

@@ -49,6 +49,19 @@ pub enum RowAccess {
     Strided,
 }
 
+/// How a row kernel's blocks cover the rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowSplit {
+    /// A block per row: its passes, its row arithmetic and its outputs.
+    Whole,
+    /// For a kernel of one pass over few long rows: a block per part of a row, storing the
+    /// element outputs and each fold's result over the part in the workspace.
+    Parts,
+    /// After [`RowSplit::Parts`], a block per row: the folds of the parts' results, the row
+    /// arithmetic and the row outputs.
+    Finish,
+}
+
 /// The call-dependent shape of a row kernel's source.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RowVariant {
@@ -66,6 +79,8 @@ pub struct RowVariant {
     /// Vectors each thread keeps per input with the row cache; 0 for no row cache (every pass
     /// reads its inputs again, an element at a time).
     pub per_thread: usize,
+    /// Whole rows, or one of the two kernels of a split row (no row cache then).
+    pub split: RowSplit,
 }
 
 /// For each pass, the element instructions it computes, in order: the operands of the folds
@@ -122,7 +137,9 @@ fn fold_functions(k: &Kernel, i: usize) -> String {
 /// The CUDA C of kernel `k` (with `k.reduced > 0`) for `variant`. The parameter block is one
 /// struct of 8-byte words: input pointers, output pointers, the row count, the row length, the
 /// merged leading then trailing sizes, then each input's leading strides and each input's
-/// trailing strides ([`super::rows`] fills it in this order).
+/// trailing strides, and for a split row the workspace and the parts per row ([`super::rows`]
+/// fills it in this order). The workspace holds, for the `f`-th fold of the kernel, row `r` and
+/// part `q`, the part's accumulator at `(f * rows + r) * parts + q`.
 pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
     let (ni, no) = (k.inputs.len().max(1), k.outputs.len());
     let (l, t) = (variant.lead.max(1), variant.trail.max(1));
@@ -133,7 +150,8 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
     let _ = writeln!(s, "\n/* {} */", k.name);
     let _ = writeln!(
         s,
-        "struct KParams {{ const void* in[{ni}]; void* out[{no}]; i64 rows; i64 len; i64 ldim[{l}]; i64 tdim[{t}]; i64 lst[{ni}][{l}]; i64 tst[{ni}][{t}]; }};"
+        "struct KParams {{ const void* in[{ni}]; void* out[{no}]; i64 rows; i64 len; i64 ldim[{l}]; i64 tdim[{t}]; i64 lst[{ni}][{l}]; i64 tst[{ni}][{t}];{} }};",
+        if variant.split == RowSplit::Whole { "" } else { " void* work; i64 parts;" }
     );
     if variant.per_thread > 0 {
         let vec = variant.vector;
@@ -150,7 +168,14 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
     }
     let _ = writeln!(s, "extern \"C\" __global__ void __launch_bounds__({ROW_BLOCK_MAX}) {ROW_ENTRY}(const KParams p) {{");
     let _ = writeln!(s, "  const {idx} len = ({idx})p.len;");
-    let _ = writeln!(s, "  for ({idx} row = blockIdx.x; row < ({idx})p.rows; row += gridDim.x) {{");
+    if variant.split == RowSplit::Parts {
+        let _ = writeln!(s, "  for ({idx} blk = blockIdx.x; blk < ({idx})p.rows * ({idx})p.parts; blk += gridDim.x) {{");
+        let _ = writeln!(s, "    const {idx} row = blk / ({idx})p.parts, part = blk % ({idx})p.parts;");
+        let _ = writeln!(s, "    const {idx} chunk = (len + ({idx})p.parts - 1) / ({idx})p.parts, lo = part * chunk;");
+        let _ = writeln!(s, "    const {idx} hi = lo + chunk < len ? lo + chunk : len;");
+    } else {
+        let _ = writeln!(s, "  for ({idx} row = blockIdx.x; row < ({idx})p.rows; row += gridDim.x) {{");
+    }
     let _ = writeln!(s, "    {idx} lc[{l}]; {{ {idx} rest = row;");
     let _ = writeln!(s, "      for (int d = {l} - 1; d > 0; d--) {{ lc[d] = rest % ({idx})p.ldim[d]; rest /= ({idx})p.ldim[d]; }}");
     let _ = writeln!(s, "      lc[0] = rest; }}");
@@ -200,6 +225,19 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
             let (acc, identity, _) = fold_parts(op, k.insts[v].dtype);
             let _ = writeln!(s, "    {acc} a{i} = ({acc})({identity});");
         }
+        if variant.split == RowSplit::Finish {
+            // The parts' results stand for the pass over the elements.
+            for &i in &folds {
+                let InstOp::Reduce(_, v) = k.insts[i].op else { unreachable!("filtered") };
+                let f = reductions.iter().position(|&r| r == i).expect("a fold of the kernel");
+                let _ = writeln!(
+                    s,
+                    "    for ({idx} q = threadIdx.x; q < ({idx})p.parts; q += blockDim.x) a{i} = k_c{i}(a{i}, ((const {}*)p.work)[({f} * ({idx})p.rows + row) * ({idx})p.parts + q]);",
+                    accumulator(k.insts[v].dtype)
+                );
+            }
+            continue;
+        }
         let schedule = pass_schedule(k, p);
         let stores: Vec<(usize, usize)> = k
             .outputs
@@ -248,7 +286,8 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
             }
             s.push_str("      }\n    }\n");
         } else {
-            let _ = writeln!(s, "    for ({idx} e = threadIdx.x; e < len; e += blockDim.x) {{");
+            let (lo, hi) = if variant.split == RowSplit::Parts { ("lo + ", "hi") } else { ("", "len") };
+            let _ = writeln!(s, "    for ({idx} e = {lo}threadIdx.x; e < {hi}; e += blockDim.x) {{");
             if strided {
                 let _ = writeln!(s, "      {idx} tc[{t}]; {{ {idx} rest = e;");
                 let _ = writeln!(s, "        for (int d = {t} - 1; d > 0; d--) {{ tc[d] = rest % ({idx})p.tdim[d]; rest /= ({idx})p.tdim[d]; }}");
@@ -258,6 +297,18 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
             body(&mut s, "      ", &element_read, &store)?;
             s.push_str("    }\n");
         }
+    }
+    if variant.split == RowSplit::Parts {
+        for (f, &i) in reductions.iter().enumerate() {
+            let InstOp::Reduce(_, v) = k.insts[i].op else { unreachable!("reductions") };
+            let acc = accumulator(k.insts[v].dtype);
+            let _ = writeln!(
+                s,
+                "    {{ const {acc} t = k_fold{i}(a{i}); if (threadIdx.x == 0) (({acc}*)p.work)[({f} * ({idx})p.rows + row) * ({idx})p.parts + part] = t; }}"
+            );
+        }
+        s.push_str("  }\n}\n");
+        return Ok(s);
     }
     row_step(&mut s, k.passes)?;
     let row_outputs: Vec<(usize, usize)> =

@@ -1,14 +1,16 @@
 //! Runs fused kernels with reductions on a GPU: splits the iteration space into rows (the kept
 //! axes) and their elements (the reduced axes), merges the axes of each part that every input
 //! walks as one, picks how each input is read along a row, builds (or finds) the kernel printed
-//! for that variant ([`super::row_source`]) and launches a block per row.
+//! for that variant ([`super::row_source`]) and launches a block per row. A kernel of one pass
+//! over few long rows runs as two: a block per part of a row, then a block per row that folds
+//! the parts' results and finishes the row.
 
 use super::context::Gpu;
 use super::elementwise::{merged_axes, reach};
 use super::memory::DeviceBlock;
 use super::nvrtc;
-use super::reduce::block_for;
-use super::row_source::{self, RowAccess, RowVariant, ROW_ENTRY};
+use super::reduce::{block_for, parts_per_row};
+use super::row_source::{self, RowAccess, RowSplit, RowVariant, ROW_ENTRY};
 use crate::backend::Input;
 use crate::buffer::{Buffer, Storage};
 use crate::dtype::Dtype;
@@ -59,14 +61,16 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
     }
     let addresses: Vec<u64> =
         inputs.iter().map(|x| x.buffer.gpu_start(op, gpu.ordinal, stream, x.dtype.size())).collect::<Result<_>>()?;
-    let block = block_for(len).min(row_source::ROW_BLOCK_MAX);
-    let mut variant = RowVariant { lead: ldims.len(), trail: tdims.len(), access, wide, vector: 1, per_thread: 0 };
-    if let Some((vector, per_thread)) = row_cache(k, &variant, inputs, &addresses, &lst, len, block) {
-        variant.vector = vector;
-        variant.per_thread = per_thread;
+    let parts = if k.passes == 1 { parts_per_row(gpu, rows, len) } else { 1 };
+    let block = block_for(len.div_ceil(parts)).min(row_source::ROW_BLOCK_MAX);
+    let split = if parts > 1 { RowSplit::Parts } else { RowSplit::Whole };
+    let mut variant = RowVariant { lead: ldims.len(), trail: tdims.len(), access, wide, vector: 1, per_thread: 0, split };
+    if parts == 1 {
+        if let Some((vector, per_thread)) = row_cache(k, &variant, inputs, &addresses, &lst, len, block) {
+            variant.vector = vector;
+            variant.per_thread = per_thread;
+        }
     }
-    let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), k.passes, variant.clone());
-    let function = LOADED.get(op, gpu, key, ROW_ENTRY, || row_source::rows(k, &variant))?;
     let mut words: Vec<u64> = addresses;
     if inputs.is_empty() {
         words.push(0);
@@ -84,9 +88,28 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
             words.push(0);
         }
     }
-    let grid = gpu.grid_for(1, rows);
-    function.launch(op, stream, grid, block, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])?;
-    super::launches::record(k, &super::launches::Printed::Rows(variant), function, grid, block);
+    let launch = |words: &mut Vec<u64>, variant: &RowVariant, blocks: usize, block: u32| -> Result<()> {
+        let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), k.passes, variant.clone());
+        let function = LOADED.get(op, gpu, key, ROW_ENTRY, || row_source::rows(k, variant))?;
+        let grid = gpu.grid_for(1, blocks);
+        function.launch(op, stream, grid, block, &mut [words.as_mut_ptr() as *mut std::ffi::c_void])?;
+        if variant.split != RowSplit::Finish {
+            super::launches::record(k, &super::launches::Printed::Rows(variant.clone()), function, grid, block);
+        }
+        Ok(())
+    };
+    if parts == 1 {
+        launch(&mut words, &variant, rows, block)?;
+        return Ok(buffers(blocks, &outputs, space, &row_shape));
+    }
+    // Each fold's accumulator per row and part (8 bytes: float64 or a 64-bit integer); freed
+    // on `stream` after the two kernels that use it.
+    let folds = k.insts.iter().filter(|i| matches!(i.op, crate::fused::InstOp::Reduce(..))).count();
+    let work = DeviceBlock::new(op, gpu, stream, folds * rows * parts * 8)?;
+    words.extend([work.ptr, parts as u64]);
+    launch(&mut words, &variant, rows * parts, block)?;
+    let finish = RowVariant { split: RowSplit::Finish, ..variant };
+    launch(&mut words, &finish, rows, block_for(parts).min(row_source::ROW_BLOCK_MAX))?;
     Ok(buffers(blocks, &outputs, space, &row_shape))
 }
 

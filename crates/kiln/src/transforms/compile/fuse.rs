@@ -57,6 +57,10 @@ pub(crate) struct Grouping {
 struct Building {
     space: Shape,
     reduced: usize,
+    /// Whether its rows are few and long on a GPU ([`Target::few_rows`]): the kernel then
+    /// folds each row over many blocks and finishes the rows in a second kernel, so the group
+    /// keeps to one pass over the elements (nothing at element level uses a row value).
+    split: bool,
     /// Member nodes (sorted into tape order once grouping ends).
     members: Vec<usize>,
     /// The group this one was merged into, if any (`holder` follows these).
@@ -69,7 +73,7 @@ struct Building {
 impl Building {
     /// An empty group over `space` that folds its `reduced` trailing axes.
     fn new(space: Shape, reduced: usize) -> Building {
-        Building { space, reduced, members: Vec::new(), merged_into: None, waits: BTreeSet::new() }
+        Building { space, reduced, split: false, members: Vec::new(), merged_into: None, waits: BTreeSet::new() }
     }
 
     /// The row shape: the space with its reduced axes set to 1.
@@ -126,18 +130,18 @@ fn trailing_reduction(op: &Op, in_shape: &[usize]) -> Option<usize> {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Target {
     /// On a GPU: a reduction with fewer rows than this, each of at least [`LONG_ROW`] elements,
-    /// stays its own op. A fused reduction folds each row in one block, which leaves most of the
-    /// GPU idle when rows are few and long; the reduction op alone splits each row over many
-    /// blocks and combines them in a second pass (its inputs are then computed by their own
-    /// fused kernel).
+    /// fuses only into a group of one pass over the elements. A row kernel folds each row in one
+    /// block, which leaves most of the GPU idle when rows are few and long; a one-pass kernel
+    /// instead folds parts of each row in many blocks and finishes the rows (and the row
+    /// arithmetic after the fold) in a second kernel.
     pub few_rows: Option<usize>,
 }
 
-/// Row length from which [`Target::few_rows`] keeps a reduction apart.
+/// Row length from which [`Target::few_rows`] splits rows.
 const LONG_ROW: usize = 1 << 18;
 
-/// Whether a reduction of the last `k` axes of `shape` stays its own op on `target`.
-fn kept_apart(shape: &[usize], k: usize, target: Target) -> bool {
+/// Whether a reduction of the last `k` axes of `shape` folds few long rows on `target`.
+fn split_rows(shape: &[usize], k: usize, target: Target) -> bool {
     let split = shape.len() - k;
     let (rows, len) = (shape[..split].iter().product::<usize>(), shape[split..].iter().product::<usize>());
     target.few_rows.is_some_and(|few| rows < few && len >= LONG_ROW)
@@ -168,7 +172,9 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
             let joined = inputs.iter().filter_map(|&i| group_of[i]).filter_map(|g| {
                 let lv = groups[g].level_of(&node.shape)?;
                 let operands_fit = inputs.iter().all(|&i| group_of[i] != Some(g) || lv == Level::Element || level[i] == Level::Row);
-                (operands_fit && acyclic(g)).then_some((g, lv))
+                // In a split group a row value is known only after the second kernel.
+                let one_pass = !groups[g].split || lv == Level::Row || inputs.iter().all(|&i| group_of[i] != Some(g) || level[i] == Level::Element);
+                (operands_fit && one_pass && acyclic(g)).then_some((g, lv))
             }).rev().max_by_key(|&(g, _)| groups[g].members.len());
             let (g, lv) = joined.unwrap_or_else(|| {
                 groups.push(Building::new(node.shape.clone(), 0));
@@ -186,12 +192,9 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
             join(&mut groups[g], inputs, id, g, &group_of, &deps);
             group_of[id] = Some(g);
             level[id] = lv;
-        } else if let Some(k) = inputs
-            .first()
-            .and_then(|&x| trailing_reduction(op, &tape.nodes[x].shape))
-            .filter(|&k| !kept_apart(&tape.nodes[inputs[0]].shape, k, target))
-        {
+        } else if let Some(k) = inputs.first().and_then(|&x| trailing_reduction(op, &tape.nodes[x].shape)) {
             let x = inputs[0];
+            let split = split_rows(&tape.nodes[x].shape, k, target);
             let joined = group_of[x].filter(|&g| {
                 let b = &groups[g];
                 b.space == tape.nodes[x].shape && (b.reduced == 0 || b.reduced == k) && level[x] == Level::Element && acyclic(g)
@@ -201,6 +204,7 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
                 groups.len() - 1
             });
             groups[g].reduced = k;
+            groups[g].split = split;
             join(&mut groups[g], inputs, id, g, &group_of, &deps);
             group_of[id] = Some(g);
             level[id] = Level::Row;
@@ -261,8 +265,11 @@ fn join(b: &mut Building, inputs: &[usize], id: usize, g: usize, group_of: &[Opt
 /// group of the same space that is elementwise or folds the same axes (sibling row reductions,
 /// as the two halves of a cross-entropy), with no path between the two through a node outside
 /// both (neither group, nor the joining node, reads an outside value that depends on the other).
+/// Split groups never merge: the merged group might need a second pass over the elements.
 fn mergeable(groups: &[Building], group_of: &[Option<usize>], deps: &[BTreeSet<usize>], inputs: &[usize], g: usize, h: usize) -> bool {
     h != g
+        && !groups[g].split
+        && !groups[h].split
         && (groups[h].reduced == 0 || groups[h].reduced == groups[g].reduced)
         && groups[h].space == groups[g].space
         && !depends_on(groups, &groups[h].waits, g)
