@@ -94,7 +94,7 @@ impl Array {
             Op::Unary(_) | Op::Binary(_) => !inputs.is_empty() && inputs.iter().all(|a| a.is_weak()),
             // Identities keep their input's weakness (transform tracers, stop_gradient, custom).
             Op::StopGradient => inputs[0].is_weak(),
-            Op::Reshape(s) => inputs[0].is_weak() && s.as_slice() == inputs[0].shape(),
+            Op::Reshape { shape, .. } => inputs[0].is_weak() && shape.as_slice() == inputs[0].shape(),
             Op::ExpandDims(axes) => inputs[0].is_weak() && axes.is_empty(),
             Op::Custom { index, .. } => inputs[*index].is_weak(),
             _ => false,

@@ -173,8 +173,10 @@ pub enum Op {
     Select,
     /// Elementwise conversion to a dtype.
     AsType(Dtype),
-    /// View with a new shape of equal size (copies only when strides cannot express it).
-    Reshape(Shape),
+    /// View with a new shape of equal size (copies only when strides cannot express it). The axis
+    /// given as -1, if any, is `inferred`: its size follows the input's size (in shapeless
+    /// compile too, as in mlx), while the other sizes stay fixed.
+    Reshape { shape: Shape, inferred: Option<usize> },
     /// View with permuted axes.
     Transpose(Vec<usize>),
     /// View broadcast to a shape (zero strides on new or size-1 axes).
@@ -276,6 +278,32 @@ impl ShapeDtype for (Shape, Dtype) {
     }
 }
 
+/// The shape a reshape of an input of `input` shape to `shape` gives: `shape`, with the axis
+/// `inferred` (written -1 by the caller) sized to fit the input's size.
+fn reshaped(op: &str, input: &[usize], shape: &Shape, inferred: Option<usize>) -> Result<Shape> {
+    let size = crate::shape::numel(input);
+    let mut out = shape.clone();
+    let fits = match inferred {
+        Some(a) => {
+            let known: usize = out.iter().enumerate().filter(|&(d, _)| d != a).map(|(_, &n)| n).product();
+            let fits = known > 0 && size.is_multiple_of(known);
+            if fits {
+                out[a] = size / known;
+            }
+            fits
+        }
+        None => crate::shape::numel(&out) == size,
+    };
+    if !fits {
+        let wanted: Vec<String> = out.iter().enumerate().map(|(d, n)| if Some(d) == inferred { "-1".into() } else { n.to_string() }).collect();
+        return Err(Error::shape(
+            op,
+            format!("cannot reshape array of shape {} into shape ({})", crate::shape::fmt_shape(input), wanted.join(", ")),
+        ));
+    }
+    Ok(out)
+}
+
 fn input_shapes_equal_except<A: ShapeDtype>(op: &str, inputs: &[&A], axis: usize) -> Result<Shape> {
     let first = inputs[0].shape();
     let mut out: Shape = first.into();
@@ -308,7 +336,7 @@ impl Op {
             Op::Binary(b) => b.name(),
             Op::Select => "where",
             Op::AsType(_) => "astype",
-            Op::Reshape(_) => "reshape",
+            Op::Reshape { .. } => "reshape",
             Op::Transpose(_) => "transpose",
             Op::BroadcastTo(_) => "broadcast_to",
             Op::BroadcastLike => "broadcast_like",
@@ -353,7 +381,7 @@ impl Op {
     pub fn is_view(&self) -> bool {
         matches!(
             self,
-            Op::Reshape(_)
+            Op::Reshape { .. }
                 | Op::Transpose(_)
                 | Op::BroadcastTo(_)
                 | Op::BroadcastLike
@@ -388,19 +416,7 @@ impl Op {
                 (broadcast_shapes(op, &s, inputs[2].shape())?, inputs[1].dtype())
             }
             Op::AsType(d) => (first().shape().into(), *d),
-            Op::Reshape(s) => {
-                if crate::shape::numel(s) != first().size() {
-                    return Err(Error::shape(
-                        op,
-                        format!(
-                            "cannot reshape array of shape {} into shape {}",
-                            crate::shape::fmt_shape(first().shape()),
-                            crate::shape::fmt_shape(s)
-                        ),
-                    ));
-                }
-                (s.clone(), first().dtype())
-            }
+            Op::Reshape { shape, inferred } => (reshaped(op, first().shape(), shape, *inferred)?, first().dtype()),
             Op::Transpose(perm) => {
                 let s = first().shape();
                 (perm.iter().map(|&p| s[p]).collect(), first().dtype())

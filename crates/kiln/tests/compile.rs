@@ -900,34 +900,63 @@ fn shapeless_serves_new_shapes_without_retracing() {
     assert_eq!(shapeless.trace_count(), 2);
 }
 
+/// As in mlx, a shapeless reshape re-infers the axis written -1 at each call (its other sizes
+/// stay as traced) and fails when the new size does not divide; a reshape to a fully given shape
+/// cannot follow new shapes and fails, naming flatten as the fix.
 #[test]
-fn shapeless_reshape_to_a_traced_shape_fails_and_flatten_works() {
+fn shapeless_reshape_reinfers_its_minus_one_axis_and_fixed_shapes_fail() {
     let _g = serial();
     let mut rng = Rng::new(10);
-    let reshape_fun = compile_with(
-        |a: &[Array]| {
+    let merged = |inferred: bool| {
+        move |a: &[Array]| {
             let x = &a[0];
-            let (s0, s1) = (x.shape()[0] as i64, x.shape()[1] as i64);
-            Ok(vec![ops::reshape(x, &[s0 * s1, -1])?])
-        },
-        CompileOptions::new().shapeless(true),
-    );
+            let (s0, s1, s2) = (x.shape()[0] as i64, x.shape()[1] as i64, x.shape()[2] as i64);
+            Ok(vec![ops::reshape(x, &[s0 * s1, if inferred { -1 } else { s2 }])?])
+        }
+    };
+    let reshape_fun = compile_with(merged(true), CompileOptions::new().shapeless(true));
     let v1 = r32(&rng.vec(24, 0.0, 1.0));
-    let out = only(reshape_fun.call(&[f32a(&v1, &[2, 3, 4])]));
-    assert_f32(&out, &[6, 4], &v1, "reshape on the traced shape");
-    let v2 = r32(&rng.vec(75, 0.0, 1.0));
-    let e = reshape_fun.call(&[f32a(&v2, &[5, 5, 3])]).expect_err("reshape (5, 5, 3) to (6, -1)");
-    println!("{e}");
-    assert_eq!(e.op, "reshape", "{e}");
-    assert_eq!(e.kind, ErrorKind::Shape, "{e}");
-    assert!(e.message.contains("reshape"), "{e}");
-    assert!(e.message.contains("flatten"), "the error should suggest flatten: {e}");
-    assert!(e.message.contains("(5, 5, 3)"), "the error should name the new shape: {e}");
+    assert_f32(&only(reshape_fun.call(&[f32a(&v1, &[2, 3, 4])])), &[6, 4], &v1, "reshape on the traced shape");
+    let v2 = r32(&rng.vec(48, 0.0, 1.0));
+    assert_f32(&only(reshape_fun.call(&[f32a(&v2, &[2, 3, 8])])), &[6, 8], &v2, "reshape (2, 3, 8) to (6, -1)");
+    assert_eq!(reshape_fun.trace_count(), 1);
+    let v3 = r32(&rng.vec(75, 0.0, 1.0));
+    let e = reshape_fun.call(&[f32a(&v3, &[5, 5, 3])]).expect_err("reshape (5, 5, 3) to (6, -1)");
+    assert_eq!((e.op.as_str(), e.kind), ("reshape", ErrorKind::Shape), "{e}");
+    assert!(e.message.contains("(5, 5, 3)") && e.message.contains("(6, -1)"), "the error should name both shapes: {e}");
+
+    let fixed_fun = compile_with(merged(false), CompileOptions::new().shapeless(true));
+    assert_f32(&only(fixed_fun.call(&[f32a(&v1, &[2, 3, 4])])), &[6, 4], &v1, "fixed reshape on the traced shape");
+    let e = fixed_fun.call(&[f32a(&v2, &[2, 3, 8])]).expect_err("reshape (2, 3, 8) to the traced (6, 4)");
+    assert_eq!((e.op.as_str(), e.kind), ("reshape", ErrorKind::Shape), "{e}");
+    assert!(e.message.contains("flatten") && e.message.contains("-1"), "the error should suggest -1 and flatten: {e}");
+    assert!(e.message.contains("(2, 3, 8)"), "the error should name the new shape: {e}");
 
     let flatten_fun = compile_with(|a: &[Array]| Ok(vec![ops::flatten(&a[0], 0, 1)?]), CompileOptions::new().shapeless(true));
     assert_f32(&only(flatten_fun.call(&[f32a(&v1, &[2, 3, 4])])), &[6, 4], &v1, "flatten (2, 3, 4)");
-    assert_f32(&only(flatten_fun.call(&[f32a(&v2, &[5, 5, 3])])), &[25, 3], &v2, "flatten (5, 5, 3)");
+    assert_f32(&only(flatten_fun.call(&[f32a(&v3, &[5, 5, 3])])), &[25, 3], &v3, "flatten (5, 5, 3)");
     assert_eq!(flatten_fun.trace_count(), 1);
+}
+
+/// A shapeless gather from an array whose shape stays fixed follows its indices' shapes (and a
+/// reduction after it folds each call's count, mlx's issue 3201); a gather from an array whose
+/// shape changed fails.
+#[test]
+fn shapeless_gather_follows_new_index_shapes_of_a_fixed_source() {
+    let _g = serial();
+    let buf = f32a(&[10.0, 20.0, 30.0, 40.0, 50.0], &[5]);
+    let sum_of_taken = |a: &[Array]| Ok(vec![ops::sum(ops::take(&a[0], &a[1], Some(0))?, None, false)?]);
+    let c = compile_with(sum_of_taken, CompileOptions::new().shapeless(true));
+    for n in [1usize, 3, 2, 5] {
+        let idx = Array::from_slice(&(0..n as u32).rev().collect::<Vec<u32>>(), &[n]).unwrap();
+        let want: f64 = (0..n).map(|i| 10.0 * (i + 1) as f64).sum();
+        assert_f32(&only(c.call(&[buf.clone(), idx])), &[], &[want], &format!("sum of the first {n}"));
+    }
+    assert_eq!(c.trace_count(), 1);
+    let idx = Array::from_slice(&[0u32, 1], &[2]).unwrap();
+    let e = c.call(&[f32a(&[1.0, 2.0, 3.0], &[3]), idx]).expect_err("a gather from a source of a new shape");
+    assert_eq!(e.kind, ErrorKind::Shape, "{e}");
+    assert!(e.message.contains("shapeless") && e.message.contains("source"), "{e}");
 }
 
 #[test]

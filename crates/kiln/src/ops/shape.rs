@@ -34,7 +34,10 @@ pub fn reshape(x: impl AsArray, shape: &[i64]) -> Result<Array> {
     if numel(&out) != x.size() {
         return Err(bad());
     }
-    reshape_to(&x, out)
+    if x.shape() == out.as_slice() {
+        return Ok(x);
+    }
+    Array::from_op(Op::Reshape { shape: out, inferred: infer }, vec![x])
 }
 
 /// Reshape to a fully known shape, skipping the node when it is unchanged.
@@ -42,7 +45,7 @@ pub(crate) fn reshape_to(x: &Array, shape: Shape) -> Result<Array> {
     if x.shape() == shape.as_slice() {
         return Ok(x.clone());
     }
-    Array::from_op(Op::Reshape(shape), vec![x.clone()])
+    Array::from_op(Op::Reshape { shape, inferred: None }, vec![x.clone()])
 }
 
 /// Merges axes `start..=end` into one.

@@ -55,10 +55,10 @@ pub(crate) fn batch(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched>
             Ok((Array::from_op(op.clone(), vec![inputs[0].0.clone()])?, inputs[0].1))
         }
         Op::Binary(_) | Op::Select => elementwise(op, inputs, size),
-        Op::Reshape(s) => {
+        Op::Reshape { shape: s, inferred } => {
             let mut shape = vec![size];
             shape.extend_from_slice(s);
-            front_op(Op::Reshape(shape.into()))
+            front_op(Op::Reshape { shape: shape.into(), inferred: inferred.map(|a| a + 1) })
         }
         Op::Transpose(perm) => {
             let mut p = vec![0];

@@ -33,7 +33,7 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
             Some(t0) if x.dtype().is_float() && d.is_float() => Some(ops::astype(t0, *d)?),
             _ => None,
         }),
-        Op::Reshape(_) | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike | Op::Slice { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => same_op(),
+        Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike | Op::Slice { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => same_op(),
         Op::Kernel { call, .. } => Err(call.no_transform("jvp")),
         Op::Concatenate { .. } => {
             let ts = (0..inputs.len()).map(tan).collect::<Result<Vec<_>>>()?;

@@ -150,7 +150,7 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
             Ok(vec![None, Some(ops::where_(c, g, 0.0)?), Some(ops::where_(c, 0.0, g)?)])
         }
         Op::AsType(_) => Ok(vec![(x.dtype().is_float()).then(|| g.clone())]),
-        Op::Reshape(_) | Op::Flatten { .. } => one(reshape_to(g, x.shape().into())),
+        Op::Reshape { .. } | Op::Flatten { .. } => one(reshape_to(g, x.shape().into())),
         Op::Squeeze(axes) => one(Array::from_op(Op::ExpandDims(axes.clone()), vec![g.clone()])),
         Op::ExpandDims(axes) => one(Array::from_op(Op::Squeeze(axes.clone()), vec![g.clone()])),
         Op::Kernel { call, .. } => Err(call.no_transform("vjp")),

@@ -35,7 +35,7 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::Binary(b) => elementwise::binary(*b, &inputs[0], &inputs[1], shape, dtype),
         Op::Select => elementwise::select(&inputs[0], &inputs[1], &inputs[2], shape),
         Op::AsType(d) => elementwise::astype(&inputs[0], *d),
-        Op::Reshape(_) => Ok(views::reshape(&inputs[0], shape)),
+        Op::Reshape { .. } => Ok(views::reshape(&inputs[0], shape)),
         Op::Transpose(perm) => Ok(views::transpose(&inputs[0], perm)),
         Op::BroadcastTo(_) | Op::BroadcastLike => Ok(views::broadcast_to(&inputs[0], shape)),
         Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),

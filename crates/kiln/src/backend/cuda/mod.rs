@@ -116,7 +116,7 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
         Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),
         Op::StopGradient => Ok(inputs[0].buffer.clone()),
         Op::Custom { index, .. } => Ok(inputs[*index].buffer.clone()),
-        Op::Reshape(_) | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => match views::reshape_view(&inputs[0], shape) {
+        Op::Reshape { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => match views::reshape_view(&inputs[0], shape) {
             Some(view) => Ok(view),
             None => {
                 let copy = elementwise::contiguous(name, gpu, cu_stream, &inputs[0])?;

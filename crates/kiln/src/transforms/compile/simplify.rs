@@ -201,7 +201,7 @@ fn identity_of(op: &Op, inputs: &[usize], nodes: &[TapeNode]) -> Option<usize> {
     let same = match op {
         Op::StopGradient => true,
         Op::Custom { index, .. } => return Some(inputs[*index]),
-        Op::Reshape(s) | Op::BroadcastTo(s) => first?.shape == *s,
+        Op::Reshape { shape: s, .. } | Op::BroadcastTo(s) => first?.shape == *s,
         Op::Flatten { start, end } => start == end,
         Op::Squeeze(axes) | Op::ExpandDims(axes) => axes.is_empty(),
         Op::Transpose(perm) => perm.iter().enumerate().all(|(i, &p)| i == p),
