@@ -31,8 +31,13 @@ class _Shared:
         self.fun_ref = _weak(fun)
         self.inputs = inputs
         self.outputs = outputs
+        self.shapeless = shapeless
         self.signatures: dict = {}  # key -> (argument treedef, number of argument arrays)
-        self.results: dict = {}  # key -> (result treedef, number of result arrays)
+        self.results: dict = {}  # key -> (result treedef, number of result arrays), last traced
+        # Keys whose traces for different dtypes or shapes returned different structures, and
+        # the structure each (key, layout) traced: the native cache keeps one trace per layout.
+        self.varying: set = set()
+        self.results_by_layout: dict = {}
         self.flat_keys: dict = {}  # number of arguments -> key, for calls with arrays only
         self.native = _core._Compiled(self._trace, shapeless)
 
@@ -51,8 +56,26 @@ class _Shared:
         finally:
             if self.inputs is not None and len(flatten(self.inputs)[0]) == len(saved):
                 replace_leaves(self.inputs, saved)
-        self.results[key] = (out_def, len(out_leaves))
+        result = (out_def, len(out_leaves))
+        known = self.results.get(key)
+        if known is not None and (known[0].key(), known[1]) != (out_def.key(), result[1]):
+            self.varying.add(key)
+        self.results[key] = result
+        self.results_by_layout[(key, self.layout(arrays))] = result
         return out_leaves + state
+
+    def layout(self, arrays: list) -> tuple:
+        """What tells the native cache's traces of one key apart: each array's dtype, and its
+        shape (its ndim when shapeless)."""
+        if self.shapeless:
+            return tuple((a.dtype, a.ndim) for a in arrays)
+        return tuple((a.dtype, a.shape) for a in arrays)
+
+    def result(self, key: str, arrays: list) -> tuple:
+        """The result structure of the trace a call with this key and these arrays replayed."""
+        if key in self.varying:
+            return self.results_by_layout[(key, self.layout(arrays))]
+        return self.results[key]
 
 
 def _weak(fun: Callable):
@@ -107,7 +130,7 @@ class _CompiledFunction:
         sh = self._shared
         arrays, key = self._signature(args, kwargs)
         outs = sh.native(arrays, [key])
-        out_def, n_out = sh.results[key]
+        out_def, n_out = sh.result(key, arrays)
         if sh.outputs is not None:
             replace_leaves(sh.outputs, outs[n_out:])
         if out_def.node is _ARRAY:
