@@ -4,12 +4,19 @@ whose leaves are arrays or other values.
 - ``tree_flatten(tree, prefix="", is_leaf=None)`` lists ``(path, leaf)`` pairs, paths joined by
   dots (``"layers.0.weight"``); ``tree_unflatten`` rebuilds the tree from such pairs.
 - ``tree_map(fn, tree, *rest, is_leaf=None)`` applies ``fn`` leafwise across trees of one
-  structure.
+  structure; ``tree_map_with_path`` passes each leaf's path first.
+- ``tree_merge(a, b, merge_fn=None)`` joins two trees whose leaves do not overlap (or merges
+  overlapping leaves with ``merge_fn``), a deep ``dict.update``.
+
+Tuples keep their type: a NamedTuple or another tuple subclass maps to the same type.
 """
 
 from __future__ import annotations
 
+from itertools import zip_longest
 from typing import Any, Callable, Optional
+
+from kiln.core._pytree import rebuild_tuple
 
 
 def _children(tree: Any):
@@ -23,16 +30,53 @@ def _children(tree: Any):
 
 def tree_map(fn: Callable, tree: Any, *rest: Any, is_leaf: Optional[Callable] = None) -> Any:
     """Applies ``fn`` to the leaves of ``tree`` (and the matching leaves of ``rest``)."""
+    return tree_map_with_path(lambda _, *leaves: fn(*leaves), tree, *rest, is_leaf=is_leaf)
+
+
+def tree_map_with_path(
+    fn: Callable, tree: Any, *rest: Any, is_leaf: Optional[Callable] = None, path: Optional[str] = None
+) -> Any:
+    """Applies ``fn(path, leaf, *matching_leaves)`` to the leaves of ``tree``, the path as
+    ``tree_flatten`` writes it (``"layers.0.weight"``)."""
+    def at(key) -> str:
+        return f"{path}.{key}" if path else str(key)
+
     if is_leaf is not None and is_leaf(tree):
-        return fn(tree, *rest)
+        return fn(path, tree, *rest)
     if isinstance(tree, dict):
-        return {k: tree_map(fn, v, *(r[k] for r in rest), is_leaf=is_leaf) for k, v in tree.items()}
+        return {k: tree_map_with_path(fn, v, *(r[k] for r in rest), is_leaf=is_leaf, path=at(k)) for k, v in tree.items()}
     if isinstance(tree, (list, tuple)):
-        items = [tree_map(fn, v, *(r[i] for r in rest), is_leaf=is_leaf) for i, v in enumerate(tree)]
-        if isinstance(tree, tuple):
-            return type(tree)(*items) if hasattr(tree, "_fields") else tuple(items)
-        return items
-    return fn(tree, *rest)
+        items = [tree_map_with_path(fn, v, *(r[i] for r in rest), is_leaf=is_leaf, path=at(i)) for i, v in enumerate(tree)]
+        return rebuild_tuple(type(tree), items) if isinstance(tree, tuple) else items
+    return fn(path, tree, *rest)
+
+
+def tree_merge(tree_a: Any, tree_b: Any, merge_fn: Optional[Callable] = None) -> Any:
+    """One tree holding the leaves of both: ``None`` and empty containers are empty subtrees,
+    dicts join their keys, lists and tuples join position by position. Two leaves at one place
+    are merged by ``merge_fn(a, b)``, or are a ``ValueError`` without it."""
+    def empty(t) -> bool:
+        return isinstance(t, (dict, list, tuple)) and len(t) == 0
+
+    if empty(tree_a) and empty(tree_b):
+        if type(tree_a) is not type(tree_b):
+            raise ValueError(f"tree_merge: cannot merge an empty {type(tree_a).__name__} with an empty {type(tree_b).__name__}")
+        return type(tree_a)()
+    a = None if empty(tree_a) else tree_a
+    b = None if empty(tree_b) else tree_b
+    if a is None or b is None:
+        return b if a is None else a
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        items = [tree_merge(x, y, merge_fn) for x, y in zip_longest(a, b)]
+        return rebuild_tuple(type(a), items) if isinstance(a, tuple) else items
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {k: tree_merge(a.get(k), b.get(k), merge_fn) for k in {**a, **b}}
+    if merge_fn is None:
+        raise ValueError(
+            f"tree_merge: both trees hold a value at the same place ({type(a).__name__} and {type(b).__name__}); "
+            "pass merge_fn to combine them"
+        )
+    return merge_fn(a, b)
 
 
 def tree_flatten(tree: Any, prefix: str = "", is_leaf: Optional[Callable] = None) -> list:
@@ -56,14 +100,15 @@ def tree_flatten(tree: Any, prefix: str = "", is_leaf: Optional[Callable] = None
 
 
 def tree_unflatten(tree: list) -> Any:
-    """Rebuilds a tree from ``(path, leaf)`` pairs; all-integer keys make lists."""
+    """Rebuilds a tree from ``(path, leaf)`` pairs; keys that are all canonical integers (``"1"``,
+    not ``"01"``) make lists, any other keys a dict."""
     if len(tree) == 1 and tree[0][0] == "":
         return tree[0][1]
     children: dict = {}
     for path, value in tree:
         head, _, rest = path.partition(".")
         children.setdefault(head, []).append((rest, value))
-    if all(k.isdigit() for k in children):
+    if all(k.isdigit() and str(int(k)) == k for k in children):
         ordered = sorted(children.items(), key=lambda kv: int(kv[0]))
         return [tree_unflatten(v) for _, v in ordered]
     return {k: tree_unflatten(v) for k, v in children.items()}

@@ -49,10 +49,22 @@ fn collect_arrays(obj: &Bound<'_, PyAny>, out: &mut Vec<kiln::Array>) -> PyResul
 #[pyfunction]
 #[pyo3(signature = (*args))]
 fn eval(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
+    evaluate(py, args, kiln::eval)
+}
+
+/// Starts evaluating every array found in the arguments without waiting for the GPU (on the
+/// CPU the work is done before it returns); an error inside a transform's trace.
+#[pyfunction]
+#[pyo3(signature = (*args))]
+fn async_eval(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
+    evaluate(py, args, kiln::async_eval)
+}
+
+/// Runs `how` on the arrays found in `args`, without holding the GIL.
+fn evaluate(py: Python<'_>, args: &Bound<'_, PyTuple>, how: fn(&[&kiln::Array]) -> kiln::Result<()>) -> PyResult<()> {
     let mut arrays = Vec::new();
     collect_arrays(args.as_any(), &mut arrays)?;
-    py.detach(|| kiln::eval(&arrays.iter().collect::<Vec<_>>()))
-        .or_raise()
+    py.detach(|| how(&arrays.iter().collect::<Vec<_>>())).or_raise()
 }
 
 #[pymodule]
@@ -67,6 +79,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     random::register(m)?;
     fast::register(m)?;
     m.add_function(wrap_pyfunction!(eval, m)?)?;
+    m.add_function(wrap_pyfunction!(async_eval, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::asarray, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::from_dlpack, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -389,6 +389,24 @@ pub fn eval(arrays: &[&Array]) -> Result<()> {
     crate::eval::eval(&owned)
 }
 
+/// Starts evaluating arrays without waiting for their results, as mlx's `async_eval`: on a GPU
+/// the kernels are queued and this returns at once (a later read waits for them); on the CPU the
+/// work is done before it returns. Inside grad, vjp, jvp, vmap or a compile trace it is an error,
+/// since the arrays there stand for values the transform has not computed.
+pub fn async_eval(arrays: &[&Array]) -> Result<()> {
+    let inside = |why: &str| {
+        Error::value(
+            "async_eval",
+            format!("cannot evaluate inside grad, vjp, jvp, vmap or a compiled function's trace{why}; evaluate the transform's results instead"),
+        )
+    };
+    if crate::transforms::is_tracing_on_this_thread() || crate::transforms::compile::is_compile_tracing() {
+        return Err(inside(""));
+    }
+    // vmap's arrays have no data: evaluating them is the placeholder's error.
+    eval(arrays).map_err(|e| if e.kind == ErrorKind::NoData { inside(&format!(" ({})", e.message)) } else { e })
+}
+
 impl std::fmt::Debug for Array {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Display::fmt(self, f)

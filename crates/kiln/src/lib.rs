@@ -33,7 +33,7 @@ mod identity;
 mod operators;
 mod print;
 
-pub use array::{eval, Array, Literal};
+pub use array::{async_eval, eval, Array, Literal};
 pub use backend::cuda::matmul::{allow_tf32, set_allow_tf32};
 pub use buffer::{
     active_memory, cache_memory, clear_cache, peak_memory, reset_peak_memory, set_cache_limit, set_memory_limit, transfers,

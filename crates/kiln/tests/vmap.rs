@@ -1266,3 +1266,24 @@ fn errors_reading_traced_values() {
     check_vmap("reading an unbatched argument", f, &[x, scale], &[Some(0), None], &[Some(0)]);
 }
 
+
+/// `async_eval` computes like `eval` outside transforms; inside vmap, grad or a compile trace,
+/// where arrays stand for values not computed yet, it is a value error (as in mlx).
+#[test]
+fn async_eval_computes_outside_transforms_and_fails_inside_them() {
+    let x = ops::add(Array::from_slice(&[1f32, 2.0], &[2]).unwrap(), 1.0f32).unwrap();
+    kiln::async_eval(&[&x]).unwrap();
+    assert_eq!(x.to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
+    let body = |a: &[Array]| -> Result<Vec<Array>> {
+        let y = ops::add(&a[0], 1.0f32)?;
+        kiln::async_eval(&[&y])?;
+        Ok(vec![ops::sum(ops::exp(&y)?, None, false)?])
+    };
+    let ones = Array::from_slice(&[1f32; 4], &[2, 2]).unwrap();
+    let in_vmap = vmap(body, &[Some(0)], &[Some(0)])(std::slice::from_ref(&ones)).expect_err("async_eval inside vmap");
+    let in_grad = grad(body, &[0])(std::slice::from_ref(&x)).expect_err("async_eval inside grad");
+    let in_compile = kiln::compile(body).call(std::slice::from_ref(&x)).expect_err("async_eval inside a compile trace");
+    for e in [in_vmap, in_grad, in_compile] {
+        assert_eq!((e.op.as_str(), e.kind), ("async_eval", ErrorKind::Value), "{e}");
+    }
+}

@@ -55,12 +55,19 @@ def _walk(tree, leaves):
     if isinstance(tree, dict):
         return ("dict", tuple(tree.keys()), tuple(_walk(v, leaves) for v in tree.values()))
     if isinstance(tree, tuple):
-        return ("tuple", tuple(_walk(v, leaves) for v in tree))
+        return ("tuple", tuple(_walk(v, leaves) for v in tree), type(tree))
     if isinstance(tree, list):
         return ("list", tuple(_walk(v, leaves) for v in tree))
     # The type and, for floats, the repr make the node compare and hash like the cache key:
     # 1, 1.0 and True differ, and so do 0.0 and -0.0.
     return ("const", tree, type(tree), repr(tree) if isinstance(tree, float) else None)
+
+
+def rebuild_tuple(kind: type, items: list) -> tuple:
+    """A tuple of type ``kind`` (a tuple, a NamedTuple or another tuple subclass) holding ``items``."""
+    if kind is tuple:
+        return tuple(items)
+    return kind(*items) if hasattr(kind, "_fields") else kind(items)
 
 
 def _build(node, it):
@@ -70,7 +77,7 @@ def _build(node, it):
     if kind == "dict":
         return {k: _build(v, it) for k, v in zip(node[1], node[2])}
     if kind == "tuple":
-        return tuple(_build(v, it) for v in node[1])
+        return rebuild_tuple(node[2], [_build(v, it) for v in node[1]])
     if kind == "list":
         return [_build(v, it) for v in node[1]]
     return node[1]
@@ -90,7 +97,9 @@ def _key(node) -> str:
         return "{" + ",".join(f"{k!r}:{_key(v)}" for k, v in zip(node[1], node[2])) + "}"
     if kind in ("tuple", "list"):
         open_, close = ("(", ")") if kind == "tuple" else ("[", "]")
-        return open_ + ",".join(_key(v) for v in node[1]) + close
+        # A tuple subclass (a NamedTuple, say) is another structure than a plain tuple.
+        named = "" if kind == "list" or node[2] is tuple else f"{node[2].__module__}.{node[2].__qualname__}"
+        return named + open_ + ",".join(_key(v) for v in node[1]) + close
     value = node[1]
     if not isinstance(value, _CONSTANT_TYPES):
         raise ValueError(
