@@ -108,7 +108,7 @@ def tree_unflatten(tree: list) -> Any:
     for path, value in tree:
         head, _, rest = path.partition(".")
         children.setdefault(head, []).append((rest, value))
-    if all(k.isdigit() and str(int(k)) == k for k in children):
+    if all(k.isascii() and k.isdecimal() and str(int(k)) == k for k in children):
         ordered = sorted(children.items(), key=lambda kv: int(kv[0]))
         return [tree_unflatten(v) for _, v in ordered]
     return {k: tree_unflatten(v) for k, v in children.items()}

@@ -900,9 +900,10 @@ fn shapeless_serves_new_shapes_without_retracing() {
     assert_eq!(shapeless.trace_count(), 2);
 }
 
-/// As in mlx, a shapeless reshape re-infers the axis written -1 at each call (its other sizes
-/// stay as traced) and fails when the new size does not divide; a reshape to a fully given shape
-/// cannot follow new shapes and fails, naming flatten as the fix.
+/// A shapeless reshape re-infers the axis written -1 at each call when only input axes folded
+/// into it changed (as mlx re-infers it); when an input axis behind a fixed output size changed
+/// (its size may have been read off the input) it fails rather than keep a stale size, and so
+/// does a reshape to a fully given shape, naming flatten as the fix.
 #[test]
 fn shapeless_reshape_reinfers_its_minus_one_axis_and_fixed_shapes_fail() {
     let _g = serial();
@@ -921,21 +922,38 @@ fn shapeless_reshape_reinfers_its_minus_one_axis_and_fixed_shapes_fail() {
     assert_f32(&only(reshape_fun.call(&[f32a(&v2, &[2, 3, 8])])), &[6, 8], &v2, "reshape (2, 3, 8) to (6, -1)");
     assert_eq!(reshape_fun.trace_count(), 1);
     let v3 = r32(&rng.vec(75, 0.0, 1.0));
-    let e = reshape_fun.call(&[f32a(&v3, &[5, 5, 3])]).expect_err("reshape (5, 5, 3) to (6, -1)");
-    assert_eq!((e.op.as_str(), e.kind), ("reshape", ErrorKind::Shape), "{e}");
-    assert!(e.message.contains("(5, 5, 3)") && e.message.contains("(6, -1)"), "the error should name both shapes: {e}");
+    let v4 = r32(&rng.vec(48, 0.0, 1.0));
+    for (v, shape) in [(&v3, [5, 5, 3]), (&v4, [4, 3, 4])] {
+        // Eager gives (25, 3) and (12, 4): the traced 6 rows would be stale.
+        let e = reshape_fun.call(&[f32a(v, &shape)]).expect_err("a new leading axis behind the traced 6 rows");
+        assert_eq!((e.op.as_str(), e.kind), ("reshape", ErrorKind::Shape), "{e}");
+        let named = format!("({}, {}, {})", shape[0], shape[1], shape[2]);
+        assert!(e.message.contains(&named) && e.message.contains("flatten"), "the error should name the new shape and the fix: {e}");
+    }
 
     let fixed_fun = compile_with(merged(false), CompileOptions::new().shapeless(true));
     assert_f32(&only(fixed_fun.call(&[f32a(&v1, &[2, 3, 4])])), &[6, 4], &v1, "fixed reshape on the traced shape");
     let e = fixed_fun.call(&[f32a(&v2, &[2, 3, 8])]).expect_err("reshape (2, 3, 8) to the traced (6, 4)");
     assert_eq!((e.op.as_str(), e.kind), ("reshape", ErrorKind::Shape), "{e}");
-    assert!(e.message.contains("flatten") && e.message.contains("-1"), "the error should suggest -1 and flatten: {e}");
+    assert!(e.message.contains("flatten") && e.message.contains("-1"), "the error should name -1 and flatten: {e}");
     assert!(e.message.contains("(2, 3, 8)"), "the error should name the new shape: {e}");
 
     let flatten_fun = compile_with(|a: &[Array]| Ok(vec![ops::flatten(&a[0], 0, 1)?]), CompileOptions::new().shapeless(true));
     assert_f32(&only(flatten_fun.call(&[f32a(&v1, &[2, 3, 4])])), &[6, 4], &v1, "flatten (2, 3, 4)");
     assert_f32(&only(flatten_fun.call(&[f32a(&v3, &[5, 5, 3])])), &[25, 3], &v3, "flatten (5, 5, 3)");
     assert_eq!(flatten_fun.trace_count(), 1);
+}
+
+/// An unflatten resolves its -1 from the traced shape, so under shapeless compile it is a
+/// reshape of fixed sizes: a new shape is an error, never the traced split of a new size.
+#[test]
+fn shapeless_unflatten_with_minus_one_fails_at_a_new_shape() {
+    let _g = serial();
+    let c = compile_with(|a: &[Array]| Ok(vec![ops::unflatten(&a[0], 1, &[-1, 4])?]), CompileOptions::new().shapeless(true));
+    let v = (0..24).map(|i| i as f64).collect::<Vec<_>>();
+    assert_f32(&only(c.call(&[f32a(&v, &[2, 12])])), &[2, 3, 4], &v, "traced shape");
+    let e = c.call(&[f32a(&[0.0; 48], &[4, 12])]).expect_err("unflatten at a new leading size");
+    assert_eq!((e.op.as_str(), e.kind), ("reshape", ErrorKind::Shape), "{e}");
 }
 
 /// A shapeless gather from an array whose shape stays fixed follows its indices' shapes (and a

@@ -58,7 +58,7 @@ class _Shared:
                 replace_leaves(self.inputs, saved)
         result = (out_def, len(out_leaves))
         known = self.results.get(key)
-        if known is not None and (known[0].key(), known[1]) != (out_def.key(), result[1]):
+        if known is not None and not _same_structure(known, result):
             self.varying.add(key)
         self.results[key] = result
         self.results_by_layout[(key, self.layout(arrays))] = result
@@ -76,6 +76,15 @@ class _Shared:
         if key in self.varying:
             return self.results_by_layout[(key, self.layout(arrays))]
         return self.results[key]
+
+
+def _same_structure(a: tuple, b: tuple) -> bool:
+    """Whether two (treedef, array count) results have one structure; constants that cannot be
+    compared count as different."""
+    try:
+        return a[1] == b[1] and bool(a[0].node == b[0].node)
+    except Exception:
+        return False
 
 
 def _weak(fun: Callable):

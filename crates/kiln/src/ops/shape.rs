@@ -74,12 +74,16 @@ pub fn unflatten(x: impl AsArray, axis: i64, shape: &[i64]) -> Result<Array> {
     let known: i64 = shape.iter().filter(|&&v| v != -1).product();
     if shape.iter().filter(|&&v| v == -1).count() > 1 || (known != 0 && d as i64 % known != 0)
         || (!shape.contains(&-1) && known != d as i64)
+        || (shape.contains(&-1) && known == 0)
+        || shape.iter().any(|&v| v < -1)
     {
         return Err(Error::shape("unflatten", format!("cannot split axis of size {d} into {}", fmt_shape(shape))));
     }
-    full.extend_from_slice(shape);
+    // The -1 is resolved here: the other sizes come from the input's shape, so a reshape that
+    // re-infers only the -1 (shapeless compile) would keep them stale.
+    full.extend(shape.iter().map(|&v| if v == -1 { d as i64 / known } else { v }));
     full.extend(x.shape()[a + 1..].iter().map(|&d| d as i64));
-    reshape(&x, &full)
+    reshape_to(&x, full.iter().map(|&v| v as usize).collect())
 }
 
 /// Removes the given size-1 axes, or all of them when `axes` is `None`.

@@ -305,7 +305,7 @@ pub struct CudaGraph {
     exec: sys::CUgraphExec,
     /// The node copying the caller's inputs into the graph's input buffers (none without inputs).
     copy_in: Option<CopyNode>,
-    /// The node copying the graph's results into the call's fresh blocks.
+    /// The node copying the graph's results into the call's fresh blocks (none without outputs).
     copy_out: Option<CopyNode>,
     /// The outputs as the graph leaves them (their layouts are the returned arrays' layouts).
     outputs: Vec<Buffer>,
@@ -330,6 +330,9 @@ impl CudaGraph {
         inputs: &[Buffer],
         run: impl FnOnce(Vec<Buffer>) -> Result<Vec<Buffer>>,
     ) -> Result<std::result::Result<CudaGraph, String>> {
+        if inputs.len() > MAX_COPIES {
+            return Ok(Err(format!("a CUDA graph copies at most {MAX_COPIES} inputs")));
+        }
         // One capture at a time (a nested one, from code a recorded step runs, is refused).
         let Ok(mut recorders) = RECORDERS.try_lock() else {
             return Ok(Err("another plan was being recorded".into()));
@@ -446,10 +449,12 @@ impl CudaGraph {
             if r != sys::CUresult::CUDA_SUCCESS {
                 return Err(failed("adding the recorded kernels to a CUDA graph", r));
             }
-            let src = self.outputs.iter().map(|b| b.storage.on_gpu(op, self.gpu.ordinal, self.launch)).collect::<Result<Vec<u64>>>()?;
-            // Until each launch points them at the call's blocks, the outputs copy onto themselves.
-            self.copy_out = Some(CopyNode::add(op, self.gpu, self.graph, &[child], &src, &src, &sizes(&self.outputs))?);
-            self.nodes += 1;
+            if !self.outputs.is_empty() {
+                let src = self.outputs.iter().map(|b| b.storage.on_gpu(op, self.gpu.ordinal, self.launch)).collect::<Result<Vec<u64>>>()?;
+                // Until each launch points them at the call's blocks, the outputs copy onto themselves.
+                self.copy_out = Some(CopyNode::add(op, self.gpu, self.graph, &[child], &src, &src, &sizes(&self.outputs))?);
+                self.nodes += 1;
+            }
         }
         Ok(())
     }
@@ -468,7 +473,9 @@ impl CudaGraph {
             dst.push(block.ptr);
             results.push(Buffer { storage: Storage::on_device(block), offset: out.offset, strides: out.strides.clone() });
         }
-        self.copy_out.as_mut().expect("built with the graph").update(op, self.exec, None, Some(&dst))?;
+        if let Some(node) = self.copy_out.as_mut() {
+            node.update(op, self.exec, None, Some(&dst))?;
+        }
         // Safety: an instantiated graph of this context on one of its streams.
         unsafe { cu::graph::launch(self.exec, self.launch) }.map_err(|e| device_error(op, "launching a CUDA graph", e))?;
         REPLAYS.fetch_add(1, Ordering::Relaxed);

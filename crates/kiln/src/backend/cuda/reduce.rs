@@ -88,7 +88,6 @@ pub fn source(op: ReduceOp, input: Dtype, output: Dtype) -> String {
     format!("{PRELUDE}\n{}\n{BODY}", definitions(op, input, output))
 }
 
-/// Threads per block for rows of `cols` elements: a warp for short rows, up to 256 for long ones.
 /// Into how many parts, each folded by its own block, rows of `len` elements are split when
 /// there are `rows` of them: enough blocks to fill the GPU, each of at least 4096 elements.
 pub(super) fn parts_per_row(gpu: &Gpu, rows: usize, len: usize) -> usize {
@@ -96,6 +95,7 @@ pub(super) fn parts_per_row(gpu: &Gpu, rows: usize, len: usize) -> usize {
     if rows < many_blocks && len > 8192 { many_blocks.div_ceil(rows).min(len.div_ceil(4096)) } else { 1 }
 }
 
+/// Threads per block for rows of `cols` elements: a warp for short rows, up to 256 for long ones.
 pub(super) fn block_for(cols: usize) -> u32 {
     match cols {
         0..=256 => 32,
