@@ -188,9 +188,8 @@ impl Drop for Recording {
 const MAX_COPIES: usize = 64;
 
 /// The copy kernel's text: block row `y` copies array `y` (16-byte vectors when both addresses
-/// allow, else bytes). Its parameter is [`CopyList`].
+/// allow, else bytes). Its parameter is [`CopyList`]; `K_MAX_COPIES` is defined as [`MAX_COPIES`].
 const COPIES_BODY: &str = r#"
-#define K_MAX_COPIES 64
 struct KCopyList { u64 src[K_MAX_COPIES]; u64 dst[K_MAX_COPIES]; u64 bytes[K_MAX_COPIES]; };
 extern "C" __global__ void kiln_graph_copies(const KCopyList c) {
     const u64 n = c.bytes[blockIdx.y];
@@ -210,7 +209,6 @@ extern "C" __global__ void kiln_graph_copies(const KCopyList c) {
 
 /// The copy kernel's parameter, laid out as `KCopyList`.
 #[repr(C)]
-#[derive(Clone, Copy)]
 struct CopyList {
     src: [u64; MAX_COPIES],
     dst: [u64; MAX_COPIES],
@@ -241,7 +239,8 @@ impl CopyNode {
         dst: &[u64],
         bytes: &[usize],
     ) -> Result<CopyNode> {
-        let function = super::nvrtc::handwritten(op, gpu, COPIES_BODY, String::new(), "kiln_graph_copies")?;
+        let definitions = format!("#define K_MAX_COPIES {MAX_COPIES}");
+        let function = super::nvrtc::handwritten(op, gpu, COPIES_BODY, definitions, "kiln_graph_copies")?;
         let mut list = Box::new(CopyList { src: [0; MAX_COPIES], dst: [0; MAX_COPIES], bytes: [0; MAX_COPIES] });
         list.src[..src.len()].copy_from_slice(src);
         list.dst[..dst.len()].copy_from_slice(dst);
@@ -423,8 +422,9 @@ impl CudaGraph {
     /// node copying the outputs out (each call points it at fresh blocks).
     fn build(&mut self, op: &str, body: sys::CUgraph, sources: &[u64]) -> Result<()> {
         let failed = |what: &str, r: sys::CUresult| device_error(op, what, cu::DriverError(r));
-        if self.held.len() > MAX_COPIES || self.outputs.len() > MAX_COPIES {
-            return Err(Error::unsupported(op, format!("a CUDA graph copies at most {MAX_COPIES} inputs and {MAX_COPIES} outputs")));
+        // (The inputs were counted before capturing.)
+        if self.outputs.len() > MAX_COPIES {
+            return Err(Error::unsupported(op, format!("a CUDA graph copies at most {MAX_COPIES} outputs")));
         }
         let sizes = |bs: &[Buffer]| bs.iter().map(|b| b.storage.bytes().max(1)).collect::<Vec<usize>>();
         // Safety: plain driver calls on graphs of this context; every node added names nodes of
