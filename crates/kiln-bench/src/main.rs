@@ -24,11 +24,13 @@
 //! gelu silu layernorm softmax sum matmul mlp_grad mlp_step first_compile tiny_call; GPU cases (module
 //! [`gpu`]): d2d_copy copy add gelu sum sum_rows tiny_op matmul argsort cumsum take to_device
 //! to_host compiled first_compiled tiny_call mlp_step loop_shapes (tiny_call and mlp_step are the
-//! CPU cases, each call or step waited for on the GPU).
+//! CPU cases, each call or step waited for on the GPU). `KILN_BENCH_PROFILE=FILE` samples where
+//! the process's CPU time goes (module [`sampler`]).
 
 mod compiled;
 mod gpu;
 mod loop_shapes;
+mod sampler;
 
 use kiln::{ops, Array, Dtype};
 use std::time::Instant;
@@ -268,7 +270,12 @@ fn main() {
         println!("{{\"case\": \"native_target\", \"variant\": \"{}\"}}", kiln::backend::cpu::native::target_name());
     }
     let mut rows = Vec::new();
+    let mut profile = None;
     for case in &cases {
+        // The reference copy is not profiled: its time is the device's, not the host's.
+        if case != reference && profile.is_none() {
+            profile = sampler::start();
+        }
         let case_rows = if on_gpu { gpu::run_case(case, reps) } else { run_case(case, reps) };
         for row in case_rows {
             if as_json {
@@ -276,6 +283,9 @@ fn main() {
             }
             rows.push(row);
         }
+    }
+    if let Some(path) = profile {
+        sampler::finish(&path);
     }
     if !as_json {
         print_table(&rows);

@@ -320,7 +320,8 @@ pub fn reset_peak_memory() {
     gpu_memory::reset_peak_memory();
 }
 
-/// Bytes kept in the host cache and the GPUs' pools for reuse.
+/// Bytes kept for reuse: the host cache, the GPUs' pools, and the buffers CUDA graphs of
+/// compiled plans hold between launches.
 pub fn cache_memory() -> usize {
     CACHE.lock().unwrap().cached_bytes + gpu_memory::cache_memory()
 }
@@ -342,7 +343,8 @@ pub fn set_memory_limit(bytes: usize) -> usize {
     gpu_memory::set_memory_limit(bytes)
 }
 
-/// Returns every cached block to the system (host and GPUs).
+/// Returns every cached block to the system (host and GPUs), releasing the CUDA graphs of
+/// compiled plans too (each plan records its graph again at its next calls).
 pub fn clear_cache() {
     clear_host_cache();
     gpu_memory::clear_cache();

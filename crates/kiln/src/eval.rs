@@ -9,7 +9,7 @@
 use crate::array::{Array, Node, State};
 use crate::backend::{self, Input};
 use crate::error::{Error, ErrorKind, Result};
-use std::collections::HashSet;
+use crate::fast_hash::FastSet;
 use std::sync::{Arc, Mutex};
 
 /// One evaluation at a time: nodes are shared between graphs, and two evaluations racing on one
@@ -18,6 +18,9 @@ static EVAL_LOCK: Mutex<()> = Mutex::new(());
 
 /// Computes every pending node the `targets` depend on.
 pub(crate) fn eval(targets: &[Array]) -> Result<()> {
+    if targets.iter().all(|a| matches!(&*a.lock(), State::Ready(_))) {
+        return Ok(());
+    }
     let _guard = EVAL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut order = schedule(targets)?;
     for slot in order.iter_mut() {
@@ -32,7 +35,7 @@ pub(crate) fn eval(targets: &[Array]) -> Result<()> {
 /// value is unknown while a transform traces the function.
 fn schedule(targets: &[Array]) -> Result<Vec<Option<Array>>> {
     let mut order = Vec::new();
-    let mut seen: HashSet<*const Node> = HashSet::new();
+    let mut seen: FastSet<*const Node> = FastSet::default();
     let mut stack: Vec<(Array, bool)> = targets.iter().rev().map(|a| (a.clone(), false)).collect();
     while let Some((a, expanded)) = stack.pop() {
         if expanded {

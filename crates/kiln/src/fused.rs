@@ -144,3 +144,30 @@ impl fmt::Display for Kernel {
         write!(f, "}}")
     }
 }
+
+/// Blocks per multiprocessor a GPU fold of few rows aims for.
+const SPLIT_BLOCKS_PER_SM: usize = 8;
+/// The fewest elements one block folds of a split row.
+const SPLIT_PART: usize = 4096;
+/// Rows of at most this many elements are never split.
+const SPLIT_ROWS_ABOVE: usize = 2 * SPLIT_PART;
+/// A fused group keeps to one pass (so its kernel may split rows) when a block per row would use
+/// at most this fraction (1 / n) of the blocks a split uses.
+const FUSED_SPLIT_GAIN: usize = 32;
+
+/// Into how many parts, each folded by its own block, a GPU with `multiprocessors` splits each
+/// of `rows` rows of `len` elements: enough blocks to fill the GPU, each part at least 4096
+/// elements; 1 (a block per row) when the rows alone fill the GPU or are short. The one rule for
+/// both the reduction kernels and fusion (see [`fuses_split_rows`]).
+pub fn gpu_parts_per_row(multiprocessors: usize, rows: usize, len: usize) -> usize {
+    let blocks = SPLIT_BLOCKS_PER_SM * multiprocessors;
+    if rows < blocks && len > SPLIT_ROWS_ABOVE { blocks.div_ceil(rows.max(1)).min(len.div_ceil(SPLIT_PART)) } else { 1 }
+}
+
+/// Whether fusion keeps a reduction of `rows` rows of `len` elements on such a GPU to a group of
+/// one pass over the elements (nothing at element level uses a row value), so that its kernel
+/// can split the rows: worth it where [`gpu_parts_per_row`] splits each row in at least 32 parts.
+/// A group of several passes runs a block per row.
+pub fn fuses_split_rows(multiprocessors: usize, rows: usize, len: usize) -> bool {
+    gpu_parts_per_row(multiprocessors, rows, len) >= FUSED_SPLIT_GAIN
+}

@@ -29,6 +29,7 @@ pub mod shape;
 pub mod transforms;
 
 mod eval;
+pub(crate) mod fast_hash;
 mod identity;
 mod operators;
 mod print;

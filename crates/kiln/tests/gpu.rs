@@ -1131,6 +1131,40 @@ fn compiled_steps_replay_as_a_cuda_graph_and_match_eager_steps() {
     assert_eq!(kiln::backend::cuda::graph::replays() - replays, 5, "calls 2 to 6 replay the graph");
 }
 
+/// The buffers a plan's CUDA graph holds count as cached memory; `clear_cache` releases them
+/// with the graph, and the plan records a new graph at its next call, with right results.
+#[test]
+fn graph_buffers_count_as_cache_and_clear_cache_releases_them() {
+    let Some((g, _one)) = gpu("graph_buffers_count_as_cache_and_clear_cache_releases_them") else { return };
+    let _graphs = GraphsOn::new();
+    use kiln::backend::cuda::graph::{held_bytes, replays};
+    let mut rng = Rng::new(24);
+    let step = kiln::compile(mlp_sgd_step);
+    let args = mlp_args(&mut rng);
+    let eager = with_device(g, || mlp_sgd_step(&args)).unwrap().unwrap();
+    let eager: Vec<Vec<f64>> = eager.iter().map(|e| e.to_f64_vec().unwrap()).collect();
+    let call = |what: &str| {
+        let got = with_device(g, || step.call(&args)).unwrap().unwrap();
+        for (k, (c, e)) in got.iter().zip(&eager).enumerate() {
+            assert_close(&c.to_f64_vec().unwrap(), e, 1e-4, 1e-6, &format!("{what}, result {k}"));
+        }
+    };
+    kiln::clear_cache();
+    assert_eq!(held_bytes(), 0, "no graph is left after clear_cache");
+    call("call 1");
+    call("call 2, which records the graph");
+    let held = held_bytes();
+    assert!(held > 0, "the recorded graph holds its buffers");
+    assert!(kiln::cache_memory() >= held, "cache_memory {} counts the graph's {held} bytes", kiln::cache_memory());
+    kiln::clear_cache();
+    assert_eq!(held_bytes(), 0, "clear_cache releases the graph");
+    let before = replays();
+    call("call 3, which records the graph again");
+    call("call 4, a replay");
+    assert_eq!(replays() - before, 2, "calls 3 and 4 run as a graph");
+    assert!(held_bytes() > 0, "the new graph holds its buffers");
+}
+
 /// A call whose inputs are laid out differently (a transposed view for a row-major array) runs
 /// kernel by kernel and is right; the graph is recorded again for the new layout.
 #[test]

@@ -4,7 +4,7 @@
 use super::libraries::{self, DRIVER};
 use crate::error::{Error, ErrorKind, Result};
 use cudarc::driver::{result as cu, sys};
-use std::collections::HashMap;
+use crate::fast_hash::FastMap;
 use std::sync::{Mutex, OnceLock};
 
 /// The oldest driver kiln calls: CUDA 12.0 (stream-ordered allocation, the `_v2` entry points).
@@ -25,7 +25,7 @@ pub struct Gpu {
     context: sys::CUcontext,
     /// The memory pool stream-ordered allocations come from.
     pub(super) pool: sys::CUmemoryPool,
-    streams: Mutex<HashMap<usize, usize>>,
+    streams: Mutex<FastMap<usize, usize>>,
 }
 
 // Safety: a CUDA context and pool are process-wide handles usable from any thread once current.
@@ -100,7 +100,7 @@ fn start() -> std::result::Result<Vec<Gpu>, Error> {
                 total_memory,
                 context,
                 pool,
-                streams: Mutex::new(HashMap::new()),
+                streams: Mutex::new(FastMap::default()),
             })
         })
         .collect()

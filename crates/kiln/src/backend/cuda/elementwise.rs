@@ -14,6 +14,8 @@ use crate::error::Result;
 use crate::fused::{Inst, InstOp, Kernel, Level};
 use crate::shape::{numel, row_major_strides};
 use cudarc::driver::sys;
+use std::any::Any;
+use std::sync::{Arc, Mutex};
 
 /// Axes of `space` with each input's strides over them, size-1 axes dropped and neighbours merged
 /// where every input steps through them as one axis.
@@ -83,7 +85,7 @@ fn run_with(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[In
     let blocks: Vec<DeviceBlock> =
         outputs.iter().map(|d| DeviceBlock::new(op, gpu, stream, n * d.size())).collect::<Result<_>>()?;
     if n > 0 {
-        let function = function(op, gpu, k, &variant)?;
+        let function = if record { compiled_function(op, gpu, k, &variant)? } else { function(op, gpu, k, &variant)? };
         let mut words: Vec<u64> = Vec::new();
         for (x, a) in inputs.iter().zip(&variant.access) {
             // An immediate's host copy exists: `on_host` was checked when the access was chosen.
@@ -155,6 +157,26 @@ static LOADED: nvrtc::Loaded<KernelKey> = nvrtc::Loaded::new();
 fn function(op: &str, gpu: &Gpu, k: &Kernel, variant: &Variant) -> Result<nvrtc::Function> {
     let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), variant.clone());
     LOADED.get(op, gpu, key, ENTRY, || source::elementwise(k, variant))
+}
+
+/// The variant a compiled plan's kernel last ran as, and its loaded function, kept with the
+/// kernel (in [`Kernel::lowered`]): a plan calls the same variant again and again, and finding it
+/// here skips the table's key copy and hash (a measurable part of a tiny compiled call).
+struct LastLoaded(Mutex<Option<(usize, Variant, nvrtc::Function)>>);
+
+/// [`function`] for a compiled plan's kernel, which keeps the last one it loaded.
+fn compiled_function(op: &str, gpu: &Gpu, k: &Kernel, variant: &Variant) -> Result<nvrtc::Function> {
+    let kept = k.lowered.get_or_init(|| Arc::new(LastLoaded(Mutex::new(None))) as Arc<dyn Any + Send + Sync>);
+    // A kernel lowered by another backend first keeps nothing here.
+    let Some(last) = kept.downcast_ref::<LastLoaded>() else { return function(op, gpu, k, variant) };
+    if let Some((g, v, f)) = &*last.0.lock().unwrap() {
+        if *g == gpu.ordinal && v == variant {
+            return Ok(*f);
+        }
+    }
+    let f = function(op, gpu, k, variant)?;
+    *last.0.lock().unwrap() = Some((gpu.ordinal, variant.clone(), f));
+    Ok(f)
 }
 
 /// An eager elementwise op as a one-instruction kernel: a load per input, then `op`.

@@ -23,13 +23,18 @@
 //!
 //! Graphs are on by default: on an H100 a compiled MLP training step (about 20 kernels) took
 //! 0.075 ms as a graph against 0.17 ms launched kernel by kernel. `KILN_CUDA_GRAPHS=0` or
-//! [`set_enabled`] turns them off. Known limits: a graph's buffers are plain allocations kept
-//! for the plan's life (every temporary of the recorded steps, not their peak) and are not
-//! counted in the memory statistics; a `clear_cache` or an out-of-memory retry on another thread
-//! while a plan is being recorded synchronises the context, which ends that recording (the plan
-//! then runs kernel by kernel until its signature changes).
+//! [`set_enabled`] turns them off.
+//!
+//! A graph's buffers are plain allocations kept between its launches (every temporary of the
+//! recorded steps, not their peak). They count as cached memory (`cache_memory`: memory kept for
+//! reuse, not held by arrays), and `clear_cache` releases every graph; a plan whose graph was
+//! released records it again at its next call. Graphs live in one registry for that, and each
+//! plan names its graph there. Known limit: a `clear_cache` or an out-of-memory retry on another
+//! thread while a plan is being recorded synchronises the context, which ends that recording
+//! (the plan then runs kernel by kernel until its signature changes).
 
 use super::context::{device_error, Gpu};
+use crate::fast_hash::FastMap;
 use super::memory::DeviceBlock;
 use super::switch::Switch;
 use crate::buffer::{Buffer, Storage};
@@ -39,7 +44,7 @@ use crate::shape::{Shape, Strides};
 use cudarc::driver::{result as cu, sys};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Bytes of input and output copies a graph may add per step it launches: about what an H100
@@ -51,6 +56,31 @@ const MAX_KEPT_BYTES: usize = 256 << 20;
 
 /// Graph launches so far (for tests and the report).
 static REPLAYS: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes live graphs hold that no other statistic counts.
+static HELD_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes the CUDA graphs of compiled plans hold between launches (their input buffers, kept
+/// temporaries and outputs): part of `cache_memory`.
+pub fn held_bytes() -> usize {
+    HELD_BYTES.load(Ordering::Relaxed)
+}
+
+/// Every live graph, by the id its plan knows it by.
+static GRAPHS: Mutex<Option<FastMap<u64, CudaGraph>>> = Mutex::new(None);
+/// The id of the next graph put in [`GRAPHS`].
+static NEXT_GRAPH: AtomicU64 = AtomicU64::new(0);
+
+/// Releases every plan's graph (for `clear_cache`); plans record theirs again when called. A
+/// graph being launched right now (the registry busy) is left, as is everything while a thread
+/// records a graph (a release would end its recording).
+pub(super) fn release_all() {
+    let released: Vec<CudaGraph> = match GRAPHS.try_lock() {
+        Ok(mut graphs) => graphs.as_mut().map(|m| m.drain().map(|(_, g)| g).collect()).unwrap_or_default(),
+        Err(_) => return,
+    };
+    drop(released);
+}
 
 /// Graph launches so far, over every compiled plan.
 pub fn replays() -> usize {
@@ -312,6 +342,8 @@ pub struct CudaGraph {
     held: Vec<Buffer>,
     _kept: Vec<DeviceBlock>,
     nodes: usize,
+    /// Bytes of `held`, `outputs` and the kept blocks that no other statistic counts.
+    bytes: usize,
 }
 
 // Safety: graph handles and addresses are plain values usable from any thread; launches of one
@@ -391,6 +423,10 @@ impl CudaGraph {
                 }));
             }
         };
+        let storage_bytes = |bs: &[Buffer]| bs.iter().map(|b| b.storage.bytes()).sum::<usize>();
+        let uncounted_kept: usize = kept.iter().filter(|b| b.uncounted()).map(|b| b.bytes).sum();
+        let bytes = storage_bytes(&held) + storage_bytes(&outputs) + uncounted_kept;
+        HELD_BYTES.fetch_add(bytes, Ordering::Relaxed);
         let mut graph = CudaGraph {
             gpu,
             launch,
@@ -402,6 +438,7 @@ impl CudaGraph {
             held,
             _kept: kept,
             nodes: 0,
+            bytes,
         };
         let built = graph.build(op, body, &sources);
         // Safety: the captured body, cloned into the graph by `build` (or not needed any more).
@@ -490,6 +527,7 @@ impl CudaGraph {
 
 impl Drop for CudaGraph {
     fn drop(&mut self) {
+        HELD_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
         // The blocks go back only after the graph's last launch is done.
         // Safety: a stream and graph handles of this context; failures mean a broken driver.
         unsafe {
@@ -519,7 +557,8 @@ pub struct PlanGraph {
     /// The signature of the last call, and how often in a row it came.
     last: Option<Signature>,
     repeats: usize,
-    graph: Option<CudaGraph>,
+    /// The plan's graph in [`GRAPHS`] (gone from there after a `clear_cache`), and its nodes.
+    graph: Option<(u64, usize)>,
     /// Why the plan is not replayed as a graph (after a failed capture), if it is not.
     refused: Option<String>,
 }
@@ -548,7 +587,7 @@ impl PlanGraph {
         if same {
             self.repeats += 1;
         } else {
-            self.graph = None;
+            self.forget_graph();
             self.refused = None;
             self.repeats = 0;
             self.last = Some(Signature {
@@ -557,10 +596,18 @@ impl PlanGraph {
                 stream: stream as usize,
             });
         }
-        if let Some(g) = self.graph.as_mut() {
-            match g.launch(op, &inputs) {
-                Ok(out) => return Ok(out),
-                Err(e) => self.refuse(op, format!("its launch failed: {}", e.message)),
+        if let Some((id, _)) = self.graph {
+            let mut graphs = GRAPHS.lock().unwrap();
+            match graphs.as_mut().and_then(|m| m.get_mut(&id)) {
+                Some(g) => match g.launch(op, &inputs) {
+                    Ok(out) => return Ok(out),
+                    Err(e) => {
+                        drop(graphs);
+                        self.refuse(op, format!("its launch failed: {}", e.message));
+                    }
+                },
+                // Released by clear_cache: recorded again below.
+                None => self.graph = None,
             }
         }
         if self.refused.is_some() || self.repeats == 0 {
@@ -573,7 +620,9 @@ impl PlanGraph {
         match CudaGraph::capture(op, gpu, stream, &inputs, &run)? {
             Ok(mut g) => match g.launch(op, &inputs) {
                 Ok(out) => {
-                    self.graph = Some(g);
+                    let id = NEXT_GRAPH.fetch_add(1, Ordering::Relaxed);
+                    self.graph = Some((id, g.nodes()));
+                    GRAPHS.lock().unwrap().get_or_insert_with(FastMap::default).insert(id, g);
                     return Ok(out);
                 }
                 Err(e) => self.refuse(op, format!("its launch failed: {}", e.message)),
@@ -588,18 +637,33 @@ impl PlanGraph {
         if crate::transforms::compile::log_enabled() {
             eprintln!("[kiln compile] {op}: kernels launched one by one: {why}");
         }
-        self.graph = None;
+        self.forget_graph();
         self.refused = Some(why);
+    }
+
+    /// Drops the plan's graph, if it has one.
+    fn forget_graph(&mut self) {
+        if let Some((id, _)) = self.graph.take() {
+            // Taken out under the lock, dropped (a wait for its last launch) after it.
+            let graph = GRAPHS.lock().unwrap().as_mut().and_then(|m| m.remove(&id));
+            drop(graph);
+        }
     }
 
     /// How the plan replays on the GPU, for the compile report (None before it ran there).
     pub fn describe(&self) -> Option<String> {
         self.last.as_ref()?;
         Some(match (&self.graph, &self.refused) {
-            (Some(g), _) => format!("one CUDA graph launch of {} nodes per call (recorded at the second call of this signature)", g.nodes()),
+            (Some((_, nodes)), _) => format!("one CUDA graph launch of {nodes} nodes per call (recorded at the second call of this signature)"),
             (None, Some(why)) => format!("the plan's kernels are launched one by one (no CUDA graph: {why})"),
             (None, None) if !enabled() => OFF.into(),
             (None, None) => "the plan's kernels are launched one by one (a plan of several steps becomes a CUDA graph from the second call of the same signature, when its input and output copies are small)".into(),
         })
+    }
+}
+
+impl Drop for PlanGraph {
+    fn drop(&mut self) {
+        self.forget_graph();
     }
 }

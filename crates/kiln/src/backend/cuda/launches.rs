@@ -8,7 +8,7 @@ use super::row_source::RowVariant;
 use super::source::Variant;
 use crate::fused::Kernel;
 use cudarc::driver::{result as cu, sys};
-use std::collections::HashMap;
+use crate::fast_hash::FastMap;
 use std::sync::Mutex;
 
 /// Which printer made the kernel that ran.
@@ -38,7 +38,7 @@ impl Record {
 }
 
 /// Records by the address of the kernel that ran (a compiled plan's, stable while it lives).
-static LAST: Mutex<Option<HashMap<usize, Record>>> = Mutex::new(None);
+static LAST: Mutex<Option<FastMap<usize, Record>>> = Mutex::new(None);
 
 /// The most records kept: a bound for processes that make many plans.
 const KEPT: usize = 4096;
@@ -46,7 +46,7 @@ const KEPT: usize = 4096;
 /// Notes that `k` ran as `printed` through `function` with `grid` blocks of `block` threads.
 pub(super) fn record(k: &Kernel, printed: &Printed, function: Function, grid: usize, block: u32) {
     let mut last = LAST.lock().unwrap();
-    let map = last.get_or_insert_with(HashMap::new);
+    let map = last.get_or_insert_with(FastMap::default);
     let key = k as *const Kernel as usize;
     if let Some(r) = map.get_mut(&key) {
         if r.is_of(k) && r.printed == *printed {

@@ -16,7 +16,7 @@ use super::context::{describe, device_error, gpu, Gpu};
 use crate::error::{Error, ErrorKind, Result};
 use cudarc::driver::{result as cu, sys};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::collections::HashMap;
+use crate::fast_hash::FastMap;
 use std::sync::Mutex;
 
 /// Bytes held by live device blocks, summed over GPUs.
@@ -32,7 +32,7 @@ const SMALL_BYTES: usize = 64 << 10;
 const SMALL_CACHE_BYTES: usize = 64 << 20;
 
 /// Freed small blocks by (GPU, stream, size in bytes).
-type SmallLists = HashMap<(usize, usize, usize), Vec<sys::CUdeviceptr>>;
+type SmallLists = FastMap<(usize, usize, usize), Vec<sys::CUdeviceptr>>;
 
 /// Kiln's freed small blocks, and their total size.
 static SMALL: Mutex<Option<(SmallLists, usize)>> = Mutex::new(None);
@@ -49,7 +49,7 @@ fn reuse_small(gpu: usize, stream: sys::CUstream, words: usize) -> Option<sys::C
 /// Keeps a freed small block for reuse on its stream; false when the lists are full.
 fn keep_small(gpu: usize, stream: sys::CUstream, words: usize, ptr: sys::CUdeviceptr) -> bool {
     let mut small = SMALL.lock().unwrap();
-    let (lists, total) = small.get_or_insert_with(|| (HashMap::new(), 0));
+    let (lists, total) = small.get_or_insert_with(|| (FastMap::default(), 0));
     if *total + words > SMALL_CACHE_BYTES {
         return false;
     }
@@ -159,6 +159,12 @@ impl DeviceBlock {
         let ptr = unsafe { cu::malloc_sync(bytes.max(1).next_multiple_of(8)) }
             .map_err(|e| out_of_memory(op, g, bytes, &format!("the device ({})", describe(e))))?;
         Ok(DeviceBlock::foreign(g, ptr, bytes.max(1), stream, Box::new(Plain(ptr))))
+    }
+
+    /// Whether the block is outside kiln's memory statistics (a plain allocation for a CUDA
+    /// graph, or another library's memory).
+    pub(super) fn uncounted(&self) -> bool {
+        self.owner.is_some()
     }
 
     /// Makes `reader` wait for the writes queued on this block's stream before reading it, and
@@ -304,13 +310,16 @@ pub fn reset_peak_memory() {
     PEAK.store(ACTIVE.load(Ordering::Relaxed), Ordering::Relaxed);
 }
 
-/// Bytes the GPUs' pools keep for reuse.
+/// Bytes the GPUs' pools and kiln's small-block lists keep for reuse, and the buffers CUDA graphs
+/// of compiled plans hold between their launches.
 pub fn cache_memory() -> usize {
-    started_gpus().into_iter().map(cached_bytes).sum()
+    started_gpus().into_iter().map(cached_bytes).sum::<usize>() + super::graph::held_bytes()
 }
 
-/// Returns every GPU's cached memory to the device.
+/// Returns every GPU's cached memory to the device, releasing the CUDA graphs of compiled plans
+/// too (each plan records its graph again when called).
 pub fn clear_cache() {
+    super::graph::release_all();
     for g in started_gpus() {
         let _ = clear_gpu_cache(g);
     }

@@ -13,7 +13,7 @@ use super::libraries::{self, NVRTC};
 use crate::error::{Error, ErrorKind, Result};
 use cudarc::driver::{result as cu, sys};
 use cudarc::nvrtc::{result as rtc, sys as rtc_sys};
-use std::collections::HashMap;
+use crate::fast_hash::FastMap;
 use std::hash::Hash;
 use std::ffi::CString;
 use std::path::PathBuf;
@@ -208,7 +208,7 @@ pub fn handwritten_source(body: &str, definitions: &str) -> String {
 /// Kernels loaded so far, by a key of the caller's (what the source is printed from) and the GPU:
 /// a kernel found again costs one lookup, without printing its source.
 pub struct Loaded<K> {
-    functions: Mutex<Option<HashMap<(K, usize), Function>>>,
+    functions: Mutex<Option<FastMap<(K, usize), Function>>>,
     /// Whether the sources include the toolkit's headers (user kernels do; kiln's own do not).
     toolkit_headers: bool,
 }
@@ -234,12 +234,12 @@ impl<K: Hash + Eq> Loaded<K> {
     /// gives, built (or read from the disk cache) and loaded now.
     pub fn get(&self, op: &str, gpu: &Gpu, key: K, entry: &str, print: impl FnOnce() -> Result<String>) -> Result<Function> {
         let key = (key, gpu.ordinal);
-        if let Some(f) = self.functions.lock().unwrap().get_or_insert_with(HashMap::new).get(&key) {
+        if let Some(f) = self.functions.lock().unwrap().get_or_insert_with(FastMap::default).get(&key) {
             return Ok(*f);
         }
         let headers = if self.toolkit_headers { super::libraries::header_dirs() } else { &[] };
         let f = load(op, gpu, &print()?, entry, headers)?;
-        self.functions.lock().unwrap().get_or_insert_with(HashMap::new).insert(key, f);
+        self.functions.lock().unwrap().get_or_insert_with(FastMap::default).insert(key, f);
         Ok(f)
     }
 }

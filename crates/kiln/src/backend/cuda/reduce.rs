@@ -88,11 +88,10 @@ pub fn source(op: ReduceOp, input: Dtype, output: Dtype) -> String {
     format!("{PRELUDE}\n{}\n{BODY}", definitions(op, input, output))
 }
 
-/// Into how many parts, each folded by its own block, rows of `len` elements are split when
-/// there are `rows` of them: enough blocks to fill the GPU, each of at least 4096 elements.
+/// Into how many parts, each folded by its own block, `gpu` splits rows of `len` elements when
+/// there are `rows` of them ([`crate::fused::gpu_parts_per_row`], the rule fusion follows too).
 pub(super) fn parts_per_row(gpu: &Gpu, rows: usize, len: usize) -> usize {
-    let many_blocks = 8 * gpu.multiprocessors as usize;
-    if rows < many_blocks && len > 8192 { many_blocks.div_ceil(rows).min(len.div_ceil(4096)) } else { 1 }
+    crate::fused::gpu_parts_per_row(gpu.multiprocessors as usize, rows, len)
 }
 
 /// Threads per block for rows of `cols` elements: a warp for short rows, up to 256 for long ones.

@@ -5,7 +5,7 @@ use super::state::Constant;
 use crate::device::Device;
 use crate::dtype::Dtype;
 use crate::shape::{fmt_shape, Shape};
-use std::collections::HashMap;
+use crate::fast_hash::FastMap;
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -62,7 +62,7 @@ impl Signature {
 
 /// A bounded map that forgets its least recently used entry when full.
 pub(crate) struct Lru<K, V> {
-    map: HashMap<K, (Arc<V>, u64)>,
+    map: FastMap<K, (Arc<V>, u64)>,
     tick: u64,
     capacity: usize,
 }
@@ -70,7 +70,7 @@ pub(crate) struct Lru<K, V> {
 impl<K: Hash + Eq + Clone, V> Lru<K, V> {
     /// An empty cache of at most `capacity` entries (at least one).
     pub(crate) fn new(capacity: usize) -> Lru<K, V> {
-        Lru { map: HashMap::new(), tick: 0, capacity: capacity.max(1) }
+        Lru { map: FastMap::default(), tick: 0, capacity: capacity.max(1) }
     }
     /// The entry for `key`, marked as just used.
     pub(crate) fn get(&mut self, key: &K) -> Option<Arc<V>> {

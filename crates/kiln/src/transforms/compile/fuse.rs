@@ -57,7 +57,7 @@ pub(crate) struct Grouping {
 struct Building {
     space: Shape,
     reduced: usize,
-    /// Whether its rows are few and long on a GPU ([`Target::few_rows`]): the kernel then
+    /// Whether its rows are few and long on a GPU ([`crate::fused::fuses_split_rows`]): the kernel then
     /// folds each row over many blocks and finishes the rows in a second kernel, so the group
     /// keeps to one pass over the elements (nothing at element level uses a row value).
     split: bool,
@@ -129,22 +129,19 @@ fn trailing_reduction(op: &Op, in_shape: &[usize]) -> Option<usize> {
 /// Where a plan will run, as far as grouping cares.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Target {
-    /// On a GPU: a reduction with fewer rows than this, each of at least [`LONG_ROW`] elements,
-    /// fuses only into a group of one pass over the elements. A row kernel folds each row in one
-    /// block, which leaves most of the GPU idle when rows are few and long; a one-pass kernel
-    /// instead folds parts of each row in many blocks and finishes the rows (and the row
-    /// arithmetic after the fold) in a second kernel.
-    pub few_rows: Option<usize>,
+    /// On a GPU, its multiprocessors: a reduction of rows few and long for them
+    /// ([`crate::fused::fuses_split_rows`]) fuses only into a group of one pass over the
+    /// elements. A row kernel folds each row in one block, which leaves most of the GPU idle when
+    /// rows are few and long; a one-pass kernel instead folds parts of each row in many blocks and
+    /// finishes the rows (and the row arithmetic after the fold) in a second kernel.
+    pub gpu_multiprocessors: Option<usize>,
 }
-
-/// Row length from which [`Target::few_rows`] splits rows.
-const LONG_ROW: usize = 1 << 18;
 
 /// Whether a reduction of the last `k` axes of `shape` folds few long rows on `target`.
 fn split_rows(shape: &[usize], k: usize, target: Target) -> bool {
     let split = shape.len() - k;
     let (rows, len) = (shape[..split].iter().product::<usize>(), shape[split..].iter().product::<usize>());
-    target.few_rows.is_some_and(|few| rows < few && len >= LONG_ROW)
+    target.gpu_multiprocessors.is_some_and(|sms| crate::fused::fuses_split_rows(sms, rows, len))
 }
 
 /// Groups the tape's nodes (`enabled` false: every op alone, for the no_fuse mode) for `target`.

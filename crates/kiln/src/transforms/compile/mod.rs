@@ -163,15 +163,15 @@ pub(crate) fn log_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("KILN_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim() == "compile")))
 }
 
-/// What grouping needs to know of the current stream's device: on a GPU, below how many rows
-/// a long reduction is better split over blocks than fused (a quarter of its multiprocessors).
+/// What grouping needs to know of the current stream's device: on a GPU, its multiprocessors
+/// (which decide when a long reduction's rows are split over blocks).
 fn fuse_target() -> fuse::Target {
     let device = current_stream().device;
-    let few_rows = match device.kind {
-        crate::DeviceKind::Gpu => crate::backend::cuda::context::gpu("compile", device.index).ok().map(|g| g.multiprocessors as usize / 4),
+    let gpu_multiprocessors = match device.kind {
+        crate::DeviceKind::Gpu => crate::backend::cuda::context::gpu("compile", device.index).ok().map(|g| g.multiprocessors as usize),
         crate::DeviceKind::Cpu => None,
     };
-    fuse::Target { few_rows }
+    fuse::Target { gpu_multiprocessors }
 }
 
 /// A compiled function: call it like the function. Clones share one cache, which is freed with
@@ -254,8 +254,11 @@ pub fn compile_fn(f: fn(&[Array]) -> Result<Vec<Array>>) -> Compiled {
 /// inlined into that trace, so the transform sees its ops. Tracers outlive their trace in pending
 /// results (gradients, custom functions' outputs), so they only count while one runs.
 fn depends_on_trace(a: &Array, tracing: bool) -> bool {
+    if matches!(&*a.lock(), crate::array::State::Ready(_)) {
+        return false;
+    }
     let mut stack = vec![a.clone()];
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = crate::fast_hash::FastSet::default();
     while let Some(x) = stack.pop() {
         if !seen.insert(x.id()) {
             continue;
