@@ -60,6 +60,15 @@ fn async_eval(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
     evaluate(py, args, kiln::async_eval)
 }
 
+/// The DOT text of the graph computing `arrays`, with `names` for some of them (the body of
+/// `export_to_dot`, which flattens its trees and writes the file in Python).
+#[pyfunction]
+fn _to_dot(arrays: Vec<PyRef<'_, PyArray>>, names: Vec<(PyRef<'_, PyArray>, String)>) -> String {
+    let outputs: Vec<kiln::Array> = arrays.iter().map(|a| a.array.clone()).collect();
+    let names: Vec<(kiln::Array, String)> = names.iter().map(|(a, n)| (a.array.clone(), n.clone())).collect();
+    kiln::to_dot(&outputs, &names)
+}
+
 /// Runs `how` on the arrays found in `args`, without holding the GIL.
 fn evaluate(py: Python<'_>, args: &Bound<'_, PyTuple>, how: fn(&[&kiln::Array]) -> kiln::Result<()>) -> PyResult<()> {
     let mut arrays = Vec::new();
@@ -80,6 +89,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fast::register(m)?;
     m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add_function(wrap_pyfunction!(async_eval, m)?)?;
+    m.add_function(wrap_pyfunction!(_to_dot, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::asarray, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::from_dlpack, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

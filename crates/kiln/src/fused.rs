@@ -71,8 +71,21 @@ pub struct Kernel {
     pub outputs: Vec<usize>,
     /// Passes over each row (1 when no element value needs a reduction's result).
     pub passes: usize,
-    /// A backend's prepared form of the kernel, built on first run and kept with it.
-    pub lowered: std::sync::OnceLock<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+    /// Each backend's prepared form of the kernel, built on first run and kept with it.
+    pub lowered: Lowered,
+}
+
+/// A backend's prepared form of a kernel (its own type, behind `Any`).
+pub type Prepared = std::sync::OnceLock<std::sync::Arc<dyn std::any::Any + Send + Sync>>;
+
+/// Each backend's prepared form of a kernel: a compiled plan's kernels run on the CPU and on a
+/// GPU alike (whichever device a call's stream is on).
+#[derive(Default)]
+pub struct Lowered {
+    /// The CPU's schedule of the kernel.
+    pub cpu: Prepared,
+    /// The GPU's last loaded function for it.
+    pub gpu: Prepared,
 }
 
 impl fmt::Debug for Kernel {

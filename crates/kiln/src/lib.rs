@@ -17,6 +17,7 @@ pub mod backend;
 pub mod buffer;
 pub mod cuda_kernel;
 pub mod device;
+pub mod dot;
 pub mod dtype;
 pub mod error;
 pub mod external;
@@ -43,6 +44,7 @@ pub use buffer::{
 pub use device::{
     default_device, new_stream, set_default_device, synchronize, with_device, with_stream, Device, DeviceKind, Stream,
 };
+pub use dot::to_dot;
 pub use dtype::{promote_types, Dtype, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::random;

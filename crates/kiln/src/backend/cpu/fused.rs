@@ -280,7 +280,7 @@ fn to_compute<T: Compute>(v: T) -> T::C {
 
 /// The kernel's schedule, built on first use and kept with the kernel.
 fn program(k: &Kernel) -> Arc<Program> {
-    let any = k.lowered.get_or_init(|| Arc::new(Program::new(k)) as Arc<dyn std::any::Any + Send + Sync>);
+    let any = k.lowered.cpu.get_or_init(|| Arc::new(Program::new(k)) as Arc<dyn std::any::Any + Send + Sync>);
     any.clone().downcast::<Program>().expect("the CPU program of a kernel")
 }
 

@@ -160,15 +160,14 @@ fn function(op: &str, gpu: &Gpu, k: &Kernel, variant: &Variant) -> Result<nvrtc:
 }
 
 /// The variant a compiled plan's kernel last ran as, and its loaded function, kept with the
-/// kernel (in [`Kernel::lowered`]): a plan calls the same variant again and again, and finding it
+/// kernel (in its [`crate::fused::Lowered::gpu`]): a plan calls the same variant again and again, and finding it
 /// here skips the table's key copy and hash (a measurable part of a tiny compiled call).
 struct LastLoaded(Mutex<Option<(usize, Variant, nvrtc::Function)>>);
 
 /// [`function`] for a compiled plan's kernel, which keeps the last one it loaded.
 fn compiled_function(op: &str, gpu: &Gpu, k: &Kernel, variant: &Variant) -> Result<nvrtc::Function> {
-    let kept = k.lowered.get_or_init(|| Arc::new(LastLoaded(Mutex::new(None))) as Arc<dyn Any + Send + Sync>);
-    // A kernel lowered by another backend first keeps nothing here.
-    let Some(last) = kept.downcast_ref::<LastLoaded>() else { return function(op, gpu, k, variant) };
+    let kept = k.lowered.gpu.get_or_init(|| Arc::new(LastLoaded(Mutex::new(None))) as Arc<dyn Any + Send + Sync>);
+    let last = kept.downcast_ref::<LastLoaded>().expect("the GPU's slot holds what this function put there");
     if let Some((g, v, f)) = &*last.0.lock().unwrap() {
         if *g == gpu.ordinal && v == variant {
             return Ok(*f);
