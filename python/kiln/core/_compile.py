@@ -39,7 +39,11 @@ class _Shared:
         self.varying: set = set()
         self.results_by_layout: dict = {}
         self.flat_keys: dict = {}  # number of arguments -> key, for calls with arrays only
-        self.native = _core._Compiled(self._trace, shapeless)
+        # The native function holds the trace callback weakly: a bound method would make a cycle
+        # through the native object, which Python's collector cannot break, and the cache would
+        # outlive every compiled function using it.
+        shared = weakref.ref(self)
+        self.native = _core._Compiled(lambda arrays, constants: shared()._trace(arrays, constants), shapeless)
 
     def _trace(self, arrays: list, constants: list) -> list:
         key = constants[0]
@@ -94,18 +98,23 @@ def _weak(fun: Callable):
         return lambda: fun
 
 
+# Per function, per options: the cache its live compiled functions share. Both levels are weak,
+# as mlx's: an entry lives while the function does and while some compiled function of it is
+# alive, so compiling a function again after releasing every compiled one (on any thread) traces
+# it again.
 _registry: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _shared_for(fun: Callable, inputs: Any, outputs: Any, shapeless: bool) -> _Shared:
     options = (id(inputs), id(outputs), shapeless)
     try:
-        per_fun = _registry.setdefault(fun, {})
+        per_fun = _registry.setdefault(fun, weakref.WeakValueDictionary())
     except TypeError:
         return _Shared(fun, inputs, outputs, shapeless)
     shared = per_fun.get(options)
     if shared is None:
-        shared = per_fun[options] = _Shared(fun, inputs, outputs, shapeless)
+        shared = _Shared(fun, inputs, outputs, shapeless)
+        per_fun[options] = shared
     return shared
 
 
