@@ -31,18 +31,20 @@ def test_grad_matches_finite_differences(rng):
 
 
 def test_value_and_grad_over_pytrees_and_argnums():
-    params = {"w": mx.array([1.0, 2.0]), "b": [mx.array(0.5)], "name": "linear"}
+    params = {"w": mx.array([1.0, 2.0]), "b": [mx.array(0.5)]}
     x = mx.array([3.0, -1.0])
 
     def loss(p, x, scale=1.0):
-        assert p["name"] == "linear"
         return scale * mx.sum(p["w"] * x + p["b"][0]) ** 2, p["w"].sum()
 
     (value, aux), grads = mx.value_and_grad(loss)(params, x)
     s = 1.0 * 3 + 2.0 * -1 + 2 * 0.5  # the sum inside the square
     assert value.item() == pytest.approx(s**2)
     assert aux.item() == pytest.approx(3.0)
-    assert set(grads) == {"w", "b", "name"} and grads["name"] == "linear"
+    assert set(grads) == {"w", "b"}
+    # As in mlx, a differentiated tree holds arrays only (a float there is a missing mx.array).
+    with pytest.raises(ValueError, match="arrays or trees of arrays"):
+        mx.value_and_grad(loss)({**params, "name": "linear"}, x)
     np.testing.assert_allclose(np.array(grads["w"]), 2 * s * np.array([3.0, -1.0]))
     assert grads["b"][0].item() == pytest.approx(2 * s * 2)
 
@@ -148,3 +150,28 @@ def test_custom_function_uses_its_vjp():
 def test_stop_gradient():
     g = mx.grad(lambda x: mx.sum(x * mx.stop_gradient(x)))(mx.array([2.0, 3.0]))
     np.testing.assert_allclose(np.array(g), [2.0, 3.0])
+
+
+def test_grad_checks_its_arguments_and_result_as_mlx():
+    f = lambda x: (x * x).sum()
+    with pytest.raises(TypeError, match="argnums"):
+        mx.value_and_grad(f, (None, None))
+    with pytest.raises(ValueError, match="no argument"):
+        mx.value_and_grad(f, ())
+    with pytest.raises(ValueError, match="twice"):
+        mx.grad(f, argnums=(0, 0))
+    with pytest.raises(ValueError, match="negative"):
+        mx.grad(f, argnums=-1)
+    with pytest.raises(ValueError, match="out of range"):
+        mx.grad(f, argnums=2)(mx.array(2.0))
+    # The loss must be a 0-d array: a (1, 1) sum is not one.
+    with pytest.raises(ValueError, match="scalar"):
+        mx.grad(lambda x: mx.sum(x, keepdims=True))(mx.ones((2, 2)))
+    # grad takes no auxiliary values; value_and_grad returns them.
+    aux = lambda x: ((x * x).sum(), {"n": 3})
+    with pytest.raises(ValueError, match="grad: the function must return a scalar array, got a tuple"):
+        mx.grad(aux)(mx.ones((2,)))
+    (value, extra), g = mx.value_and_grad(aux)(mx.array([1.0, 2.0]))
+    assert value.item() == 5.0 and extra == {"n": 3} and g.tolist() == [2.0, 4.0]
+    with pytest.raises(ValueError, match="tuple whose first element is a str"):
+        mx.value_and_grad(lambda x: ("loss", x))(mx.ones((2,)))

@@ -60,31 +60,61 @@ def jvp(fun: Callable, primals: Sequence[array], tangents: Sequence[array]):
     return _core._jvp(flat, list(primals), list(tangents))
 
 
-def value_and_grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = None, argnames: Union[str, Sequence[str]] = ()):
-    """A function returning ``(value, grads)``: ``fun``'s result and its gradient with respect to
-    the positional arguments ``argnums`` (default 0 unless ``argnames`` is given) and the keyword
-    arguments ``argnames``. ``fun`` returns a scalar loss, or a tuple whose first element is one.
-    With ``argnames``, grads is ``(positional grads, {name: grad})``."""
+def _argument_numbers(argnums: Any, names: tuple, tag: str) -> tuple:
+    """``argnums`` as a tuple of distinct non-negative ints (mlx's rules), checked when the
+    transform is made."""
+    if argnums is None:
+        return () if names else (0,)
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    if not isinstance(nums, (list, tuple)) or not all(isinstance(n, int) for n in nums):
+        raise TypeError(f"{tag}: argnums must be an int or a sequence of ints, got {argnums!r}")
+    nums = tuple(nums)
+    if not nums and not names:
+        raise ValueError(f"{tag}: no argument to differentiate (argnums is empty and argnames is not given)")
+    if any(n < 0 for n in nums):
+        raise ValueError(f"{tag}: argnums must not be negative, got {argnums!r}")
+    if len(set(nums)) != len(nums):
+        raise ValueError(f"{tag}: argnums {argnums!r} names an argument twice")
+    return nums
+
+
+def _loss_of(out: Any, tag: str, scalar_only: bool) -> Any:
+    """Checks what the differentiated function returned: a scalar array (grad), or for
+    value_and_grad also a non-empty tuple whose first element is one (the rest are auxiliary
+    values, returned as they are)."""
+    first = out
+    if not isinstance(out, array):
+        if scalar_only or not isinstance(out, tuple) or not out or not isinstance(out[0], array):
+            wanted = "a scalar array" if scalar_only else "a scalar array, or a tuple whose first element is one"
+            got = f"a tuple whose first element is a {type(out[0]).__name__}" if isinstance(out, tuple) and out else f"a {type(out).__name__}"
+            raise ValueError(f"{tag}: the function must return {wanted}, got {got}")
+        first = out[0]
+    if first.ndim != 0:
+        raise ValueError(f"{tag}: the function must return a scalar (0-d) array to differentiate, got shape {first.shape}")
+    return out
+
+
+def _value_and_grad(fun: Callable, argnums: Any, argnames: Any, tag: str, scalar_only: bool) -> Callable:
     names = (argnames,) if isinstance(argnames, str) else tuple(argnames)
-    if argnums is None and not names:
-        argnums = 0
-    nums = () if argnums is None else ((argnums,) if isinstance(argnums, int) else tuple(argnums))
+    nums = _argument_numbers(argnums, names, tag)
     # As in mlx, one argument number gives its gradient alone, even when passed as a sequence.
     single = len(nums) == 1
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
         for n in nums:
-            if not -len(args) <= n < len(args):
-                raise ValueError(f"value_and_grad: argnums {n} is out of range for {len(args)} positional arguments")
+            if n >= len(args):
+                raise ValueError(f"{tag}: argnums {n} is out of range for {len(args)} positional arguments")
         for name in names:
             if name not in kwargs:
-                raise ValueError(f"value_and_grad: argname '{name}' was not passed as a keyword argument")
+                raise ValueError(f"{tag}: argname '{name}' was not passed as a keyword argument")
         # Only the differentiated arguments are flattened; the others reach `fun` unchanged
         # (a model passed alongside its parameters stays a model).
-        positions = [n % len(args) for n in nums]
+        positions = list(nums)
         selected = [args[i] for i in positions] + [kwargs[k] for k in names]
         leaves, treedef = flatten(selected)
+        if any(not isinstance(leaf, array) for _, leaf in _tree_leaves(selected)):
+            raise ValueError(f"{tag}: the differentiated arguments must be arrays or trees of arrays only")
 
         def call(xs):
             trees = treedef.unflatten(xs)
@@ -93,9 +123,9 @@ def value_and_grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = Non
                 a[i] = tree
             for tree, k in zip(trees[len(positions) :], names):
                 kw[k] = tree
-            return fun(*a, **kw)
+            return _loss_of(fun(*a, **kw), tag, scalar_only)
 
-        flat = _Flat(call, "value_and_grad: the function must return a scalar array (or a tuple starting with one)")
+        flat = _Flat(call, f"{tag}: the function must return a scalar array (or a tuple starting with one)")
         outs, grads = _core._value_and_grad(flat, leaves, list(range(len(leaves))))
         value = flat.rebuild(outs)
         trees = treedef.unflatten(grads)
@@ -109,9 +139,25 @@ def value_and_grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = Non
     return wrapper
 
 
+def _tree_leaves(tree: Any) -> list:
+    from kiln.utils import tree_flatten
+
+    return tree_flatten(tree)
+
+
+def value_and_grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = None, argnames: Union[str, Sequence[str]] = ()):
+    """A function returning ``(value, grads)``: ``fun``'s result and its gradient with respect to
+    the positional arguments ``argnums`` (default 0 unless ``argnames`` is given; distinct and
+    non-negative, as in mlx) and the keyword arguments ``argnames``. ``fun`` returns a scalar
+    loss, or a tuple whose first element is one (the rest are returned with it, undifferentiated).
+    With ``argnames``, grads is ``(positional grads, {name: grad})``."""
+    return _value_and_grad(fun, argnums, argnames, "value_and_grad", scalar_only=False)
+
+
 def grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = None, argnames: Union[str, Sequence[str]] = ()):
-    """A function returning the gradient of ``fun`` (see ``value_and_grad``)."""
-    vg = value_and_grad(fun, argnums, argnames)
+    """A function returning the gradient of ``fun``, which returns a scalar array (see
+    ``value_and_grad``, which also allows auxiliary values)."""
+    vg = _value_and_grad(fun, argnums, argnames, "grad", scalar_only=True)
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
