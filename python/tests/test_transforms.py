@@ -175,3 +175,18 @@ def test_grad_checks_its_arguments_and_result_as_mlx():
     assert value.item() == 5.0 and extra == {"n": 3} and g.tolist() == [2.0, 4.0]
     with pytest.raises(ValueError, match="tuple whose first element is a str"):
         mx.value_and_grad(lambda x: ("loss", x))(mx.ones((2,)))
+
+
+def test_vmap_axes_as_trees_and_one_entry_sequences():
+    tree = {"a": mx.array(np.arange(8.0).reshape(2, 4)), "b": (mx.ones((4, 2)), mx.full((4, 2), 2.0))}
+    fun = lambda t: (t["a"] + t["b"][0]) * t["b"][1]
+    # A dict of axes (not in a list) is the single argument's.
+    out = mx.vmap(fun, in_axes={"a": 0, "b": (1, 1)})(tree)
+    want = (np.arange(8.0).reshape(2, 4) + 1.0) * 2.0
+    np.testing.assert_array_equal(np.array(out), want)
+    with pytest.raises(ValueError, match="in_axes"):
+        mx.vmap(fun, in_axes={"a": 0, "c": 0})(tree)
+    # out_axes=(1,) for one output maps it to axis 1.
+    a, b = mx.array(np.arange(6.0).reshape(2, 3)), mx.array(np.ones((2, 2)))
+    out = mx.vmap(mx.matmul, in_axes=(1, None), out_axes=(1,))(a, b)
+    np.testing.assert_array_equal(np.array(out), np.stack([np.array(a)[:, i] @ np.ones((2, 2)) for i in range(3)], axis=1))

@@ -183,7 +183,9 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0):
 
     @functools.wraps(fun)
     def wrapper(*args):
-        spec = in_axes if not isinstance(in_axes, (int, type(None))) else [in_axes] * len(args)
+        # A list or tuple has an entry per argument; anything else (an int, None, a dict) is
+        # every argument's, as in mlx.
+        spec = in_axes if isinstance(in_axes, (list, tuple)) else [in_axes] * len(args)
         if isinstance(spec, (list, tuple)) and len(spec) != len(args):
             raise ValueError(f"vmap: in_axes has {len(spec)} entries for {len(args)} arguments")
         flat_axes = _axes_per_leaf(tuple(spec) if isinstance(spec, list) else spec, tuple(args), "in_axes")
@@ -193,7 +195,11 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0):
             return flat.rebuild(_core._vmap(flat, leaves, flat_axes, [out_axes]))
         outs = _core._vmap(flat, leaves, flat_axes, [0])
         tree = flat.rebuild(outs)
-        per_leaf = _axes_per_leaf(out_axes, tree, "out_axes")
+        spec_out = out_axes
+        if isinstance(out_axes, (list, tuple)) and len(out_axes) == 1 and not isinstance(tree, (list, tuple)):
+            # One output matched by a one-entry sequence, as mlx allows (out_axes=(1,)).
+            spec_out = out_axes[0]
+        per_leaf = _axes_per_leaf(spec_out, tree, "out_axes")
         if any(a is None for a in per_leaf):
             raise ValueError("vmap: None inside a pytree of out_axes is not supported; pass a single None")
         moved = [o if a == 0 else _core.moveaxis(o, 0, a) for o, a in zip(outs, per_leaf)]
