@@ -854,10 +854,12 @@ fn row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access() {
             let access = (0..k.inputs.len()).map(|j| if cached { accesses[2 * ((j + n) % 2)] } else { accesses[(j + n) % 3] }).collect();
             let (vector, per_thread) = if cached { (16 / k.inputs[0].size().max(4), n - 1) } else { (1, 0) };
             let whole = RowVariant { lead: 1 + n % 3, trail: 1 + n % 2, access, wide: n == 1, vector, per_thread, split: RowSplit::Whole };
-            // Kernels of one pass also split their rows (two kernels, without the row cache).
-            let splits: &[RowSplit] = if k.passes == 1 && !cached { &[RowSplit::Whole, RowSplit::Parts, RowSplit::Finish] } else { &[RowSplit::Whole] };
+            // Kernels of one pass also split their rows (two kernels, without the row cache; the
+            // parts read vectors where the cached variants do).
+            let splits: &[RowSplit] = if k.passes == 1 { &[RowSplit::Whole, RowSplit::Parts, RowSplit::Finish] } else { &[RowSplit::Whole] };
             for &split in splits {
-                let variant = RowVariant { split, ..whole.clone() };
+                let per_thread = if split == RowSplit::Whole { whole.per_thread } else { 0 };
+                let variant = RowVariant { split, per_thread, ..whole.clone() };
                 let text = row_source::rows(k, &variant).unwrap_or_else(|err| panic!("{}: {}", k.name, err.message));
                 nvrtc::build("test", &text, "sm_90a").unwrap_or_else(|err| panic!("{} {variant:?}: {}", k.name, err.message));
                 built += 1;
@@ -865,7 +867,7 @@ fn row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access() {
         }
     }
     let one_pass = kernels.iter().filter(|k| k.passes == 1).count();
-    assert_eq!(built, kernels.len() * 5 + one_pass * 3 * 2);
+    assert_eq!(built, kernels.len() * 5 + one_pass * 5 * 2);
 }
 
 /// A kernel of one load per input dtype and then `ops` over them, every result an output: one

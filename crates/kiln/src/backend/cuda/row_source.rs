@@ -73,8 +73,8 @@ pub struct RowVariant {
     pub access: Vec<RowAccess>,
     /// 64-bit indices.
     pub wide: bool,
-    /// Elements each thread reads per access with the row cache (16 bytes of the widest
-    /// dtype); 1 without it.
+    /// Elements each thread reads per access (16 bytes of the widest dtype) with the row cache
+    /// or in the parts of a split row; 1 otherwise.
     pub vector: usize,
     /// Vectors each thread keeps per input with the row cache; 0 for no row cache (every pass
     /// reads its inputs again, an element at a time).
@@ -153,7 +153,7 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
         "struct KParams {{ const void* in[{ni}]; void* out[{no}]; i64 rows; i64 len; i64 ldim[{l}]; i64 tdim[{t}]; i64 lst[{ni}][{l}]; i64 tst[{ni}][{t}];{} }};",
         if variant.split == RowSplit::Whole { "" } else { " void* work; i64 parts;" }
     );
-    if variant.per_thread > 0 {
+    if variant.vector > 1 {
         let vec = variant.vector;
         for j in loaded_contiguous(k, variant) {
             let _ = writeln!(s, "struct __align__({}) KIn{j} {{ {} e[{vec}]; }};", k.inputs[j].size() * vec, storage_type(k.inputs[j]));
@@ -171,7 +171,9 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
     if variant.split == RowSplit::Parts {
         let _ = writeln!(s, "  for ({idx} blk = blockIdx.x; blk < ({idx})p.rows * ({idx})p.parts; blk += gridDim.x) {{");
         let _ = writeln!(s, "    const {idx} row = blk / ({idx})p.parts, part = blk % ({idx})p.parts;");
-        let _ = writeln!(s, "    const {idx} chunk = (len + ({idx})p.parts - 1) / ({idx})p.parts, lo = part * chunk;");
+        // Parts are whole vectors long, so that every part's vectors stay aligned.
+        let vec = variant.vector;
+        let _ = writeln!(s, "    const {idx} chunk = ((len + ({idx})p.parts - 1) / ({idx})p.parts + {vec} - 1) / {vec} * {vec}, lo = part * chunk;");
         let _ = writeln!(s, "    const {idx} hi = lo + chunk < len ? lo + chunk : len;");
     } else {
         let _ = writeln!(s, "  for ({idx} row = blockIdx.x; row < ({idx})p.rows; row += gridDim.x) {{");
@@ -285,6 +287,30 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
                 let _ = writeln!(s, "        *(KOut{o}*)(({out}*)p.out[{o}] + row * len + e0) = r{o};");
             }
             s.push_str("      }\n    }\n");
+        } else if variant.split == RowSplit::Parts && vec > 1 {
+            // A part of a split row, a vector per thread at a time (rows are whole vectors).
+            let _ = writeln!(s, "    for ({idx} v = lo / {vec} + threadIdx.x; v < hi / {vec}; v += blockDim.x) {{");
+            let _ = writeln!(s, "      const {idx} e0 = v * {vec};");
+            for j in loaded_contiguous(k, variant) {
+                if schedule.iter().any(|&i| k.insts[i].op == InstOp::Load(j)) {
+                    let _ = writeln!(s, "      const KIn{j} w{j} = *(const KIn{j}*)((const {}*)p.in[{j}] + ro{j} + e0);", in_type(j));
+                }
+            }
+            for &(o, _) in &stores {
+                let _ = writeln!(s, "      KOut{o} r{o};");
+            }
+            let _ = writeln!(s, "      #pragma unroll\n      for (int q = 0; q < {vec}; q++) {{");
+            let read = |j: usize| match variant.access[j] {
+                RowAccess::Contiguous => format!("w{j}.e[q]"),
+                _ => row_read(j),
+            };
+            body(&mut s, "        ", &read, &|o, _, value| format!("r{o}.e[q] = {value};"))?;
+            s.push_str("      }\n");
+            for &(o, i) in &stores {
+                let out = storage_type(k.insts[i].dtype);
+                let _ = writeln!(s, "      *(KOut{o}*)(({out}*)p.out[{o}] + row * len + e0) = r{o};");
+            }
+            s.push_str("    }\n");
         } else {
             let (lo, hi) = if variant.split == RowSplit::Parts { ("lo + ", "hi") } else { ("", "len") };
             let _ = writeln!(s, "    for ({idx} e = {lo}threadIdx.x; e < {hi}; e += blockDim.x) {{");

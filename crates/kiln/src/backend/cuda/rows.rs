@@ -70,6 +70,8 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
             variant.vector = vector;
             variant.per_thread = per_thread;
         }
+    } else if let Some(vector) = vector_width(k, &variant, inputs, &addresses, &lst, len) {
+        variant.vector = vector;
     }
     let mut words: Vec<u64> = addresses;
     if inputs.is_empty() {
@@ -108,7 +110,7 @@ pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Inp
     let work = DeviceBlock::new(op, gpu, stream, folds * rows * parts * 8)?;
     words.extend([work.ptr, parts as u64]);
     launch(&mut words, &variant, rows * parts, block)?;
-    let finish = RowVariant { split: RowSplit::Finish, ..variant };
+    let finish = RowVariant { split: RowSplit::Finish, vector: 1, ..variant };
     launch(&mut words, &finish, rows, block_for(parts).min(row_source::ROW_BLOCK_MAX))?;
     Ok(buffers(blocks, &outputs, space, &row_shape))
 }
@@ -126,11 +128,19 @@ fn buffers(blocks: Vec<DeviceBlock>, outputs: &[(Dtype, bool)], space: &[usize],
         .collect()
 }
 
-/// The row cache's vector width and vectors per thread, where it applies: every input read at
-/// element level walks the row contiguously or is one value per row, the row is whole vectors of
-/// 16 bytes (of the widest dtype), every contiguous row starts aligned to its vector, and a
-/// block's threads hold the row in at most [`row_source::ROW_CACHE_VECTORS`] vectors each.
+/// The row cache's vector width and vectors per thread, where it applies: rows read a vector at a
+/// time ([`vector_width`]) and a block's threads hold the row in at most
+/// [`row_source::ROW_CACHE_VECTORS`] vectors each.
 fn row_cache(k: &Kernel, variant: &RowVariant, inputs: &[Input], addresses: &[u64], lead_strides: &[Vec<isize>], len: usize, block: u32) -> Option<(usize, usize)> {
+    let vector = vector_width(k, variant, inputs, addresses, lead_strides, len)?;
+    let per_thread = len.div_ceil(block as usize * vector);
+    (per_thread <= row_source::ROW_CACHE_VECTORS).then_some((vector, per_thread))
+}
+
+/// Elements per vector (16 bytes of the widest dtype) where rows can be read and written a
+/// vector at a time: every input read at element level walks the row contiguously or is one value
+/// per row, the row is whole vectors, and every contiguous row starts aligned to its vector.
+fn vector_width(k: &Kernel, variant: &RowVariant, inputs: &[Input], addresses: &[u64], lead_strides: &[Vec<isize>], len: usize) -> Option<usize> {
     if (0..inputs.len()).any(|j| variant.access[j] == RowAccess::Strided && row_source::read_per_element(k, j)) {
         return None;
     }
@@ -142,10 +152,9 @@ fn row_cache(k: &Kernel, variant: &RowVariant, inputs: &[Input], addresses: &[u6
         .max()
         .unwrap_or(1);
     let vector = 16 / widest;
-    let per_thread = len.div_ceil(block as usize * vector);
     let aligned = contiguous.iter().all(|&j| {
         let bytes = (inputs[j].dtype.size() * vector) as u64;
         addresses[j].is_multiple_of(bytes) && lead_strides[j].iter().all(|&s| s.unsigned_abs().is_multiple_of(vector))
     });
-    (len.is_multiple_of(vector) && aligned && per_thread <= row_source::ROW_CACHE_VECTORS).then_some((vector, per_thread))
+    (len.is_multiple_of(vector) && aligned).then_some(vector)
 }
