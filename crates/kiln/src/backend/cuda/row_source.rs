@@ -261,6 +261,25 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
             }
             Ok(())
         };
+        // The vector at element `e0` of the row, at `indent`: each lane's element values (lane `q`
+        // of a contiguous input read through `lane`), then the element outputs stored as vectors.
+        let vector_step = |s: &mut String, indent: &str, lane: &dyn Fn(usize) -> String| -> Result<()> {
+            for &(o, _) in &stores {
+                let _ = writeln!(s, "{indent}KOut{o} r{o};");
+            }
+            let _ = writeln!(s, "{indent}#pragma unroll\n{indent}for (int q = 0; q < {vec}; q++) {{");
+            let read = |j: usize| match variant.access[j] {
+                RowAccess::Contiguous => lane(j),
+                _ => row_read(j),
+            };
+            body(s, &format!("{indent}  "), &read, &|o, _, value| format!("r{o}.e[q] = {value};"))?;
+            let _ = writeln!(s, "{indent}}}");
+            for &(o, i) in &stores {
+                let out = storage_type(k.insts[i].dtype);
+                let _ = writeln!(s, "{indent}*(KOut{o}*)(({out}*)p.out[{o}] + row * len + e0) = r{o};");
+            }
+            Ok(())
+        };
         if cached {
             let _ = writeln!(s, "    #pragma unroll\n    for (int it = 0; it < {}; it++) {{", variant.per_thread);
             let _ = writeln!(s, "      const {idx} e0 = (({idx})it * blockDim.x + threadIdx.x) * {vec};");
@@ -272,20 +291,7 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
                     let _ = writeln!(s, "          #pragma unroll\n          for (int q = 0; q < {vec}; q++) c{j}[it * {vec} + q] = w.e[q]; }}");
                 }
             }
-            for &(o, _) in &stores {
-                let _ = writeln!(s, "        KOut{o} r{o};");
-            }
-            let _ = writeln!(s, "        #pragma unroll\n        for (int q = 0; q < {vec}; q++) {{");
-            let read = |j: usize| match variant.access[j] {
-                RowAccess::Contiguous => format!("c{j}[it * {vec} + q]"),
-                _ => row_read(j),
-            };
-            body(&mut s, "          ", &read, &|o, _, value| format!("r{o}.e[q] = {value};"))?;
-            s.push_str("        }\n");
-            for &(o, i) in &stores {
-                let out = storage_type(k.insts[i].dtype);
-                let _ = writeln!(s, "        *(KOut{o}*)(({out}*)p.out[{o}] + row * len + e0) = r{o};");
-            }
+            vector_step(&mut s, "        ", &|j| format!("c{j}[it * {vec} + q]"))?;
             s.push_str("      }\n    }\n");
         } else if variant.split == RowSplit::Parts && vec > 1 {
             // A part of a split row, a vector per thread at a time (rows are whole vectors).
@@ -296,20 +302,7 @@ pub fn rows(k: &Kernel, variant: &RowVariant) -> Result<String> {
                     let _ = writeln!(s, "      const KIn{j} w{j} = *(const KIn{j}*)((const {}*)p.in[{j}] + ro{j} + e0);", in_type(j));
                 }
             }
-            for &(o, _) in &stores {
-                let _ = writeln!(s, "      KOut{o} r{o};");
-            }
-            let _ = writeln!(s, "      #pragma unroll\n      for (int q = 0; q < {vec}; q++) {{");
-            let read = |j: usize| match variant.access[j] {
-                RowAccess::Contiguous => format!("w{j}.e[q]"),
-                _ => row_read(j),
-            };
-            body(&mut s, "        ", &read, &|o, _, value| format!("r{o}.e[q] = {value};"))?;
-            s.push_str("      }\n");
-            for &(o, i) in &stores {
-                let out = storage_type(k.insts[i].dtype);
-                let _ = writeln!(s, "      *(KOut{o}*)(({out}*)p.out[{o}] + row * len + e0) = r{o};");
-            }
+            vector_step(&mut s, "      ", &|j| format!("w{j}.e[q]"))?;
             s.push_str("    }\n");
         } else {
             let (lo, hi) = if variant.split == RowSplit::Parts { ("lo + ", "hi") } else { ("", "len") };
