@@ -87,6 +87,6 @@ mod tests {
         assert_ne!(bytes(&[1, 2]), bytes(&[1, 2, 0]));
         let mut map: FastMap<Vec<u8>, usize> = FastMap::default();
         map.insert(b"kernel".to_vec(), 7);
-        assert_eq!(map.get(&b"kernel".to_vec()), Some(&7));
+        assert_eq!(map.get(b"kernel".as_slice()), Some(&7));
     }
 }
