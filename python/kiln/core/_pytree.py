@@ -40,6 +40,20 @@ class Treedef:
         it = iter(leaves)
         return _build(self.node, it)
 
+    def has_constants(self) -> bool:
+        """Whether the tree had leaves other than arrays (which the differentiating transforms
+        refuse, as mlx does)."""
+        return _has_constants(self.node)
+
+
+def _has_constants(node) -> bool:
+    if node is _ARRAY:
+        return False
+    if node[0] == "const":
+        return True
+    children = node[2] if node[0] == "dict" else node[1]
+    return any(_has_constants(c) for c in children)
+
 
 def flatten(tree: Any) -> Tuple[List[array], Treedef]:
     """The array leaves of ``tree`` and its structure."""

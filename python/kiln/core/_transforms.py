@@ -113,7 +113,7 @@ def _value_and_grad(fun: Callable, argnums: Any, argnames: Any, tag: str, scalar
         positions = list(nums)
         selected = [args[i] for i in positions] + [kwargs[k] for k in names]
         leaves, treedef = flatten(selected)
-        if any(not isinstance(leaf, array) for _, leaf in _tree_leaves(selected)):
+        if treedef.has_constants():
             raise ValueError(f"{tag}: the differentiated arguments must be arrays or trees of arrays only")
 
         def call(xs):
@@ -137,12 +137,6 @@ def _value_and_grad(fun: Callable, argnums: Any, argnames: Any, tag: str, scalar
         return value, pos_grads
 
     return wrapper
-
-
-def _tree_leaves(tree: Any) -> list:
-    from kiln.utils import tree_flatten
-
-    return tree_flatten(tree)
 
 
 def value_and_grad(fun: Callable, argnums: Union[None, int, Sequence[int]] = None, argnames: Union[str, Sequence[str]] = ()):

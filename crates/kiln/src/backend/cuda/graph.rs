@@ -71,9 +71,8 @@ static GRAPHS: Mutex<Option<FastMap<u64, CudaGraph>>> = Mutex::new(None);
 /// The id of the next graph put in [`GRAPHS`].
 static NEXT_GRAPH: AtomicU64 = AtomicU64::new(0);
 
-/// Releases every plan's graph (for `clear_cache`); plans record theirs again when called. A
-/// graph being launched right now (the registry busy) is left, as is everything while a thread
-/// records a graph (a release would end its recording).
+/// Releases every plan's graph (for `clear_cache`); plans record theirs again when called. While
+/// a graph is being launched (the registry busy), nothing is released.
 pub(super) fn release_all() {
     let released: Vec<CudaGraph> = match GRAPHS.try_lock() {
         Ok(mut graphs) => graphs.as_mut().map(|m| m.drain().map(|(_, g)| g).collect()).unwrap_or_default(),
