@@ -2,6 +2,7 @@
 //! arguments (naming the op, shapes and dtypes in errors), apply type promotion, and build graph
 //! nodes; nothing is computed until evaluation.
 
+pub mod conv;
 pub mod creation;
 pub mod elementwise;
 pub mod index;
@@ -11,6 +12,7 @@ pub mod reduce;
 pub mod shape;
 pub mod sort;
 
+pub use conv::*;
 pub use creation::*;
 pub use elementwise::*;
 pub use index::*;

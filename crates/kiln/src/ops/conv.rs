@@ -1,0 +1,305 @@
+//! Convolutions: mlx's `conv_general` and the 1-3d forms built on it, transposed ones included.
+//!
+//! Layouts are mlx's: input `(N, spatial..., C_in)`, weight `(C_out, kernel..., C_in / groups)`,
+//! output `(N, out..., C_out)`. A convolution is a composition of ops that already exist: the input
+//! is dilated and padded, its windows are taken by strided slices (one per kernel position) and
+//! stacked into patches, and one matrix product per group contracts the patches with the weight.
+//! So autodiff, vmap, compile and the GPU come from those ops' own rules, and the contraction runs
+//! on each device's tuned GEMM.
+
+use super::index::{concatenate, flip, pad};
+use super::linalg::matmul;
+use super::shape::{expand_dims, reshape, slice, transpose, SliceSpec};
+use super::{promote_pair, AsArray};
+use crate::array::Array;
+use crate::error::{Error, Result};
+use crate::shape::fmt_shape;
+
+/// The settings of [`conv_general`]. Each per-axis list holds one value per spatial axis, or one
+/// value for all of them; an empty list means the default.
+#[derive(Clone, Debug)]
+pub struct ConvParams {
+    /// Step between windows (default 1).
+    pub stride: Vec<i64>,
+    /// Zeros added before each spatial axis (default 0); negative values crop instead.
+    pub padding_lo: Vec<i64>,
+    /// Zeros added after each spatial axis (default 0); negative values crop instead.
+    pub padding_hi: Vec<i64>,
+    /// Spacing between kernel taps (default 1).
+    pub kernel_dilation: Vec<i64>,
+    /// Spacing between input elements, with zeros between them (default 1; transposed
+    /// convolutions use their stride here).
+    pub input_dilation: Vec<i64>,
+    /// Channel groups: input and output channels split into this many independent convolutions.
+    pub groups: i64,
+    /// Correlate with the kernel flipped along its spatial axes (a true convolution).
+    pub flip: bool,
+}
+
+impl Default for ConvParams {
+    fn default() -> ConvParams {
+        ConvParams {
+            stride: vec![],
+            padding_lo: vec![],
+            padding_hi: vec![],
+            kernel_dilation: vec![],
+            input_dilation: vec![],
+            groups: 1,
+            flip: false,
+        }
+    }
+}
+
+/// One value per spatial axis from a list of none (`default`), one, or `d` values.
+fn per_axis(name: &str, values: &[i64], d: usize, default: i64) -> Result<Vec<i64>> {
+    match values.len() {
+        0 => Ok(vec![default; d]),
+        1 => Ok(vec![values[0]; d]),
+        n if n == d => Ok(values.to_vec()),
+        _ => Err(Error::value("conv", format!("{name} {values:?} does not fit a {d}D convolution: give one value or {d}"))),
+    }
+}
+
+/// `x` with `(size - 1) * (factor - 1)` zeros between the elements of `axis` (none after the last).
+fn dilate_axis(x: &Array, axis: usize, factor: i64) -> Result<Array> {
+    let size = x.shape()[axis] as i64;
+    if factor == 1 || size <= 1 {
+        return Ok(x.clone());
+    }
+    let spread = expand_dims(x, &[axis as i64 + 1])?;
+    let mut widths = vec![(0usize, 0usize); spread.ndim()];
+    widths[axis + 1] = (0, factor as usize - 1);
+    let spread = pad(&spread, &widths, 0.0)?;
+    let mut merged: Vec<i64> = x.shape().iter().map(|&s| s as i64).collect();
+    merged[axis] = size * factor;
+    let merged = reshape(&spread, &merged)?;
+    let mut specs = vec![SliceSpec::ALL; x.ndim()];
+    specs[axis] = SliceSpec::range(0, (size - 1) * factor + 1);
+    slice(&merged, &specs)
+}
+
+/// `x` with `lo` and `hi` zeros added around spatial axis `axis` (cropped where negative).
+fn pad_axis(x: &Array, axis: usize, lo: i64, hi: i64) -> Result<Array> {
+    let size = x.shape()[axis] as i64;
+    let mut specs = vec![SliceSpec::ALL; x.ndim()];
+    specs[axis] = SliceSpec::range((-lo).max(0), size - (-hi).max(0));
+    let cropped = if lo < 0 || hi < 0 { slice(x, &specs)? } else { x.clone() };
+    if lo <= 0 && hi <= 0 {
+        return Ok(cropped);
+    }
+    let mut widths = vec![(0usize, 0usize); x.ndim()];
+    widths[axis] = (lo.max(0) as usize, hi.max(0) as usize);
+    pad(&cropped, &widths, 0.0)
+}
+
+/// The row-major multi-indices of every kernel position.
+fn kernel_positions(kernel: &[usize]) -> Vec<Vec<usize>> {
+    let mut out = vec![vec![]];
+    for &k in kernel {
+        out = out.into_iter().flat_map(|p| (0..k).map(move |i| [p.clone(), vec![i]].concat())).collect();
+    }
+    out
+}
+
+/// A general convolution (mlx's `conv_general`): `input` `(N, spatial..., C_in)` with `weight`
+/// `(C_out, kernel..., C_in / groups)`, 1 to 3 spatial axes, float inputs; see [`ConvParams`].
+pub fn conv_general(input: impl AsArray, weight: impl AsArray, p: &ConvParams) -> Result<Array> {
+    let (x, w) = (input.as_array(), weight.as_array());
+    let nd = x.ndim();
+    if !(3..=5).contains(&nd) {
+        return Err(Error::shape(
+            "conv",
+            format!(
+                "the input must have 1 to 3 spatial axes, as (N, ..., C_in); got shape {}",
+                fmt_shape(x.shape())
+            ),
+        ));
+    }
+    let d = nd - 2;
+    if w.ndim() != nd {
+        return Err(Error::shape(
+            "conv",
+            format!(
+                "a {d}D convolution needs a weight of {nd} dimensions, (C_out, ..., C_in); got weight {} for input {}",
+                fmt_shape(w.shape()),
+                fmt_shape(x.shape())
+            ),
+        ));
+    }
+    if !x.dtype().is_float() {
+        return Err(Error::dtype(
+            "conv",
+            format!("the input must be floating point, got {}; convert it with astype", x.dtype()),
+        ));
+    }
+    let groups = p.groups;
+    let (c_in, c_out, c_group) = (x.shape()[d + 1], w.shape()[0], w.shape()[d + 1]);
+    if groups < 1 {
+        return Err(Error::value("conv", format!("groups must be positive, got {groups}")));
+    }
+    let g = groups as usize;
+    if c_in % g != 0 || c_out % g != 0 || c_in != g * c_group {
+        return Err(Error::shape(
+            "conv",
+            format!(
+                "with groups={g} the input channels ({c_in}) must equal groups times the weight's last axis, and the \
+                 output channels ({c_out}) must divide by groups; got input {} and weight {}",
+                fmt_shape(x.shape()),
+                fmt_shape(w.shape())
+            ),
+        ));
+    }
+    let stride = per_axis("stride", &p.stride, d, 1)?;
+    let lo = per_axis("padding", &p.padding_lo, d, 0)?;
+    let hi = per_axis("padding", &p.padding_hi, d, 0)?;
+    let kdil = per_axis("kernel dilation", &p.kernel_dilation, d, 1)?;
+    let idil = per_axis("input dilation", &p.input_dilation, d, 1)?;
+    for (name, v) in [("stride", &stride), ("kernel dilation", &kdil), ("input dilation", &idil)] {
+        if v.iter().any(|&s| s < 1) {
+            return Err(Error::value("conv", format!("{name} must be positive, got {v:?}")));
+        }
+    }
+    if w.shape()[1..=d].contains(&0) {
+        return Err(Error::shape("conv", format!("the kernel's spatial sizes must be positive; got weight {}", fmt_shape(w.shape()))));
+    }
+    let (x, w) = promote_pair(&x, &w)?;
+    // The input dilated, then padded or cropped.
+    let mut xs = x;
+    for a in 0..d {
+        xs = dilate_axis(&xs, a + 1, idil[a])?;
+    }
+    let mut out_dims = Vec::with_capacity(d);
+    for a in 0..d {
+        let dilated = xs.shape()[a + 1] as i64;
+        let span = (w.shape()[a + 1] as i64 - 1) * kdil[a] + 1;
+        let room = dilated + lo[a] + hi[a] - span;
+        if room < 0 || dilated + lo[a].min(0) + hi[a].min(0) < 0 {
+            return Err(Error::shape(
+                "conv",
+                format!(
+                    "spatial axis {a} of the input ({}, after dilation and padding {} + {}) is smaller than the \
+                     kernel's extent ({span}); input {}, weight {}",
+                    dilated + lo[a] + hi[a],
+                    lo[a],
+                    hi[a],
+                    fmt_shape(xs.shape()),
+                    fmt_shape(w.shape())
+                ),
+            ));
+        }
+        out_dims.push((room / stride[a] + 1) as usize);
+        xs = pad_axis(&xs, a + 1, lo[a], hi[a])?;
+    }
+    let w = if p.flip { flip(&w, Some(&(1..=d as i64).collect::<Vec<_>>()))? } else { w };
+    // One strided window of the input per kernel position, stacked: (N, out..., taps, C_in).
+    let kernel: Vec<usize> = w.shape()[1..=d].to_vec();
+    let windows: Vec<Array> = kernel_positions(&kernel)
+        .iter()
+        .map(|k| {
+            let mut specs = vec![SliceSpec::ALL; nd];
+            for a in 0..d {
+                let start = k[a] as i64 * kdil[a];
+                specs[a + 1] = SliceSpec { start: Some(start), stop: Some(start + (out_dims[a] as i64 - 1) * stride[a] + 1), step: stride[a] };
+            }
+            expand_dims(slice(&xs, &specs)?, &[d as i64 + 1])
+        })
+        .collect::<Result<_>>()?;
+    let patches = if windows.len() == 1 { windows[0].clone() } else { concatenate(&windows, d as i64 + 1)? };
+    let (n, taps) = (patches.shape()[0] as i64, kernel.iter().product::<usize>() as i64);
+    let m = n * out_dims.iter().product::<usize>() as i64;
+    let (gi, cg, co) = (g as i64, c_group as i64, (c_out / g) as i64);
+    // Per group: (M, taps * C_group) @ (taps * C_group, C_out / groups).
+    let lhs = transpose(reshape(&patches, &[m, taps, gi, cg])?, Some(&[2, 0, 1, 3]))?;
+    let lhs = reshape(&lhs, &[gi, m, taps * cg])?;
+    let rhs = transpose(reshape(&w, &[gi, co, taps * cg])?, Some(&[0, 2, 1]))?;
+    let product = transpose(matmul(&lhs, &rhs)?, Some(&[1, 0, 2]))?;
+    let mut shape = vec![n];
+    shape.extend(out_dims.iter().map(|&o| o as i64));
+    shape.push(c_out as i64);
+    reshape(&product, &shape)
+}
+
+/// A convolution over 1, 2 or 3 spatial axes (mlx's `conv1d`/`conv2d`/`conv3d`, by the rank of
+/// `input`): `stride`, `padding` and `dilation` hold one value per spatial axis or one for all.
+pub fn conv(input: impl AsArray, weight: impl AsArray, stride: &[i64], padding: &[i64], dilation: &[i64], groups: i64) -> Result<Array> {
+    let params = ConvParams {
+        stride: stride.to_vec(),
+        padding_lo: padding.to_vec(),
+        padding_hi: padding.to_vec(),
+        kernel_dilation: dilation.to_vec(),
+        groups,
+        ..ConvParams::default()
+    };
+    conv_general(input, weight, &params)
+}
+
+/// A transposed convolution (the gradient of [`conv`] with respect to its input, mlx's
+/// `conv_transpose1d/2d/3d`): `output_padding` adds that many rows at the end of each output axis.
+pub fn conv_transpose(
+    input: impl AsArray,
+    weight: impl AsArray,
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    output_padding: &[i64],
+    groups: i64,
+) -> Result<Array> {
+    let (x, w) = (input.as_array(), weight.as_array());
+    if x.ndim() < 3 || w.ndim() != x.ndim() {
+        // conv_general names the problem.
+        return conv_general(&x, &w, &ConvParams::default()).map_err(|e| e.in_op("conv_transpose"));
+    }
+    let d = x.ndim() - 2;
+    let stride = per_axis("stride", stride, d, 1)?;
+    let padding = per_axis("padding", padding, d, 0)?;
+    let dilation = per_axis("dilation", dilation, d, 1)?;
+    let output_padding = per_axis("output padding", output_padding, d, 0)?;
+    let (mut lo, mut hi) = (vec![], vec![]);
+    for a in 0..d {
+        let span = dilation[a] * (w.shape()[a + 1] as i64 - 1) + 1;
+        lo.push(span - padding[a] - 1);
+        hi.push(span - padding[a] - 1 + output_padding[a]);
+    }
+    let params = ConvParams {
+        stride: vec![1],
+        padding_lo: lo,
+        padding_hi: hi,
+        kernel_dilation: dilation,
+        input_dilation: stride,
+        groups,
+        flip: true,
+    };
+    conv_general(&x, &w, &params)
+}
+
+/// Which part of the full convolution [`convolve`] returns (numpy's modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvolveMode {
+    /// Every overlap: length `M + N - 1`.
+    Full,
+    /// The middle of the full result, as long as the longer input.
+    Same,
+    /// Only where the shorter input lies wholly inside the longer: length `max - min + 1`.
+    Valid,
+}
+
+/// numpy's `convolve` of two 1-D float arrays: the shorter one flipped and slid over the longer.
+pub fn convolve(a: impl AsArray, v: impl AsArray, mode: ConvolveMode) -> Result<Array> {
+    let (a, v) = (a.as_array(), v.as_array());
+    if a.ndim() != 1 || v.ndim() != 1 || a.size() == 0 || v.size() == 0 {
+        return Err(Error::shape(
+            "convolve",
+            format!("both inputs must be 1-D and non-empty; got shapes {} and {}", fmt_shape(a.shape()), fmt_shape(v.shape())),
+        ));
+    }
+    let (long, short) = if v.size() > a.size() { (v, a) } else { (a, v) };
+    let (m, n) = (long.size() as i64, short.size() as i64);
+    let (lo, hi) = match mode {
+        ConvolveMode::Full => (n - 1, n - 1),
+        ConvolveMode::Same => (n - 1 - (n - 1) / 2, (n - 1) / 2),
+        ConvolveMode::Valid => (0, 0),
+    };
+    let params = ConvParams { padding_lo: vec![lo], padding_hi: vec![hi], flip: true, ..ConvParams::default() };
+    let out = conv_general(reshape(&long, &[1, m, 1])?, reshape(&short, &[1, n, 1])?, &params).map_err(|e| e.in_op("convolve"))?;
+    reshape(&out, &[-1])
+}
