@@ -292,10 +292,10 @@ fn compiled_and_vmapped_conv_equal_eager() {
     assert_close(&compiled[0].to_f64_vec().unwrap(), &eager[0].to_f64_vec().unwrap(), 1e-12, 1e-12, "compiled conv");
     // vmap over a leading axis of the input: each slice convolved alone.
     let batched = kiln::vmap(f, &[Some(0), None], &[Some(0)])(&[x.clone(), w.clone()]).unwrap();
-    for i in 0..3 {
-        let xi = ops::take(&x, Array::from_slice(&[i as i32], &[]).unwrap(), Some(0)).unwrap();
+    for i in 0..3i32 {
+        let xi = ops::take(&x, Array::from_slice(&[i], &[]).unwrap(), Some(0)).unwrap();
         let want = f(&[xi, w.clone()]).unwrap()[0].to_f64_vec().unwrap();
-        let got = ops::take(&batched[0], Array::from_slice(&[i as i32], &[]).unwrap(), Some(0)).unwrap();
+        let got = ops::take(&batched[0], Array::from_slice(&[i], &[]).unwrap(), Some(0)).unwrap();
         assert_close(&got.to_f64_vec().unwrap(), &want, 1e-12, 1e-12, "vmapped conv");
     }
 }

@@ -2,6 +2,7 @@
 //! op takes `stream=` (a stream, a device or a device type) and turns kiln errors into
 //! `ValueError`s. One file per family, mirroring `kiln::ops`.
 
+pub mod conv;
 pub mod creation;
 pub mod linalg;
 pub mod math;
@@ -80,6 +81,7 @@ impl Axes {
 /// Adds every op to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     math::register(m)?;
+    conv::register(m)?;
     reduce::register(m)?;
     shape::register(m)?;
     creation::register(m)?;

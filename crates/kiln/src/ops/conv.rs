@@ -165,8 +165,8 @@ pub fn conv_general(input: impl AsArray, weight: impl AsArray, p: &ConvParams) -
     let (x, w) = promote_pair(&x, &w)?;
     // The input dilated, then padded or cropped.
     let mut xs = x;
-    for a in 0..d {
-        xs = dilate_axis(&xs, a + 1, idil[a])?;
+    for (a, &factor) in idil.iter().enumerate() {
+        xs = dilate_axis(&xs, a + 1, factor)?;
     }
     let mut out_dims = Vec::with_capacity(d);
     for a in 0..d {
