@@ -33,6 +33,7 @@ class _Conv(Module):
         bias: bool = True,
         output_padding=0,
     ):
+        # (output_padding is the transposed layers' own argument; see _ConvTranspose.)
         super().__init__()
         if in_channels % groups != 0:
             raise ValueError(
@@ -74,11 +75,19 @@ class _Conv(Module):
         return y
 
 
+class _ConvTranspose(_Conv):
+    """A transposed convolution over ``_dims`` spatial axes, with mlx's argument order."""
+
+    _transposed = True
+
+    def __init__(
+        self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, output_padding=0, bias=True, groups=1
+    ):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, output_padding)
+
+
 class Conv1d(_Conv):
     """1-D convolution over ``(N, L, C_in)`` inputs."""
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
 
 
 class Conv2d(_Conv):
@@ -86,49 +95,24 @@ class Conv2d(_Conv):
 
     _dims = 2
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
-
 
 class Conv3d(_Conv):
     """3-D convolution over ``(N, D, H, W, C_in)`` inputs."""
 
     _dims = 3
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
 
-
-class ConvTranspose1d(_Conv):
+class ConvTranspose1d(_ConvTranspose):
     """1-D transposed convolution over ``(N, L, C_in)`` inputs."""
 
-    _transposed = True
 
-    def __init__(
-        self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, output_padding=0, bias=True, groups=1
-    ):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, output_padding)
-
-
-class ConvTranspose2d(_Conv):
+class ConvTranspose2d(_ConvTranspose):
     """2-D transposed convolution over ``(N, H, W, C_in)`` inputs."""
 
     _dims = 2
-    _transposed = True
-
-    def __init__(
-        self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, output_padding=0, bias=True, groups=1
-    ):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, output_padding)
 
 
-class ConvTranspose3d(_Conv):
+class ConvTranspose3d(_ConvTranspose):
     """3-D transposed convolution over ``(N, D, H, W, C_in)`` inputs."""
 
     _dims = 3
-    _transposed = True
-
-    def __init__(
-        self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, output_padding=0, bias=True, groups=1
-    ):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, output_padding)

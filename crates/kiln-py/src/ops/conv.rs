@@ -35,7 +35,8 @@ impl Spatial {
     }
 }
 
-/// A convolution over `d` spatial axes (the body of `conv1d`, `conv2d` and `conv3d`).
+/// A convolution over `d` spatial axes, transposed when `output_padding` is given (the body of
+/// `conv1d/2d/3d` and `conv_transpose1d/2d/3d`).
 #[allow(clippy::too_many_arguments)]
 fn conv_nd(
     op: &str,
@@ -45,138 +46,76 @@ fn conv_nd(
     stride: Spatial,
     padding: Spatial,
     dilation: Spatial,
+    output_padding: Option<Spatial>,
     groups: i64,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
     let (stride, padding) = (stride.of("stride", op, d)?, padding.of("padding", op, d)?);
     let dilation = dilation.of("dilation", op, d)?;
-    on(stream.as_ref(), || ops::conv(&input.0, &weight.0, &stride, &padding, &dilation, groups).map_err(|e| e.in_op(op)))
-        .map(PyArray::from)
-}
-
-/// A transposed convolution over `d` spatial axes (the body of `conv_transpose1d/2d/3d`).
-#[allow(clippy::too_many_arguments)]
-fn conv_transpose_nd(
-    op: &str,
-    d: usize,
-    input: Operand,
-    weight: Operand,
-    stride: Spatial,
-    padding: Spatial,
-    dilation: Spatial,
-    output_padding: Spatial,
-    groups: i64,
-    stream: Option<StreamOrDevice>,
-) -> PyResult<PyArray> {
-    let (stride, padding) = (stride.of("stride", op, d)?, padding.of("padding", op, d)?);
-    let (dilation, output_padding) =
-        (dilation.of("dilation", op, d)?, output_padding.of("output_padding", op, d)?);
+    let output_padding = output_padding.map(|o| o.of("output_padding", op, d)).transpose()?;
     on(stream.as_ref(), || {
-        ops::conv_transpose(&input.0, &weight.0, &stride, &padding, &dilation, &output_padding, groups)
-            .map_err(|e| e.in_op(op))
+        match &output_padding {
+            None => ops::conv(&input.0, &weight.0, &stride, &padding, &dilation, groups),
+            Some(extra) => ops::conv_transpose(&input.0, &weight.0, &stride, &padding, &dilation, extra, groups),
+        }
+        .map_err(|e| e.in_op(op))
     })
     .map(PyArray::from)
 }
 
-/// 1D convolution of `input` (N, L, C_in) with `weight` (C_out, K, C_in / groups).
-#[pyfunction]
-#[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), groups = 1, *, stream = None))]
-#[allow(clippy::too_many_arguments)]
-pub fn conv1d(
-    input: Operand,
-    weight: Operand,
-    stride: Spatial,
-    padding: Spatial,
-    dilation: Spatial,
-    groups: i64,
-    stream: Option<StreamOrDevice>,
-) -> PyResult<PyArray> {
-    conv_nd("conv1d", 1, input, weight, stride, padding, dilation, groups, stream)
+/// Defines a convolution over a fixed number of spatial axes (`conv1d`, `conv2d`, `conv3d`).
+macro_rules! conv_fn {
+    ($name:ident, $d:literal, $doc:literal) => {
+        #[doc = $doc]
+        #[pyfunction]
+        #[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), groups = 1, *, stream = None))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            input: Operand,
+            weight: Operand,
+            stride: Spatial,
+            padding: Spatial,
+            dilation: Spatial,
+            groups: i64,
+            stream: Option<StreamOrDevice>,
+        ) -> PyResult<PyArray> {
+            conv_nd(stringify!($name), $d, input, weight, stride, padding, dilation, None, groups, stream)
+        }
+    };
 }
 
-/// 2D convolution of `input` (N, H, W, C_in) with `weight` (C_out, KH, KW, C_in / groups).
-#[pyfunction]
-#[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), groups = 1, *, stream = None))]
-#[allow(clippy::too_many_arguments)]
-pub fn conv2d(
-    input: Operand,
-    weight: Operand,
-    stride: Spatial,
-    padding: Spatial,
-    dilation: Spatial,
-    groups: i64,
-    stream: Option<StreamOrDevice>,
-) -> PyResult<PyArray> {
-    conv_nd("conv2d", 2, input, weight, stride, padding, dilation, groups, stream)
+/// Defines a transposed convolution over a fixed number of spatial axes.
+macro_rules! conv_transpose_fn {
+    ($name:ident, $d:literal, $doc:literal) => {
+        #[doc = $doc]
+        #[pyfunction]
+        #[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), output_padding = Spatial(vec![0]), groups = 1, *, stream = None))]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            input: Operand,
+            weight: Operand,
+            stride: Spatial,
+            padding: Spatial,
+            dilation: Spatial,
+            output_padding: Spatial,
+            groups: i64,
+            stream: Option<StreamOrDevice>,
+        ) -> PyResult<PyArray> {
+            conv_nd(stringify!($name), $d, input, weight, stride, padding, dilation, Some(output_padding), groups, stream)
+        }
+    };
 }
 
-/// 3D convolution of `input` (N, D, H, W, C_in) with `weight` (C_out, KD, KH, KW, C_in / groups).
-#[pyfunction]
-#[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), groups = 1, *, stream = None))]
-#[allow(clippy::too_many_arguments)]
-pub fn conv3d(
-    input: Operand,
-    weight: Operand,
-    stride: Spatial,
-    padding: Spatial,
-    dilation: Spatial,
-    groups: i64,
-    stream: Option<StreamOrDevice>,
-) -> PyResult<PyArray> {
-    conv_nd("conv3d", 3, input, weight, stride, padding, dilation, groups, stream)
-}
-
-/// 1D transposed convolution of `input` (N, L, C_in) with `weight` (C_out, K, C_in / groups).
-#[pyfunction]
-#[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), output_padding = Spatial(vec![0]), groups = 1, *, stream = None))]
-#[allow(clippy::too_many_arguments)]
-pub fn conv_transpose1d(
-    input: Operand,
-    weight: Operand,
-    stride: Spatial,
-    padding: Spatial,
-    dilation: Spatial,
-    output_padding: Spatial,
-    groups: i64,
-    stream: Option<StreamOrDevice>,
-) -> PyResult<PyArray> {
-    conv_transpose_nd("conv_transpose1d", 1, input, weight, stride, padding, dilation, output_padding, groups, stream)
-}
-
-/// 2D transposed convolution of `input` (N, H, W, C_in) with `weight` (C_out, KH, KW, C_in / groups).
-#[pyfunction]
-#[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), output_padding = Spatial(vec![0]), groups = 1, *, stream = None))]
-#[allow(clippy::too_many_arguments)]
-pub fn conv_transpose2d(
-    input: Operand,
-    weight: Operand,
-    stride: Spatial,
-    padding: Spatial,
-    dilation: Spatial,
-    output_padding: Spatial,
-    groups: i64,
-    stream: Option<StreamOrDevice>,
-) -> PyResult<PyArray> {
-    conv_transpose_nd("conv_transpose2d", 2, input, weight, stride, padding, dilation, output_padding, groups, stream)
-}
-
-/// 3D transposed convolution of `input` (N, D, H, W, C_in) with `weight` (C_out, KD, KH, KW,
-/// C_in / groups).
-#[pyfunction]
-#[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), output_padding = Spatial(vec![0]), groups = 1, *, stream = None))]
-#[allow(clippy::too_many_arguments)]
-pub fn conv_transpose3d(
-    input: Operand,
-    weight: Operand,
-    stride: Spatial,
-    padding: Spatial,
-    dilation: Spatial,
-    output_padding: Spatial,
-    groups: i64,
-    stream: Option<StreamOrDevice>,
-) -> PyResult<PyArray> {
-    conv_transpose_nd("conv_transpose3d", 3, input, weight, stride, padding, dilation, output_padding, groups, stream)
-}
+conv_fn!(conv1d, 1, "1D convolution of `input` (N, L, C_in) with `weight` (C_out, K, C_in / groups).");
+conv_fn!(conv2d, 2, "2D convolution of `input` (N, H, W, C_in) with `weight` (C_out, KH, KW, C_in / groups).");
+conv_fn!(conv3d, 3, "3D convolution of `input` (N, D, H, W, C_in) with `weight` (C_out, KD, KH, KW, C_in / groups).");
+conv_transpose_fn!(conv_transpose1d, 1, "1D transposed convolution of `input` (N, L, C_in) with `weight` (C_out, K, C_in / groups).");
+conv_transpose_fn!(conv_transpose2d, 2, "2D transposed convolution of `input` (N, H, W, C_in) with `weight` (C_out, KH, KW, C_in / groups).");
+conv_transpose_fn!(
+    conv_transpose3d,
+    3,
+    "3D transposed convolution of `input` (N, D, H, W, C_in) with `weight` (C_out, KD, KH, KW, C_in / groups)."
+);
 
 /// The `(lo, hi)` padding of `conv_general`: an int, a sequence of ints (both sides alike), or a
 /// pair of sequences (before, after).
