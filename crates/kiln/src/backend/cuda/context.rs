@@ -4,8 +4,8 @@
 use super::libraries::{self, DRIVER};
 use crate::error::{Error, ErrorKind, Result};
 use cudarc::driver::{result as cu, sys};
-use crate::fast_hash::FastMap;
-use std::sync::{Mutex, OnceLock};
+use super::completion::{allocate_words, Streams};
+use std::sync::OnceLock;
 
 /// The oldest driver kiln calls: CUDA 12.0 (stream-ordered allocation, the `_v2` entry points).
 const OLDEST_DRIVER: i32 = 12000;
@@ -25,7 +25,8 @@ pub struct Gpu {
     context: sys::CUcontext,
     /// The memory pool stream-ordered allocations come from.
     pub(super) pool: sys::CUmemoryPool,
-    streams: Mutex<FastMap<usize, usize>>,
+    /// Its CUDA streams, by kiln stream index, and their completion words.
+    pub(super) streams: Streams,
 }
 
 // Safety: a CUDA context and pool are process-wide handles usable from any thread once current.
@@ -100,7 +101,7 @@ fn start() -> std::result::Result<Vec<Gpu>, Error> {
                 total_memory,
                 context,
                 pool,
-                streams: Mutex::new(FastMap::default()),
+                streams: Streams::new(allocate_words()),
             })
         })
         .collect()
@@ -149,15 +150,25 @@ impl Gpu {
         Ok(super::graph::recording_stream(self.launch_stream(op, index)?))
     }
 
-    /// The CUDA stream kiln's stream `index` runs on, recording or not.
+    /// The CUDA stream kiln's stream `index` runs on, recording or not, for an op that may queue
+    /// work on it (see [`Streams::take`]).
     pub fn launch_stream(&self, op: &str, index: usize) -> Result<sys::CUstream> {
-        let mut streams = self.streams.lock().unwrap();
-        if let Some(&s) = streams.get(&index) {
-            return Ok(s as sys::CUstream);
+        let create = || {
+            let s = cu::stream::create(cu::stream::StreamKind::NonBlocking).map_err(|e| device_error(op, "creating a stream", e))?;
+            Ok(s as usize)
+        };
+        Ok(self.streams.take(index, create)? as sys::CUstream)
+    }
+
+    /// Waits for the work queued on kiln stream `index`: by its completion word when a
+    /// signalling kernel is its last work ([`Streams::wait_armed`]), else by the driver.
+    pub fn synchronize_stream(&self, op: &str, index: usize) -> Result<()> {
+        if self.streams.wait_armed(index) {
+            return Ok(());
         }
-        let s = cu::stream::create(cu::stream::StreamKind::NonBlocking).map_err(|e| device_error(op, "creating a stream", e))?;
-        streams.insert(index, s as usize);
-        Ok(s)
+        let Some(s) = self.streams.peek(index) else { return Ok(()) };
+        // Safety: a stream of this context.
+        unsafe { cu::stream::synchronize(s as sys::CUstream) }.map_err(|e| device_error(op, "waiting for the GPU", e))
     }
 
     /// Waits for all work on every stream of this GPU.

@@ -15,6 +15,7 @@
 //! storage, counted in [`crate::transfers`]) and the result stays there until a GPU op needs it.
 //! Which ops ran that way is listed by [`ops_on_host`].
 
+mod completion;
 pub mod context;
 mod copy;
 pub mod graph;
@@ -175,7 +176,8 @@ pub fn copy_between_gpus(op: &str, src: &DeviceBlock, gpu: usize, stream: CuStre
 
 /// Waits for the work queued on `stream`.
 pub fn synchronize(stream: Stream) -> Result<()> {
-    let (_, s) = resolve("synchronize", stream)?;
-    // Safety: a stream of the current context.
-    unsafe { cu::stream::synchronize(s) }.map_err(|e| context::device_error("synchronize", "waiting for the GPU", e))
+    if graph::capturing() {
+        return Err(crate::Error::new("synchronize", crate::ErrorKind::Unsupported, "waiting for the GPU cannot be part of a CUDA graph"));
+    }
+    context::gpu("synchronize", stream.device.index)?.synchronize_stream("synchronize", stream.index)
 }

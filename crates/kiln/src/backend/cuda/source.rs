@@ -332,8 +332,9 @@ fn element_body(k: &Kernel, indent: &str, read: &dyn Fn(usize) -> String, write:
 
 /// The CUDA C of elementwise kernel `k` for `variant`. The parameter block is one struct of
 /// 8-byte words: input pointers (or, for [`Access::Immediate`] inputs, the value's bits), output
-/// pointers, the element count, the merged sizes, then each input's strides
-/// ([`super::elementwise`] fills it in this order).
+/// pointers, the element count, the merged sizes, each input's strides, then the completion
+/// word and sequence number of a signalling launch, or 0 ([`super::elementwise`] fills it in
+/// this order).
 ///
 /// With `variant.vector > 1` (every input contiguous or one value, every pointer aligned), each
 /// thread reads and writes `vector` consecutive elements per access (16 bytes for the widest
@@ -352,7 +353,7 @@ pub fn elementwise(k: &Kernel, variant: &Variant) -> Result<String> {
     let _ = writeln!(s, "\n/* {} */", k.name);
     let _ = writeln!(
         s,
-        "struct KParams {{ const void* in[{}]; void* out[{no}]; i64 n; i64 dim[{r}]; i64 st[{}][{r}]; }};",
+        "struct KParams {{ const void* in[{}]; void* out[{no}]; i64 n; i64 dim[{r}]; i64 st[{}][{r}]; unsigned* done; i64 seq; }};",
         ni.max(1),
         ni.max(1)
     );
@@ -365,7 +366,7 @@ pub fn elementwise(k: &Kernel, variant: &Variant) -> Result<String> {
             let _ = writeln!(s, "struct __align__({}) KOut{o} {{ {} e[{vec}]; }};", k.insts[k.outputs[o]].dtype.size() * vec, out_type(o));
         }
     }
-    let _ = writeln!(s, "extern \"C\" __global__ void __launch_bounds__({BLOCK}) {ENTRY}(const KParams p) {{");
+    let _ = writeln!(s, "__device__ __forceinline__ void kiln_elements(const KParams& p) {{");
     let _ = writeln!(s, "  const {idx} n = ({idx})p.n;");
     if vec > 1 {
         // One vector per thread over as many blocks as it takes (measured faster on an H100 than
@@ -414,5 +415,11 @@ pub fn elementwise(k: &Kernel, variant: &Variant) -> Result<String> {
     let write = |o: usize, value: String| format!("(({}*)p.out[{o}])[i] = {value};", out_type(o));
     s.push_str(&element_body(k, "    ", &read, &write)?);
     s.push_str("  }\n}\n");
+    // A one-block launch may end by writing its sequence number to its stream's completion word
+    // (`completion.rs`): once every thread is past its stores.
+    let _ = writeln!(s, "extern \"C\" __global__ void __launch_bounds__({BLOCK}) {ENTRY}(const KParams p) {{");
+    s.push_str("  kiln_elements(p);\n");
+    s.push_str("  if (p.done) {\n    __syncthreads();\n");
+    s.push_str("    if (threadIdx.x == 0) { __threadfence_system(); *(volatile unsigned*)p.done = (unsigned)p.seq; }\n  }\n}\n");
     Ok(s)
 }
