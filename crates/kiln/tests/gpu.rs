@@ -654,6 +654,41 @@ fn compiled_functions_run_on_a_gpu_stream() {
     assert_close(&gpu_out[0].to_f64_vec().unwrap(), &cpu[0].to_f64_vec().unwrap(), 4e-6, 1e-7, "compiled gelu");
 }
 
+/// Waiting for a tiny op goes by its stream's completion word, not the driver, while this thread
+/// alone uses the stream; a large op's wait, and any wait once a second thread used the stream,
+/// goes through the driver. The chain's values are right either way.
+#[test]
+fn tiny_op_waits_use_completion_words_while_one_thread_uses_the_stream() {
+    let Some((g, _one)) = gpu("tiny_op_waits_use_completion_words_while_one_thread_uses_the_stream") else { return };
+    let stream = kiln::new_stream(g).unwrap();
+    let waits = kiln::backend::cuda::synchronize_waits;
+    kiln::with_stream(stream, || {
+        let mut y = array(&[0.0; 4], &[4], Dtype::F32);
+        let (word, driver) = waits();
+        for _ in 0..200 {
+            y = ops::add(&y, 1.0f32).unwrap();
+            y.eval().unwrap();
+            kiln::synchronize(stream).unwrap();
+        }
+        assert_eq!(waits(), (word + 200, driver), "each wait went by the word");
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![200.0; 4]);
+        let big = ops::add(ops::zeros(&[1 << 20], Dtype::F32).unwrap(), 1.0f32).unwrap();
+        big.eval().unwrap();
+        kiln::synchronize(stream).unwrap();
+        assert_eq!(waits(), (word + 200, driver + 1), "a many-block kernel's wait is the driver's");
+        std::thread::scope(|t| {
+            t.spawn(|| kiln::with_stream(stream, || ops::add(&y, 1.0f32).unwrap().eval().unwrap()).unwrap());
+        });
+        y = ops::add(&y, 1.0f32).unwrap();
+        y.eval().unwrap();
+        kiln::synchronize(stream).unwrap();
+        assert_eq!(waits(), (word + 200, driver + 2), "a stream two threads used waits through the driver");
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![201.0; 4]);
+        assert_eq!(big.to_vec::<f32>().unwrap()[..3], [1.0; 3]);
+    })
+    .unwrap();
+}
+
 /// On a GPU a long reduction with few rows (a full sum of squares, a mean over 300,000 columns
 /// of 4 rows) stays one fused kernel with its prologue and epilogue, but folds each row over
 /// many blocks (then finishes the rows in a second launch) instead of a block per row. Short

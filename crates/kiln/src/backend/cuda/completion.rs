@@ -17,7 +17,7 @@
 
 use crate::fast_hash::FastMap;
 use cudarc::driver::{result as cu, sys};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -27,6 +27,20 @@ const WORDS: usize = 64;
 
 /// How long a wait spins on a word before leaving it to the driver.
 const SPIN: Duration = Duration::from_millis(2);
+
+/// Stream waits done by a completion word, and through the driver.
+static WAITS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// How many stream waits (`synchronize`) went by a completion word, and how many through the
+/// driver, since the process started: what tests and benchmarks check the fast path by.
+pub fn waits() -> (u64, u64) {
+    (WAITS[0].load(Ordering::Relaxed), WAITS[1].load(Ordering::Relaxed))
+}
+
+/// Counts one stream wait, by a word or not.
+pub(super) fn count_wait(by_word: bool) {
+    WAITS[usize::from(!by_word)].fetch_add(1, Ordering::Relaxed);
+}
 
 /// One kiln stream of a GPU.
 struct Entry {

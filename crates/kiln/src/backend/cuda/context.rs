@@ -163,7 +163,9 @@ impl Gpu {
     /// Waits for the work queued on kiln stream `index`: by its completion word when a
     /// signalling kernel is its last work ([`Streams::wait_armed`]), else by the driver.
     pub fn synchronize_stream(&self, op: &str, index: usize) -> Result<()> {
-        if self.streams.wait_armed(index) {
+        let by_word = self.streams.wait_armed(index);
+        super::completion::count_wait(by_word);
+        if by_word {
             return Ok(());
         }
         let Some(s) = self.streams.peek(index) else { return Ok(()) };

@@ -16,6 +16,7 @@
 //! Which ops ran that way is listed by [`ops_on_host`].
 
 mod completion;
+pub use completion::waits as synchronize_waits;
 pub mod context;
 mod copy;
 pub mod graph;
