@@ -36,6 +36,14 @@ fn done(a: &Array) {
     kiln::synchronize(Stream::default_for(Device::gpu(0))).expect("synchronize");
 }
 
+/// The share of the stream waits since `before` (a [`kiln::backend::cuda::synchronize_waits`]
+/// reading) that went by a completion word rather than the driver.
+fn word_share(before: (u64, u64)) -> f64 {
+    let (word, driver) = kiln::backend::cuda::synchronize_waits();
+    let (w, d) = (word - before.0, driver - before.1);
+    w as f64 / (w + d).max(1) as f64
+}
+
 /// Runs one GPU case.
 pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
     let n: usize = SHAPE.iter().product();
@@ -102,11 +110,14 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
             let x = random_input(&[4]);
             done(&x);
             const CALLS: usize = 1000;
+            let waits = kiln::backend::cuda::synchronize_waits();
             let ms = median_ms(reps, || {
                 for _ in 0..CALLS {
                     done(&ops::add(&x, 1.0f32).unwrap());
                 }
             });
+            // On stderr: which wait the eager calls got (the JSON on stdout stays rows only).
+            eprintln!("tiny_op: {:.0}% of the eager calls' waits went by a completion word", 100.0 * word_share(waits));
             // Where the time goes: the host's part (calls queued, one wait at the end), and the
             // driver's floor (a 16-byte memset and a wait, no kiln).
             let queued = median_ms(reps, || {

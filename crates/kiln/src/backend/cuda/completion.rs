@@ -15,6 +15,7 @@
 //! that does not arrive within [`SPIN`] leaves the wait to the driver, which also reports a
 //! failed kernel.
 
+use super::switch::Switch;
 use crate::fast_hash::FastMap;
 use cudarc::driver::{result as cu, sys};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -27,6 +28,10 @@ const WORDS: usize = 64;
 
 /// How long a wait spins on a word before leaving it to the driver.
 const SPIN: Duration = Duration::from_millis(2);
+
+/// Whether one-block kernels signal completion words: on unless `KILN_CUDA_WAIT_WORDS=0` (then
+/// every wait is the driver's, for comparison).
+static SIGNALS: Switch = Switch::new("KILN_CUDA_WAIT_WORDS", true);
 
 /// Stream waits done by a completion word, and through the driver.
 static WAITS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
@@ -114,7 +119,7 @@ impl Streams {
     /// A ticket for a signalling kernel about to be queued on CUDA stream `handle` by this
     /// thread, or None where the stream cannot be armed (shared, unnumbered, no words).
     pub fn ticket(&self, handle: usize) -> Option<Ticket> {
-        let (_, device) = self.words?;
+        let (_, device) = self.words.filter(|_| SIGNALS.get())?;
         let me = std::thread::current().id();
         let mut entries = self.lock();
         let (&index, entry) = entries.iter_mut().find(|(&i, e)| e.handle == handle && i < WORDS && e.owner == Some(me))?;
