@@ -5,15 +5,15 @@
 //! while the same kernel writing a word of mapped host memory, with the host spinning on that
 //! word, took 6.4 to 6.6 µs. So a one-block elementwise kernel (an eager op or a compiled call on
 //! a few elements: where that wait is most of the cost) ends by writing its launch's sequence
-//! number into its stream's word, and [`Streams::armed`] lets `synchronize` spin on the word
-//! instead of asking the driver.
+//! number into its stream's word, and [`Streams::wait_armed`] lets `synchronize` spin on the
+//! word instead of asking the driver.
 //!
 //! That is only right while the kernel is the last work on the stream. Every op takes its
 //! stream through [`Streams::take`], which disarms it; a stream any second thread has taken is
 //! never armed again (another thread could queue work between a kernel and its arming). Work
-//! queued without taking the stream (a free, an event) is never work a waiter waits for. A word
-//! that does not arrive within [`SPIN`] leaves the wait to the driver, which also reports a
-//! failed kernel.
+//! queued without taking the stream (a free, an event, a host copy that waits for itself) is
+//! never work a waiter waits for. A word that does not arrive within [`SPIN`] leaves the wait
+//! to the driver, which also reports a failed kernel.
 
 use super::switch::Switch;
 use crate::fast_hash::FastMap;
