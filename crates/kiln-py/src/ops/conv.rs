@@ -63,12 +63,13 @@ fn conv_nd(
     .map(PyArray::from)
 }
 
-/// Defines a convolution over a fixed number of spatial axes (`conv1d`, `conv2d`, `conv3d`).
+/// Defines a convolution over a fixed number of spatial axes (`conv1d`, `conv2d`, `conv3d`), or
+/// with an `output_padding` argument a transposed one (`conv_transpose1d/2d/3d`).
 macro_rules! conv_fn {
-    ($name:ident, $d:literal, $doc:literal) => {
+    ($name:ident, $d:literal, $doc:literal $(, $output_padding:ident)?) => {
         #[doc = $doc]
         #[pyfunction]
-        #[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), groups = 1, *, stream = None))]
+        #[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), $($output_padding = Spatial(vec![0]),)? groups = 1, *, stream = None))]
         #[allow(clippy::too_many_arguments)]
         pub fn $name(
             input: Operand,
@@ -76,32 +77,12 @@ macro_rules! conv_fn {
             stride: Spatial,
             padding: Spatial,
             dilation: Spatial,
+            $($output_padding: Spatial,)?
             groups: i64,
             stream: Option<StreamOrDevice>,
         ) -> PyResult<PyArray> {
-            conv_nd(stringify!($name), $d, input, weight, stride, padding, dilation, None, groups, stream)
-        }
-    };
-}
-
-/// Defines a transposed convolution over a fixed number of spatial axes.
-macro_rules! conv_transpose_fn {
-    ($name:ident, $d:literal, $doc:literal) => {
-        #[doc = $doc]
-        #[pyfunction]
-        #[pyo3(signature = (input, weight, /, stride = Spatial(vec![1]), padding = Spatial(vec![0]), dilation = Spatial(vec![1]), output_padding = Spatial(vec![0]), groups = 1, *, stream = None))]
-        #[allow(clippy::too_many_arguments)]
-        pub fn $name(
-            input: Operand,
-            weight: Operand,
-            stride: Spatial,
-            padding: Spatial,
-            dilation: Spatial,
-            output_padding: Spatial,
-            groups: i64,
-            stream: Option<StreamOrDevice>,
-        ) -> PyResult<PyArray> {
-            conv_nd(stringify!($name), $d, input, weight, stride, padding, dilation, Some(output_padding), groups, stream)
+            let transposed: Option<Spatial> = None $(.or(Some($output_padding)))?;
+            conv_nd(stringify!($name), $d, input, weight, stride, padding, dilation, transposed, groups, stream)
         }
     };
 }
@@ -109,12 +90,13 @@ macro_rules! conv_transpose_fn {
 conv_fn!(conv1d, 1, "1D convolution of `input` (N, L, C_in) with `weight` (C_out, K, C_in / groups).");
 conv_fn!(conv2d, 2, "2D convolution of `input` (N, H, W, C_in) with `weight` (C_out, KH, KW, C_in / groups).");
 conv_fn!(conv3d, 3, "3D convolution of `input` (N, D, H, W, C_in) with `weight` (C_out, KD, KH, KW, C_in / groups).");
-conv_transpose_fn!(conv_transpose1d, 1, "1D transposed convolution of `input` (N, L, C_in) with `weight` (C_out, K, C_in / groups).");
-conv_transpose_fn!(conv_transpose2d, 2, "2D transposed convolution of `input` (N, H, W, C_in) with `weight` (C_out, KH, KW, C_in / groups).");
-conv_transpose_fn!(
+conv_fn!(conv_transpose1d, 1, "1D transposed convolution of `input` (N, L, C_in) with `weight` (C_out, K, C_in / groups).", output_padding);
+conv_fn!(conv_transpose2d, 2, "2D transposed convolution of `input` (N, H, W, C_in) with `weight` (C_out, KH, KW, C_in / groups).", output_padding);
+conv_fn!(
     conv_transpose3d,
     3,
-    "3D transposed convolution of `input` (N, D, H, W, C_in) with `weight` (C_out, KD, KH, KW, C_in / groups)."
+    "3D transposed convolution of `input` (N, D, H, W, C_in) with `weight` (C_out, KD, KH, KW, C_in / groups).",
+    output_padding
 );
 
 /// The `(lo, hi)` padding of `conv_general`: an int, a sequence of ints (both sides alike), or a
