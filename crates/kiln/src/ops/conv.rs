@@ -7,7 +7,7 @@
 //! So autodiff, vmap, compile and the GPU come from those ops' own rules, and the contraction runs
 //! on each device's tuned GEMM.
 
-use super::index::{concatenate, flip, pad};
+use super::index::{flip, pad, stack};
 use super::linalg::matmul;
 use super::shape::{expand_dims, reshape, slice, transpose, SliceSpec};
 use super::{promote_pair, AsArray};
@@ -162,6 +162,7 @@ pub fn conv_general(input: impl AsArray, weight: impl AsArray, p: &ConvParams) -
     if w.shape()[1..=d].contains(&0) {
         return Err(Error::shape("conv", format!("the kernel's spatial sizes must be positive; got weight {}", fmt_shape(w.shape()))));
     }
+    let input_shape = fmt_shape(x.shape());
     let (x, w) = promote_pair(&x, &w)?;
     // The input dilated, then padded or cropped.
     let mut xs = x;
@@ -182,7 +183,7 @@ pub fn conv_general(input: impl AsArray, weight: impl AsArray, p: &ConvParams) -
                     dilated + lo[a] + hi[a],
                     lo[a],
                     hi[a],
-                    fmt_shape(xs.shape()),
+                    input_shape,
                     fmt_shape(w.shape())
                 ),
             ));
@@ -201,10 +202,10 @@ pub fn conv_general(input: impl AsArray, weight: impl AsArray, p: &ConvParams) -
                 let start = k[a] as i64 * kdil[a];
                 specs[a + 1] = SliceSpec { start: Some(start), stop: Some(start + (out_dims[a] as i64 - 1) * stride[a] + 1), step: stride[a] };
             }
-            expand_dims(slice(&xs, &specs)?, &[d as i64 + 1])
+            slice(&xs, &specs)
         })
         .collect::<Result<_>>()?;
-    let patches = if windows.len() == 1 { windows[0].clone() } else { concatenate(&windows, d as i64 + 1)? };
+    let patches = stack(&windows, d as i64 + 1)?;
     let (n, taps) = (patches.shape()[0] as i64, kernel.iter().product::<usize>() as i64);
     let m = n * out_dims.iter().product::<usize>() as i64;
     let (gi, cg, co) = (g as i64, c_group as i64, (c_out / g) as i64);

@@ -152,17 +152,18 @@ impl Streams {
         // Safety: the words live as long as the process and are only written by the GPU.
         let word = unsafe { &*((host as *const AtomicU32).add(index)) };
         let start = Instant::now();
-        for spins in 0u64.. {
+        let mut spins = 0u32;
+        loop {
             // Acquire: once the word shows the kernel done, so do its writes.
             if (word.load(Ordering::Acquire).wrapping_sub(seq) as i32) >= 0 {
                 return true;
             }
-            if spins % 1024 == 1023 && start.elapsed() > self.spin {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1024) && start.elapsed() > self.spin {
                 return false;
             }
             std::hint::spin_loop();
         }
-        false
     }
 }
 

@@ -154,8 +154,13 @@ pub(super) fn keep(block: &mut DeviceBlock) -> bool {
 /// Fails (ending the capture) when `op` would copy between host and GPU while capturing: a
 /// recorded copy would replay stale host bytes.
 pub(super) fn refuse_host_copy(op: &str) -> Result<()> {
+    refuse_while_capturing(op, "a copy between host and GPU")
+}
+
+/// Fails when `op` would do `what`, which a CUDA graph cannot hold, while this thread captures.
+pub(super) fn refuse_while_capturing(op: &str, what: &str) -> Result<()> {
     if capturing() {
-        return Err(Error::new(op, ErrorKind::Unsupported, "a copy between host and GPU cannot be part of a CUDA graph"));
+        return Err(Error::new(op, ErrorKind::Unsupported, format!("{what} cannot be part of a CUDA graph")));
     }
     Ok(())
 }

@@ -177,8 +177,6 @@ pub fn copy_between_gpus(op: &str, src: &DeviceBlock, gpu: usize, stream: CuStre
 
 /// Waits for the work queued on `stream`.
 pub fn synchronize(stream: Stream) -> Result<()> {
-    if graph::capturing() {
-        return Err(crate::Error::new("synchronize", crate::ErrorKind::Unsupported, "waiting for the GPU cannot be part of a CUDA graph"));
-    }
+    graph::refuse_while_capturing("synchronize", "waiting for the GPU")?;
     context::gpu("synchronize", stream.device.index)?.synchronize_stream("synchronize", stream.index)
 }
