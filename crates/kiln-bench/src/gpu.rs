@@ -44,6 +44,20 @@ fn word_share(before: (u64, u64)) -> f64 {
     w as f64 / (w + d).max(1) as f64
 }
 
+/// Runs `f` until eager fusion ran a fused kernel in it (its kernels, built in the background,
+/// are ready), or until a run finds nothing to fuse, so that timings see eager's steady state.
+fn warm_eager_fusion(f: impl Fn()) {
+    for _ in 0..1000 {
+        let before = kiln::eager_fusion_stats();
+        f();
+        let after = kiln::eager_fusion_stats();
+        if after.kernels > before.kernels || after.while_building == before.while_building {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Runs one GPU case.
 pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
     let n: usize = SHAPE.iter().product();
@@ -76,8 +90,17 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
         "gelu" => {
             let x = random_input(&SHAPE);
             done(&x);
-            let ms = median_ms(reps, || done(&crate::compiled::gelu(std::slice::from_ref(&x)).unwrap()));
-            vec![Row::new("gelu", "eager", ms).bytes(2 * bytes)]
+            let gelu = || done(&crate::compiled::gelu(std::slice::from_ref(&x)).unwrap());
+            let was_on = kiln::set_eager_fusion(false);
+            let op_by_op = median_ms(reps, gelu);
+            kiln::set_eager_fusion(true);
+            warm_eager_fusion(gelu);
+            let fused = median_ms(reps, gelu);
+            kiln::set_eager_fusion(was_on);
+            vec![
+                Row::new("gelu", "eager", fused).bytes(2 * bytes),
+                Row::new("gelu", "eager op by op", op_by_op).bytes(2 * bytes),
+            ]
         }
         "compiled" => compiled_rows(reps),
         // The CPU bench's cases, each call or step waited for on the GPU.
@@ -251,6 +274,7 @@ fn compiled_rows(reps: usize) -> Vec<Row> {
         // Bytes moved: the input read, and (but for the sum) an output of its size written.
         let passes = if name == "sum_squares_compiled" { 1 } else { 2 };
         let bytes = passes * 4 * shape.iter().product::<usize>();
+        warm_eager_fusion(|| done(&f(&args).unwrap()));
         let eager = median_ms(reps, || done(&f(&args).unwrap()));
         let fused = median_ms(reps, || done(&compiled.call(&args).unwrap()[0]));
         let kernels = compiled.inspect(&args, &[]).expect("inspect").compiled_kernels as f64;

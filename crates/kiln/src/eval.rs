@@ -1,5 +1,6 @@
 //! Evaluation: a topological schedule over the pending part of the graph, run node by node on
-//! each node's device backend.
+//! each node's device backend (on a GPU, with elementwise chains fused: see
+//! [`crate::transforms::compile::eager`]).
 //!
 //! Memory: the schedule does not hold nodes; each node is held only by its consumers' input lists
 //! (and by user handles). When a node has run it drops its inputs, so an intermediate is freed
@@ -23,6 +24,9 @@ pub(crate) fn eval(targets: &[Array]) -> Result<()> {
     }
     let _guard = EVAL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut order = schedule(targets)?;
+    if crate::transforms::compile::eager::run(&mut order, run_node)? {
+        return Ok(());
+    }
     for slot in order.iter_mut() {
         let node = slot.take().expect("each node is scheduled once");
         run_node(&node)?;
@@ -33,7 +37,7 @@ pub(crate) fn eval(targets: &[Array]) -> Result<()> {
 /// Post-order of the pending nodes reachable from `targets` (inputs before consumers), found
 /// iteratively so deep graphs cannot overflow the stack. Reaching a placeholder is an error: its
 /// value is unknown while a transform traces the function.
-fn schedule(targets: &[Array]) -> Result<Vec<Option<Array>>> {
+pub(crate) fn schedule(targets: &[Array]) -> Result<Vec<Option<Array>>> {
     let mut order = Vec::new();
     let mut seen: FastSet<*const Node> = FastSet::default();
     let mut stack: Vec<(Array, bool)> = targets.iter().rev().map(|a| (a.clone(), false)).collect();

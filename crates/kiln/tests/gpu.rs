@@ -689,6 +689,66 @@ fn tiny_op_waits_use_completion_words_while_one_thread_uses_the_stream() {
     .unwrap();
 }
 
+/// `eval` on a GPU runs a chain of pending elementwise ops (strided and broadcast inputs, casts
+/// between dtypes) as one fused kernel once NVRTC has built it in the background, op by op until
+/// then, with the bits of the ops run one by one (eager fusion switched off); an intermediate the
+/// caller also holds is written out with the same bits.
+#[test]
+fn eager_elementwise_chains_fuse_at_eval_with_the_bits_of_op_by_op() {
+    let Some((g, _one)) = gpu("eager_elementwise_chains_fuse_at_eval_with_the_bits_of_op_by_op") else { return };
+    let mut rng = Rng::new(21);
+    for d in [Dtype::F32, Dtype::F16, Dtype::BF16] {
+        // Large enough to be fused (chains of fewer than 2^20 elements run op by op).
+        let x = array(&rng.vec(1031 * 1024, -4.0, 4.0), &[1031, 1024], d);
+        let b = array(&rng.vec(1031, -1.0, 1.0), &[1031], d);
+        kiln::eval(&[&x, &b]).unwrap();
+        // gelu of the transposed x, plus a broadcast row, then cast to float32 and scaled.
+        let chain = || -> Vec<Array> {
+            let xt = ops::transpose(&x, None).unwrap();
+            let inner = ops::erf(ops::divide(&xt, 2f64.sqrt()).unwrap()).unwrap();
+            let y = ops::divide(ops::multiply(&xt, ops::add(&inner, 1.0).unwrap()).unwrap(), 2.0).unwrap();
+            let z = ops::multiply(ops::astype(ops::add(&y, &b).unwrap(), Dtype::F32).unwrap(), 3.0f32).unwrap();
+            vec![inner, z]
+        };
+        let bits = |arrays: &[Array]| arrays.iter().map(|a| a.to_f64_vec().unwrap()).collect::<Vec<_>>();
+        let was_on = kiln::set_eager_fusion(false);
+        let op_by_op = with_device(g, || {
+            let out = chain();
+            kiln::eval(&out.iter().collect::<Vec<_>>()).unwrap();
+            bits(&out)
+        })
+        .unwrap();
+        kiln::set_eager_fusion(true);
+        // Only z is held (inner is dropped before eval), then both.
+        for held in [1, 2] {
+            let what = format!("{d}, {held} array(s) held");
+            let fused = with_device(g, || {
+                for _ in 0..3000 {
+                    let before = kiln::eager_fusion_stats();
+                    let mut out = chain();
+                    let targets: Vec<Array> = out.split_off(2 - held);
+                    drop(out);
+                    kiln::eval(&targets.iter().collect::<Vec<_>>()).unwrap();
+                    let after = kiln::eager_fusion_stats();
+                    if after.kernels > before.kernels {
+                        assert_eq!((after.kernels - before.kernels, after.ops - before.ops), (1, 8), "{what}: one kernel of the eight ops");
+                        return bits(&targets);
+                    }
+                    assert_eq!(after.while_building, before.while_building + 1, "{what}: run op by op while its kernel builds");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                panic!("{what}: the fused kernel was never built")
+            })
+            .unwrap();
+            same(&what, Ok(op_by_op[1].clone()), Ok(fused[held - 1].clone()), None);
+            if held == 2 {
+                same(&format!("{what}: the intermediate"), Ok(op_by_op[0].clone()), Ok(fused[0].clone()), None);
+            }
+        }
+        kiln::set_eager_fusion(was_on);
+    }
+}
+
 /// On a GPU a long reduction with few rows (a full sum of squares, a mean over 300,000 columns
 /// of 4 rows) stays one fused kernel with its prologue and epilogue, but folds each row over
 /// many blocks (then finishes the rows in a second launch) instead of a block per row. Short

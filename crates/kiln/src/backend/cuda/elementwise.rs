@@ -49,18 +49,35 @@ pub(super) fn reach(dims: &[usize], strides: &[Vec<isize>]) -> usize {
     strides.iter().map(|s| s.iter().zip(dims).map(|(&v, &d)| v.unsigned_abs() * d).sum::<usize>()).max().unwrap_or(0)
 }
 
+/// How a run finds its kernel's code.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Build {
+    /// Loaded, or built now.
+    Now,
+    /// As `Now`, for a compiled plan's kernel: its launch is recorded for compile's report.
+    Recorded,
+    /// Loaded, or built on another thread while the run is declined (eager fusion's kernels).
+    WhenBuilt,
+}
+
 /// Runs elementwise kernel `k` over `space` on `gpu`'s `stream`, one new contiguous array per
 /// output.
 pub fn run(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
-    run_with(op, gpu, stream, k, inputs, space, false)
+    Ok(run_with(op, gpu, stream, k, inputs, space, Build::Now)?.expect("built now"))
 }
 
 /// [`run`] for a compiled plan's kernel, whose launch is recorded for compile's report.
 pub fn run_recorded(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
-    run_with(op, gpu, stream, k, inputs, space, true)
+    Ok(run_with(op, gpu, stream, k, inputs, space, Build::Recorded)?.expect("built now"))
 }
 
-fn run_with(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize], record: bool) -> Result<Vec<Buffer>> {
+/// [`run`] if the kernel's code is ready; otherwise `None`, while NVRTC builds it on another
+/// thread (the caller runs the ops one by one meanwhile).
+pub fn run_when_built(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Option<Vec<Buffer>>> {
+    run_with(op, gpu, stream, k, inputs, space, Build::WhenBuilt)
+}
+
+fn run_with(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[Input], space: &[usize], build: Build) -> Result<Option<Vec<Buffer>>> {
     let n = numel(space);
     let strides: Vec<Vec<isize>> = inputs.iter().map(|x| x.strides_for(space).to_vec()).collect();
     let (dims, st) = merged_axes(space, &strides);
@@ -81,11 +98,19 @@ fn run_with(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[In
     let wide = n >= 1 << 30 || reach(&dims, &st) >= 1 << 30;
     let vector = vector_width(k, inputs, &access);
     let variant = Variant { rank: dims.len(), access, wide, vector };
+    let function = match (n, build) {
+        (0, _) => None,
+        (_, Build::Now) => Some(function(op, gpu, k, &variant)?),
+        (_, Build::Recorded) => Some(compiled_function(op, gpu, k, &variant)?),
+        (_, Build::WhenBuilt) => match function_when_built(op, gpu, k, &variant)? {
+            Some(f) => Some(f),
+            None => return Ok(None),
+        },
+    };
     let outputs: Vec<Dtype> = k.outputs.iter().map(|&i| k.insts[i].dtype).collect();
     let blocks: Vec<DeviceBlock> =
         outputs.iter().map(|d| DeviceBlock::new(op, gpu, stream, n * d.size())).collect::<Result<_>>()?;
-    if n > 0 {
-        let function = if record { compiled_function(op, gpu, k, &variant)? } else { function(op, gpu, k, &variant)? };
+    if let Some(function) = function {
         let mut words: Vec<u64> = Vec::new();
         for (x, a) in inputs.iter().zip(&variant.access) {
             // An immediate's host copy exists: `on_host` was checked when the access was chosen.
@@ -122,14 +147,16 @@ fn run_with(op: &str, gpu: &Gpu, stream: sys::CUstream, k: &Kernel, inputs: &[In
         if let Some(t) = ticket {
             gpu.streams.arm(t);
         }
-        if record {
+        if build == Build::Recorded {
             launches::record(k, &launches::Printed::Elementwise(variant), function, grid, BLOCK);
         }
     }
-    Ok(blocks
-        .into_iter()
-        .map(|b| Buffer { storage: Storage::on_device(b), offset: 0, strides: row_major_strides(space) })
-        .collect())
+    Ok(Some(
+        blocks
+            .into_iter()
+            .map(|b| Buffer { storage: Storage::on_device(b), offset: 0, strides: row_major_strides(space) })
+            .collect(),
+    ))
 }
 
 /// Elements per access for a kernel whose inputs are all contiguous or one value and whose
@@ -162,8 +189,16 @@ static LOADED: nvrtc::Loaded<KernelKey> = nvrtc::Loaded::new();
 /// The loaded kernel of `k` for `variant` on `gpu`, printed and built (or read from the disk
 /// cache) the first time.
 fn function(op: &str, gpu: &Gpu, k: &Kernel, variant: &Variant) -> Result<nvrtc::Function> {
-    let key = (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), variant.clone());
-    LOADED.get(op, gpu, key, ENTRY, || source::elementwise(k, variant))
+    LOADED.get(op, gpu, key(k, variant), ENTRY, || source::elementwise(k, variant))
+}
+
+/// [`function`], or `None` while NVRTC builds it on another thread.
+fn function_when_built(op: &str, gpu: &Gpu, k: &Kernel, variant: &Variant) -> Result<Option<nvrtc::Function>> {
+    LOADED.get_when_built(op, gpu, key(k, variant), ENTRY, || source::elementwise(k, variant))
+}
+
+fn key(k: &Kernel, variant: &Variant) -> KernelKey {
+    (k.insts.clone(), k.inputs.clone(), k.outputs.clone(), variant.clone())
 }
 
 /// The variant a compiled plan's kernel last ran as, and its loaded function, kept with the

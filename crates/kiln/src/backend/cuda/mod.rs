@@ -142,6 +142,13 @@ pub fn run_fused(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], spa
     elementwise::run_recorded(&k.name, gpu, cu_stream, k, inputs, space)
 }
 
+/// Runs elementwise fused kernel `k` over `space` on the GPU of `stream` once its code is ready:
+/// `None` while NVRTC builds it on another thread (eager fusion runs the ops one by one meanwhile).
+pub fn run_fused_when_built(stream: Stream, k: &crate::fused::Kernel, inputs: &[Input], space: &[usize]) -> Result<Option<Vec<Buffer>>> {
+    let (gpu, cu_stream) = resolve(&k.name, stream)?;
+    elementwise::run_when_built(&k.name, gpu, cu_stream, k, inputs, space)
+}
+
 /// Copies a device block's bytes to `host` once the kernels writing them are done.
 pub fn download(op: &str, block: &DeviceBlock, host: &mut [u8]) -> Result<()> {
     graph::refuse_host_copy(op)?;

@@ -205,10 +205,15 @@ pub fn handwritten_source(body: &str, definitions: &str) -> String {
     format!("{}\n{definitions}\n{body}", super::source::PRELUDE)
 }
 
+/// A cubin being built on another thread: empty until the build ends.
+type Building = std::sync::Arc<Mutex<Option<Result<Vec<u8>>>>>;
+
 /// Kernels loaded so far, by a key of the caller's (what the source is printed from) and the GPU:
 /// a kernel found again costs one lookup, without printing its source.
 pub struct Loaded<K> {
     functions: Mutex<Option<FastMap<(K, usize), Function>>>,
+    /// Kernels whose cubins NVRTC builds in the background ([`Loaded::get_when_built`]).
+    building: Mutex<Option<FastMap<(K, usize), Building>>>,
     /// Whether the sources include the toolkit's headers (user kernels do; kiln's own do not).
     toolkit_headers: bool,
 }
@@ -222,12 +227,12 @@ impl<K: Hash + Eq> Default for Loaded<K> {
 impl<K: Hash + Eq> Loaded<K> {
     /// An empty cache (for a `static`) of kernels that need no headers.
     pub const fn new() -> Loaded<K> {
-        Loaded { functions: Mutex::new(None), toolkit_headers: false }
+        Loaded { functions: Mutex::new(None), building: Mutex::new(None), toolkit_headers: false }
     }
 
     /// An empty cache of kernels built with the CUDA toolkit's headers on the include path.
     pub const fn with_toolkit_headers() -> Loaded<K> {
-        Loaded { functions: Mutex::new(None), toolkit_headers: true }
+        Loaded { functions: Mutex::new(None), building: Mutex::new(None), toolkit_headers: true }
     }
 
     /// The kernel `key` stands for on `gpu`: loaded before, or `entry` of the source `print`
@@ -242,12 +247,57 @@ impl<K: Hash + Eq> Loaded<K> {
         self.functions.lock().unwrap().get_or_insert_with(FastMap::default).insert(key, f);
         Ok(f)
     }
+
+    /// [`Loaded::get`] for callers that have a slower way to do the work meanwhile: a kernel
+    /// neither loaded nor in the disk cache is built by NVRTC on another thread, and this returns
+    /// `None` until that build has ended (then the kernel is loaded here, on the caller's thread).
+    /// A failed build is returned as the error once.
+    pub fn get_when_built(&self, op: &str, gpu: &Gpu, key: K, entry: &str, print: impl FnOnce() -> Result<String>) -> Result<Option<Function>> {
+        let key = (key, gpu.ordinal);
+        if let Some(f) = self.functions.lock().unwrap().get_or_insert_with(FastMap::default).get(&key) {
+            return Ok(Some(*f));
+        }
+        let mut building = self.building.lock().unwrap();
+        let building = building.get_or_insert_with(FastMap::default);
+        let cubin = match building.get(&key) {
+            Some(slot) => match slot.lock().unwrap().take() {
+                Some(built) => built,
+                None => return Ok(None),
+            },
+            None => {
+                let source = print()?;
+                let arch = gpu.arch();
+                let slot: Building = Default::default();
+                let started = !disk_path(op, &source, &arch, &[])?.exists() && {
+                    let (filled, op, source, arch) = (slot.clone(), op.to_string(), source.clone(), arch.clone());
+                    std::thread::Builder::new()
+                        .name("kiln-nvrtc".into())
+                        .spawn(move || *filled.lock().unwrap() = Some(cached_cubin(&op, &source, &arch, &[])))
+                        .is_ok()
+                };
+                if started {
+                    building.insert(key, slot);
+                    return Ok(None);
+                }
+                // In the disk cache (or no thread to spare): read or built now.
+                cached_cubin(op, &source, &arch, &[])
+            }
+        };
+        building.remove(&key);
+        let f = load_cubin(op, &cubin?, entry)?;
+        self.functions.lock().unwrap().get_or_insert_with(FastMap::default).insert(key, f);
+        Ok(Some(f))
+    }
 }
 
 /// The function `entry` of `source` loaded on `gpu`, its cubin built (with `headers` on the
 /// include path) or read from the disk cache.
 fn load(op: &str, gpu: &Gpu, source: &str, entry: &str, headers: &[PathBuf]) -> Result<Function> {
-    let cubin = cached_cubin(op, source, &gpu.arch(), headers)?;
+    load_cubin(op, &cached_cubin(op, source, &gpu.arch(), headers)?, entry)
+}
+
+/// The function `entry` of `cubin`, loaded into the current context.
+fn load_cubin(op: &str, cubin: &[u8], entry: &str) -> Result<Function> {
     // Safety: the image is a cubin NVRTC built for this device; the module stays loaded for the
     // process (kernels are few and small).
     let module = unsafe { cu::module::load_data(cubin.as_ptr() as *const std::ffi::c_void) }

@@ -21,6 +21,7 @@ use super::trace::{Tape, Value};
 use crate::fused::{InstOp, Inst, Kernel, Level};
 use crate::primitive::Op;
 use crate::shape::Shape;
+use super::group_set::GroupSet;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::sync::Arc;
 
@@ -63,17 +64,18 @@ struct Building {
     split: bool,
     /// Member nodes (sorted into tape order once grouping ends).
     members: Vec<usize>,
-    /// The group this one was merged into, if any (`holder` follows these).
-    merged_into: Option<usize>,
+    /// The groups merged into this one (directly or through others): their nodes are this
+    /// group's now.
+    absorbed: Vec<usize>,
     /// Groups that the operands from outside this group depend on (as they were numbered then;
-    /// `holder` maps them to the groups that hold those nodes now).
-    waits: BTreeSet<usize>,
+    /// `absorbed` maps them to the groups that hold those nodes now).
+    waits: GroupSet,
 }
 
 impl Building {
     /// An empty group over `space` that folds its `reduced` trailing axes.
     fn new(space: Shape, reduced: usize) -> Building {
-        Building { space, reduced, split: false, members: Vec::new(), merged_into: None, waits: BTreeSet::new() }
+        Building { space, reduced, split: false, members: Vec::new(), absorbed: Vec::new(), waits: GroupSet::default() }
     }
 
     /// The row shape: the space with its reduced axes set to 1.
@@ -97,21 +99,14 @@ impl Building {
     }
 }
 
-/// The group that holds the nodes of group `g` now: `g`, or the group it was merged into.
-fn holder(groups: &[Building], mut g: usize) -> usize {
-    while let Some(next) = groups[g].merged_into {
-        g = next;
-    }
-    g
-}
-
 /// Whether a node with ancestor groups `deps` (or a group waiting on `deps`) depends on group `g`
 /// or on a group merged into it.
-fn depends_on(groups: &[Building], deps: &BTreeSet<usize>, g: usize) -> bool {
-    deps.iter().any(|&d| holder(groups, d) == g)
+fn depends_on(groups: &[Building], deps: &GroupSet, g: usize) -> bool {
+    deps.contains(g) || groups[g].absorbed.iter().any(|&h| deps.contains(h))
 }
 
-fn is_elementwise(op: &Op) -> bool {
+/// Whether `op` computes each element from the same position of its operands (what fuses).
+pub(super) fn is_elementwise(op: &Op) -> bool {
     matches!(op, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::AsType(_))
 }
 
@@ -135,6 +130,10 @@ pub(crate) struct Target {
     /// rows are few and long; a one-pass kernel instead folds parts of each row in many blocks and
     /// finishes the rows (and the row arithmetic after the fold) in a second kernel.
     pub gpu_multiprocessors: Option<usize>,
+    /// Fuse elementwise ops only, leaving every reduction a single op (eager fusion: a fused
+    /// reduction may fold in another order than the reduction kernel, and eager results must not
+    /// depend on whether fusion ran).
+    pub elementwise_only: bool,
 }
 
 /// Whether a reduction of the last `k` axes of `shape` folds few long rows on `target`.
@@ -150,13 +149,15 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
     let mut group_of: Vec<Option<usize>> = vec![None; n];
     let mut level: Vec<Level> = vec![Level::Element; n];
     let mut groups: Vec<Building> = Vec::new();
-    let mut deps: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    let mut deps: Vec<GroupSet> = vec![GroupSet::default(); n];
     for (id, node) in tape.nodes.iter().enumerate() {
         let Value::Op(op, inputs) = &node.value else { continue };
-        let mut d = BTreeSet::new();
+        let mut d = GroupSet::default();
         for &i in inputs {
-            d.extend(deps[i].iter().copied());
-            d.extend(group_of[i]);
+            d.union_with(&deps[i]);
+            if let Some(g) = group_of[i] {
+                d.insert(g);
+            }
         }
         deps[id] = d;
         if !enabled {
@@ -189,7 +190,7 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
             join(&mut groups[g], inputs, id, g, &group_of, &deps);
             group_of[id] = Some(g);
             level[id] = lv;
-        } else if let Some(k) = inputs.first().and_then(|&x| trailing_reduction(op, &tape.nodes[x].shape)) {
+        } else if let Some(k) = inputs.first().filter(|_| !target.elementwise_only).and_then(|&x| trailing_reduction(op, &tape.nodes[x].shape)) {
             let x = inputs[0];
             let split = split_rows(&tape.nodes[x].shape, k, target);
             let joined = group_of[x].filter(|&g| {
@@ -249,11 +250,11 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
 }
 
 /// Adds node `id` with operands `inputs` to group `b` (numbered `g`).
-fn join(b: &mut Building, inputs: &[usize], id: usize, g: usize, group_of: &[Option<usize>], deps: &[BTreeSet<usize>]) {
+fn join(b: &mut Building, inputs: &[usize], id: usize, g: usize, group_of: &[Option<usize>], deps: &[GroupSet]) {
     b.members.push(id);
     for &i in inputs {
         if group_of[i] != Some(g) {
-            b.waits.extend(deps[i].iter().copied());
+            b.waits.union_with(&deps[i]);
         }
     }
 }
@@ -263,7 +264,7 @@ fn join(b: &mut Building, inputs: &[usize], id: usize, g: usize, group_of: &[Opt
 /// as the two halves of a cross-entropy), with no path between the two through a node outside
 /// both (neither group, nor the joining node, reads an outside value that depends on the other).
 /// Split groups never merge: the merged group might need a second pass over the elements.
-fn mergeable(groups: &[Building], group_of: &[Option<usize>], deps: &[BTreeSet<usize>], inputs: &[usize], g: usize, h: usize) -> bool {
+fn mergeable(groups: &[Building], group_of: &[Option<usize>], deps: &[GroupSet], inputs: &[usize], g: usize, h: usize) -> bool {
     h != g
         && !groups[g].split
         && !groups[h].split
@@ -281,9 +282,11 @@ fn merge(groups: &mut [Building], group_of: &mut [Option<usize>], g: usize, h: u
         group_of[m] = Some(g);
     }
     let waits = std::mem::take(&mut groups[h].waits);
+    let absorbed = std::mem::take(&mut groups[h].absorbed);
     groups[g].members.extend(members);
-    groups[g].waits.extend(waits);
-    groups[h].merged_into = Some(g);
+    groups[g].waits.union_with(&waits);
+    groups[g].absorbed.extend(absorbed);
+    groups[g].absorbed.push(h);
 }
 
 /// Orders the units so that each runs after the units producing its inputs (Kahn's algorithm,

@@ -31,7 +31,9 @@
 //! ```
 
 mod cache;
+pub(crate) mod eager;
 mod fuse;
+mod group_set;
 mod plan;
 mod report;
 mod shapeless;
@@ -171,7 +173,7 @@ fn fuse_target() -> fuse::Target {
         crate::DeviceKind::Gpu => crate::backend::cuda::context::gpu("compile", device.index).ok().map(|g| g.multiprocessors as usize),
         crate::DeviceKind::Cpu => None,
     };
-    fuse::Target { gpu_multiprocessors }
+    fuse::Target { gpu_multiprocessors, elementwise_only: false }
 }
 
 /// A compiled function: call it like the function. Clones share one cache, which is freed with
