@@ -13,7 +13,7 @@ use crate::errors::OrRaise;
 use kiln::{ops, Array, Dtype};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
+use pyo3::types::{IntoPyDict, PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
 
 /// An array argument of an op: an array, a Python number (weak), a numpy array or a nested list.
 pub struct Operand(pub Array);
@@ -254,7 +254,7 @@ pub fn typestr(d: Dtype) -> Option<String> {
 /// unless `dtype` asks otherwise, as mlx does.
 fn from_numpy(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> {
     let np = obj.py().import("numpy")?;
-    let c = np.call_method1("ascontiguousarray", (obj,))?;
+    let c = np.getattr("asarray")?.call((obj,), Some(&[("order", "C")].into_py_dict(obj.py())?))?;
     let iface = c.getattr("__array_interface__")?.cast_into::<PyDict>()?;
     let item = |k: &str| -> PyResult<Bound<'_, PyAny>> {
         iface

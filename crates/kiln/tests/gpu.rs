@@ -731,7 +731,9 @@ fn eager_elementwise_chains_fuse_at_eval_with_the_bits_of_op_by_op() {
                     kiln::eval(&targets.iter().collect::<Vec<_>>()).unwrap();
                     let after = kiln::eager_fusion_stats();
                     if after.kernels > before.kernels {
-                        assert_eq!((after.kernels - before.kernels, after.ops - before.ops), (1, 8), "{what}: one kernel of the eight ops");
+                        // Casting float32 to float32 is no op: seven ops then, else eight.
+                        let ops = if d == Dtype::F32 { 7 } else { 8 };
+                        assert_eq!((after.kernels - before.kernels, after.ops - before.ops), (1, ops), "{what}: one kernel of every op");
                         return bits(&targets);
                     }
                     assert_eq!(after.while_building, before.while_building + 1, "{what}: run op by op while its kernel builds");

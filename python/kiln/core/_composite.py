@@ -91,8 +91,10 @@ def tri(n: int, m: Optional[int] = None, k: int = 0, dtype=None, *, stream=None)
 
 
 def kron(a, b, *, stream=None):
-    """The Kronecker product."""
+    """The Kronecker product (of non-empty arrays, as mlx)."""
     a, b = _as_array(a), _as_array(b)
+    if a.size == 0 or b.size == 0:
+        raise ValueError(f"kron: inputs cannot be empty, got shapes {a.shape} and {b.shape}")
     nd = max(a.ndim, b.ndim)
     a = _c.reshape(a, (1,) * (nd - a.ndim) + a.shape)
     b = _c.reshape(b, (1,) * (nd - b.ndim) + b.shape)
@@ -190,9 +192,10 @@ def count_nonzero(a, /, *, axis=None, keepdims: bool = False, stream=None):
         return _c.sum(nonzero, axis=axes, keepdims=keepdims)
 
 
-def empty_like(a, /, *, stream=None):
-    """An array of ``a``'s shape and dtype (zero-filled: kiln has no uninitialised memory)."""
-    return _c.zeros_like(a, stream=stream)
+def empty_like(a, /, dtype=None, *, stream=None):
+    """An array of ``a``'s shape and of ``dtype`` (default: ``a``'s), zero-filled: kiln has no
+    uninitialised memory."""
+    return _c.zeros_like(a, dtype, stream=stream)
 
 
 def median(a, /, axis=None, keepdims: bool = False, *, stream=None):
@@ -228,9 +231,13 @@ def searchsorted(sorted_sequence, values, /, side: str = "left", *, stream=None)
     seq, values = _as_array(sorted_sequence), _as_array(values)
     if seq.ndim != 1:
         raise ValueError(f"[searchsorted] the sorted sequence must be 1-d, got {seq.ndim} dimensions")
-    before = _c.less if side == "left" else _c.less_equal
     with on_stream(stream):
-        counted = before(seq, _c.expand_dims(values, -1))
+        v = _c.expand_dims(values, -1)
+        # In sort order NaN comes after every number (and equals NaN).
+        if side == "left":
+            counted = _c.logical_or(_c.less(seq, v), _c.logical_and(_c.isnan(v), _c.logical_not(_c.isnan(seq))))
+        else:
+            counted = _c.logical_or(_c.less_equal(seq, v), _c.isnan(v))
         return _c.sum(counted.astype(_c.uint32), axis=-1)
 
 

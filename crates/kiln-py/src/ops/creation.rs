@@ -6,8 +6,8 @@ use crate::array::PyArray;
 use crate::convert::Operand;
 use crate::device::{on, StreamOrDevice};
 use crate::dtype::PyDtype;
-use kiln::{ops, Dtype};
-use pyo3::exceptions::PyTypeError;
+use kiln::{ops, Array, Dtype};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
@@ -56,46 +56,70 @@ pub fn full(
     .map(PyArray::from)
 }
 
-/// Zeros with the shape and dtype of `a`.
+/// Zeros with the shape of `a`, of `dtype` (default: `a`'s).
 #[pyfunction]
-#[pyo3(signature = (a, /, *, stream = None))]
-pub fn zeros_like(a: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::zeros_like(a.0)).map(PyArray::from)
+#[pyo3(signature = (a, /, dtype = None, *, stream = None))]
+pub fn zeros_like(a: Operand, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || in_dtype(ops::zeros_like(a.0)?, dtype)).map(PyArray::from)
 }
 
-/// Ones with the shape and dtype of `a`.
+/// Ones with the shape of `a`, of `dtype` (default: `a`'s).
 #[pyfunction]
-#[pyo3(signature = (a, /, *, stream = None))]
-pub fn ones_like(a: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
-    on(stream.as_ref(), || ops::ones_like(a.0)).map(PyArray::from)
+#[pyo3(signature = (a, /, dtype = None, *, stream = None))]
+pub fn ones_like(a: Operand, dtype: Option<PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || in_dtype(ops::ones_like(a.0)?, dtype)).map(PyArray::from)
+}
+
+/// `x` converted to `dtype` when one is given.
+fn in_dtype(x: Array, dtype: Option<PyDtype>) -> kiln::Result<Array> {
+    match dtype {
+        Some(d) => ops::astype(&x, d.0),
+        None => Ok(x),
+    }
 }
 
 /// Evenly spaced values in `[start, stop)`: `arange(stop)`, `arange(start, stop)` or
-/// `arange(start, stop, step)`. Ints give int32 and any float gives float32 unless `dtype` is set.
+/// `arange(start, stop, step)` (positional or by keyword). Ints give int32 (int64 when a bound
+/// does not fit) and any float gives float32 unless `dtype` is set.
 #[pyfunction]
-#[pyo3(signature = (start_or_stop, stop = None, step = None, dtype = None, *, stream = None))]
+#[pyo3(signature = (start_or_stop = None, stop = None, step = None, dtype = None, *, start = None, stream = None))]
 pub fn arange(
-    start_or_stop: &Bound<'_, PyAny>,
+    start_or_stop: Option<&Bound<'_, PyAny>>,
     stop: Option<&Bound<'_, PyAny>>,
     step: Option<&Bound<'_, PyAny>>,
     dtype: Option<PyDtype>,
+    start: Option<&Bound<'_, PyAny>>,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
+    let (start, stop) = match (start, start_or_stop, stop) {
+        (Some(s), None, Some(e)) | (Some(s), Some(e), None) | (None, Some(s), Some(e)) => (Some(s), e),
+        (None, Some(e), None) | (None, None, Some(e)) => (None, e),
+        _ => return Err(PyTypeError::new_err("arange: give stop, start and stop, or start, stop and step")),
+    };
     let number = |o: &Bound<'_, PyAny>| -> PyResult<f64> {
         o.extract::<f64>().map_err(|_| {
             PyTypeError::new_err(format!("arange: expected a number, got {}", o.get_type()))
         })
     };
-    let all_int = [Some(start_or_stop), stop, step]
-        .into_iter()
-        .flatten()
-        .all(|o| o.is_instance_of::<PyInt>());
-    let (start, stop) = match stop {
-        Some(s) => (number(start_or_stop)?, number(s)?),
-        None => (0.0, number(start_or_stop)?),
-    };
+    let given: Vec<&Bound<'_, PyAny>> = [start, Some(stop), step].into_iter().flatten().collect();
+    let all_int = given.iter().all(|o| o.is_instance_of::<PyInt>());
+    let fits_i32 = given.iter().all(|o| o.extract::<i32>().is_ok());
+    let start = start.map(number).transpose()?.unwrap_or(0.0);
+    let stop = number(stop)?;
     let step = step.map(number).transpose()?.unwrap_or(1.0);
-    let dt = dtype.map_or(if all_int { Dtype::I32 } else { Dtype::F32 }, |d| d.0);
+    let inferred = match (all_int, fits_i32) {
+        (true, true) => Dtype::I32,
+        (true, false) => Dtype::I64,
+        _ => Dtype::F32,
+    };
+    let dt = dtype.map_or(inferred, |d| d.0);
+    let len = ((stop - start) / step).ceil();
+    if len > i32::MAX as f64 {
+        return Err(PyValueError::new_err(format!(
+            "arange: {start} to {stop} by {step} is {len} elements, more than {} (mlx's limit for arange)",
+            i32::MAX
+        )));
+    }
     on(stream.as_ref(), || ops::arange(start, stop, step, dt)).map(PyArray::from)
 }
 
@@ -105,11 +129,13 @@ pub fn arange(
 pub fn linspace(
     start: f64,
     stop: f64,
-    num: usize,
+    num: i64,
     endpoint: bool,
     dtype: Option<PyDtype>,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
+    let num = usize::try_from(num)
+        .map_err(|_| PyValueError::new_err(format!("linspace: num must be at least 0, got {num}")))?;
     on(stream.as_ref(), || {
         ops::linspace_with(start, stop, num, endpoint, dtype_or_f32(dtype))
     })

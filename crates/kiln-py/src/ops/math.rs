@@ -163,7 +163,8 @@ fn both_nan(a: &Array, b: &Array) -> kiln::Result<Array> {
 /// `|a - b| <= atol + rtol * |b|` elementwise (NaNs equal when `equal_nan`).
 fn close(a: &Array, b: &Array, rtol: f64, atol: f64, equal_nan: bool) -> kiln::Result<Array> {
     let tol = ops::add(ops::multiply(ops::abs(b)?, rtol)?, atol)?;
-    let near = ops::less_equal(ops::abs(ops::subtract(a, b)?)?, tol)?;
+    // An infinite `b` makes the tolerance infinite: only equality (below) counts then.
+    let near = ops::logical_and(ops::less_equal(ops::abs(ops::subtract(a, b)?)?, tol)?, ops::isfinite(b)?)?;
     // Equal infinities are close; anything else with an infinity or NaN is not.
     let same = ops::equal(a, b)?;
     let close = ops::logical_or(near, same)?;

@@ -9,7 +9,7 @@ use kiln::ops::{self, SplitSpec};
 use kiln::Array;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyInt;
+use pyo3::types::{PyInt, PyTuple};
 
 fn wrap_all(v: Vec<Array>) -> Vec<PyArray> {
     v.into_iter().map(PyArray::from).collect()
@@ -182,8 +182,12 @@ fn pad_widths(pad_width: &Bound<'_, PyAny>, ndim: usize) -> PyResult<Vec<(usize,
     if let Ok(w) = pad_width.extract::<usize>() {
         return Ok(vec![(w, w); ndim]);
     }
-    if let Ok((b, e)) = pad_width.extract::<(usize, usize)>() {
-        return Ok(vec![(b, e); ndim]);
+    if let Ok(v) = pad_width.extract::<Vec<usize>>() {
+        match v[..] {
+            [w] => return Ok(vec![(w, w); ndim]),
+            [b, e] => return Ok(vec![(b, e); ndim]),
+            _ => {}
+        }
     }
     if let Ok(v) = pad_width.extract::<Vec<(usize, usize)>>() {
         if v.len() == 1 {
@@ -201,7 +205,8 @@ fn pad_widths(pad_width: &Bound<'_, PyAny>, ndim: usize) -> PyResult<Vec<(usize,
     ))
 }
 
-/// Pads with `constant_values` (mode "constant") or the edge values (mode "edge").
+/// Pads with `constant_values` (mode "constant"), the edge values ("edge"), or the array
+/// mirrored at its ends without ("reflect") or with ("symmetric") the edge element, as numpy.
 #[pyfunction]
 #[pyo3(signature = (a, pad_width, mode = "constant", constant_values = None, *, stream = None))]
 pub fn pad(
@@ -213,43 +218,52 @@ pub fn pad(
 ) -> PyResult<PyArray> {
     let widths = pad_widths(pad_width, a.0.ndim())?;
     let value = constant_values.map_or_else(|| Array::weak_int(0), |v| v.0);
-    match mode {
-        "constant" => on(stream.as_ref(), || ops::pad(&a.0, &widths, &value)).map(PyArray::from),
-        "edge" => on(stream.as_ref(), || edge_pad(&a.0, &widths)).map(PyArray::from),
-        _ => Err(PyValueError::new_err(format!(
-            "pad: mode '{mode}' is not supported; use 'constant' or 'edge'"
-        ))),
-    }
+    let source: fn(i64, i64) -> i64 = match mode {
+        "constant" => return on(stream.as_ref(), || ops::pad(&a.0, &widths, &value)).map(PyArray::from),
+        "edge" => |i, n| i.clamp(0, n - 1),
+        "reflect" => |i, n| {
+            let period = 2 * (n - 1);
+            let m = if period == 0 { 0 } else { i.rem_euclid(period) };
+            if m < n { m } else { period - m }
+        },
+        "symmetric" => |i, n| {
+            let m = i.rem_euclid(2 * n);
+            if m < n { m } else { 2 * n - 1 - m }
+        },
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "pad: mode '{mode}' is not supported; use 'constant', 'edge', 'reflect' or 'symmetric'"
+            )))
+        }
+    };
+    on(stream.as_ref(), || index_pad(&a.0, &widths, mode, source)).map(PyArray::from)
 }
 
-/// Pads by repeating the first and last slice of each axis.
-fn edge_pad(a: &Array, widths: &[(usize, usize)]) -> kiln::Result<Array> {
+/// Pads each axis by gathering, for every position of the padded axis, the element `source`
+/// maps it to (given the position relative to the axis start and the axis length).
+fn index_pad(a: &Array, widths: &[(usize, usize)], mode: &str, source: fn(i64, i64) -> i64) -> kiln::Result<Array> {
+    if widths.len() != a.ndim() {
+        return Err(kiln::Error::value(
+            "pad",
+            format!("pad_width has {} pairs for an array of shape {:?}; give one pair per axis", widths.len(), a.shape()),
+        ));
+    }
     let mut x = a.clone();
     for (axis, &(before, after)) in widths.iter().enumerate() {
-        let n = x.shape().get(axis).copied().unwrap_or(0) as i64;
-        if n == 0 && before + after > 0 {
-            return Err(kiln::Error::value("pad", "edge padding of an empty axis"));
+        if before + after == 0 {
+            continue;
         }
-        let ax = axis as i64;
-        let mut parts = Vec::new();
-        if before > 0 {
-            parts.push(ops::repeat(
-                ops::slice_axis(&x, ax, 0, 1)?,
-                before,
-                Some(ax),
-            )?);
+        let n = x.shape()[axis] as i64;
+        if n == 0 {
+            return Err(kiln::Error::value(
+                "pad",
+                format!("{mode} padding cannot extend axis {axis} of shape {:?}: it is empty", a.shape()),
+            ));
         }
-        parts.push(x.clone());
-        if after > 0 {
-            parts.push(ops::repeat(
-                ops::slice_axis(&x, ax, n - 1, n)?,
-                after,
-                Some(ax),
-            )?);
-        }
-        if parts.len() > 1 {
-            x = ops::concatenate(&parts, ax)?;
-        }
+        let positions = -(before as i64)..n + after as i64;
+        let index: Vec<i64> = positions.map(|i| source(i, n)).collect();
+        let len = index.len();
+        x = ops::take(&x, Array::from_slice(&index, &[len])?, Some(axis as i64))?;
     }
     Ok(x)
 }
@@ -297,17 +311,34 @@ pub fn roll(
     axis: Option<Axes>,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
-    on(stream.as_ref(), || match (shift.0.as_slice(), axis) {
-        (&[s], None) => ops::roll(a.0, s, None),
-        (&[s], Some(Axes(ax))) if ax.len() == 1 => ops::roll(a.0, s, Some(ax[0])),
-        (&[s], Some(Axes(ax))) => ops::roll_axes(a.0, &vec![s; ax.len()], &ax),
-        (shifts, Some(Axes(ax))) => ops::roll_axes(a.0, shifts, &ax),
-        (_, None) => Err(kiln::Error::value(
-            "roll",
-            "several shifts need as many axes",
-        )),
-    })
-    .map(PyArray::from)
+    let shifts = shift.0;
+    let Some(Axes(axes)) = axis else {
+        // numpy rolls the flattened array by every shift in turn.
+        return on(stream.as_ref(), || ops::roll(&a.0, shifts.iter().sum(), None)).map(PyArray::from);
+    };
+    // Shifts and axes pair up, one of them broadcast when it has one entry; an axis named twice
+    // is rolled by the sum of its shifts.
+    let pairs = match (shifts.len(), axes.len()) {
+        (s, x) if s == x => shifts.iter().copied().zip(axes.iter().copied()).collect::<Vec<_>>(),
+        (1, _) => axes.iter().map(|&x| (shifts[0], x)).collect(),
+        (_, 1) => shifts.iter().map(|&s| (s, axes[0])).collect(),
+        (s, x) => {
+            return Err(PyValueError::new_err(format!(
+                "roll: {s} shifts and {x} axes do not pair up; give as many of each, or one of either"
+            )))
+        }
+    };
+    let ndim = a.0.ndim() as i64;
+    let mut total: Vec<(i64, i64)> = Vec::new();
+    for (s, x) in pairs {
+        let x = if (-ndim..0).contains(&x) { x + ndim } else { x };
+        match total.iter_mut().find(|(_, t)| *t == x) {
+            Some((sum, _)) => *sum += s,
+            None => total.push((s, x)),
+        }
+    }
+    let (shifts, axes): (Vec<i64>, Vec<i64>) = total.into_iter().unzip();
+    on(stream.as_ref(), || ops::roll_axes(&a.0, &shifts, &axes)).map(PyArray::from)
 }
 
 /// `a` with its elements in reverse order along `axis` (an axis, several, or all when None).
@@ -498,12 +529,18 @@ pub fn slice_update(
 /// Coordinate grids from 1-d arrays (`indexing` "xy" or "ij"; `sparse` keeps them broadcastable).
 #[pyfunction]
 #[pyo3(signature = (*arrays, sparse = false, indexing = "xy", stream = None))]
-pub fn meshgrid(
+pub fn meshgrid<'py>(
+    py: Python<'py>,
     arrays: Vec<Operand>,
     sparse: bool,
     indexing: &str,
     stream: Option<StreamOrDevice>,
-) -> PyResult<Vec<PyArray>> {
+) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, grids(arrays, sparse, indexing, stream)?)
+}
+
+/// [`meshgrid`]'s arrays.
+fn grids(arrays: Vec<Operand>, sparse: bool, indexing: &str, stream: Option<StreamOrDevice>) -> PyResult<Vec<PyArray>> {
     let xy = match indexing {
         "xy" => true,
         "ij" => false,

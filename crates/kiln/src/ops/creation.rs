@@ -72,16 +72,21 @@ pub(crate) fn positions_along(n: usize, axis: usize, ndim: usize, dtype: Dtype) 
 
 /// Evenly spaced values `start, start + step, ...` below `stop` (above it for negative steps).
 pub fn arange(start: f64, stop: f64, step: f64, dtype: Dtype) -> Result<Array> {
-    if step == 0.0 || !step.is_finite() || !start.is_finite() || !stop.is_finite() {
+    if step == 0.0 || step.is_nan() || !start.is_finite() || !stop.is_finite() {
         return Err(Error::value(
             "arange",
-            format!("needs finite start, stop and a non-zero finite step, got {start}, {stop}, {step}"),
+            format!("needs finite start and stop and a non-zero step, got {start}, {stop}, {step}"),
         ));
     }
     if dtype == Dtype::Bool {
         return Err(Error::dtype("arange", "cannot make a bool range"));
     }
     let len = ((stop - start) / step).ceil().max(0.0) as usize;
+    // An infinite step reaches past the stop at once: the start alone, if it lies before it.
+    let (len, step) = if step.is_infinite() { (usize::from((stop - start) * step.signum() > 0.0), 0.0) } else { (len, step) };
+    // An integer range counts its length from the given bounds, then steps from the start and by
+    // the step truncated to integers, as mlx: arange(0, 3, 0.2) in int32 is fifteen zeros.
+    let (start, step) = if dtype.is_integer() { (start.trunc(), step.trunc()) } else { (start, step) };
     Array::from_op(Op::Arange { start: F64Bits::new(start), step: F64Bits::new(step), len, dtype }, vec![])
 }
 

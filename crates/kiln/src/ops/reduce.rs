@@ -144,15 +144,21 @@ pub fn softmax(x: impl AsArray, axes: Option<&[i64]>, precise: bool) -> Result<A
 
 fn arg_reduce(op: ArgReduceOp, name: &str, x: impl AsArray, axis: Option<i64>, keepdims: bool) -> Result<Array> {
     let x = x.as_array();
-    let (x, axis) = match axis {
+    let ndim = x.ndim();
+    let (x, axis, flat) = match axis {
         Some(a) => {
-            let a = normalize_axis(name, a, x.ndim())?;
-            (x, a)
+            let a = normalize_axis(name, a, ndim)?;
+            (x, a, false)
         }
-        None => (flatten(&x, 0, -1)?, 0),
+        None => (flatten(&x, 0, -1)?, 0, true),
     };
     let r = Array::from_op(Op::ArgReduce { op, axis }, vec![x])?;
-    if keepdims { Ok(r) } else { squeeze_axes(&r, vec![axis]) }
+    match (keepdims, flat) {
+        // Over the flattened array, keepdims keeps every axis of the input (as size 1), as numpy.
+        (true, true) => crate::ops::reshape(&r, &vec![1; ndim]),
+        (true, false) => Ok(r),
+        (false, _) => squeeze_axes(&r, vec![axis]),
+    }
 }
 
 /// Index (uint32) of the first maximum along `axis` (of the flattened array when `None`).

@@ -270,10 +270,7 @@ impl<K: Hash + Eq> Loaded<K> {
                 let slot: Building = Default::default();
                 let started = !disk_path(op, &source, &arch, &[])?.exists() && {
                     let (filled, op, source, arch) = (slot.clone(), op.to_string(), source.clone(), arch.clone());
-                    std::thread::Builder::new()
-                        .name("kiln-nvrtc".into())
-                        .spawn(move || *filled.lock().unwrap() = Some(cached_cubin(&op, &source, &arch, &[])))
-                        .is_ok()
+                    in_background(move || *filled.lock().unwrap() = Some(cached_cubin(&op, &source, &arch, &[])))
                 };
                 if started {
                     building.insert(key, slot);
@@ -288,6 +285,44 @@ impl<K: Hash + Eq> Loaded<K> {
         self.functions.lock().unwrap().get_or_insert_with(FastMap::default).insert(key, f);
         Ok(Some(f))
     }
+}
+
+/// Background builds still running. The process waits for them as it exits: a build cut off by
+/// exit would run on inside NVRTC while the library is torn down, and crash the process.
+static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
+static BUILD_ENDED: std::sync::Condvar = std::sync::Condvar::new();
+
+extern "C" {
+    fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+}
+
+/// Waits (at most a minute) for the background builds still running; registered with `atexit`.
+extern "C" fn wait_for_background_builds() {
+    let mut running = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while *running > 0 {
+        let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else { return };
+        running = BUILD_ENDED.wait_timeout(running, left).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
+/// Runs `build` on a thread of its own, counted in [`IN_FLIGHT`]; false if no thread could start.
+fn in_background(build: impl FnOnce() + Send + 'static) -> bool {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    // Safety: the callback is a plain function that lives as long as the process.
+    REGISTER.call_once(|| unsafe {
+        atexit(wait_for_background_builds);
+    });
+    *IN_FLIGHT.lock().unwrap() += 1;
+    let spawned = std::thread::Builder::new().name("kiln-nvrtc".into()).spawn(move || {
+        build();
+        *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        BUILD_ENDED.notify_all();
+    });
+    if spawned.is_err() {
+        *IN_FLIGHT.lock().unwrap() -= 1;
+    }
+    spawned.is_ok()
 }
 
 /// The function `entry` of `source` loaded on `gpu`, its cubin built (with `headers` on the

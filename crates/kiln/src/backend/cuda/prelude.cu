@@ -52,9 +52,9 @@ __device__ __forceinline__ float k_bf16_round(float f) { return k_bf16_load(k_bf
 #define K_SHL(T, x, y) ((y) < 0 || (u64)(y) >= sizeof(T) * 8 ? (T)0 : (T)((x) << (y)))
 #define K_SHR(T, x, y) ((y) < 0 || (u64)(y) >= sizeof(T) * 8 ? ((x) < 0 ? (T)-1 : (T)0) : (T)((x) >> (y)))
 
-/* Integer power by squaring with wrapping; a negative exponent gives 0 unless the base is +-1. */
+/* Integer power by squaring with wrapping; a negative exponent gives 0, as in mlx. */
 template <typename T> __device__ __forceinline__ T k_pow_int(T b, T e) {
-    if (e < 0) return b == 1 ? (T)1 : b == (T)-1 ? ((e & 1) ? b : (T)1) : (T)0;
+    if (e < 0) return (T)0;
     T r = 1;
     while (e > 0) { if (e & 1) r = (T)(r * b); b = (T)(b * b); e = (T)(e >> 1); }
     return r;

@@ -1,0 +1,125 @@
+"""Ops whose edge cases follow numpy (or mlx where it departs from numpy), checked against numpy:
+0-d numpy inputs, pad modes, roll with several shifts, arange's dtype and integer steps,
+argmin/argmax with keepdims, isclose with infinities, integer powers, meshgrid, *_like dtypes."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import kiln.core as mx
+
+
+def test_numpy_scalars_and_0d_arrays_stay_0d():
+    for value in [np.int64(3), np.float32(2.5), np.asarray(1.5, dtype=np.float32), np.bool_(True)]:
+        a = mx.array(value)
+        assert a.shape == ()
+        assert a.item() == value.item()
+
+
+@pytest.mark.parametrize("mode", ["edge", "reflect", "symmetric"])
+def test_pad_modes_match_numpy_including_widths_beyond_the_axis(mode):
+    rng = np.random.default_rng(0)
+    cases = [((8,), [(2, 3)]), ((4,), [(10, 7)]), ((3,), [(9, 1)]), ((1,), [(3, 2)]), ((2,), [(5, 6)]),
+             ((5, 6), [(9, 9), (11, 0)]), ((3, 4, 5), [(4, 4), (0, 0), (7, 3)])]
+    for shape, widths in cases:
+        x = rng.standard_normal(shape).astype(np.float32)
+        got = mx.pad(mx.array(x), widths, mode=mode)
+        np.testing.assert_array_equal(np.array(got), np.pad(x, widths, mode=mode), err_msg=f"{mode} {shape} {widths}")
+
+
+def test_pad_width_forms_and_errors():
+    a = mx.zeros((1, 1, 1))
+    for width, shape in [(1, (3, 3, 3)), ((1,), (3, 3, 3)), ([1], (3, 3, 3)), ((1, 2), (4, 4, 4)),
+                         ([1, 2], (4, 4, 4)), ([(1, 2)], (4, 4, 4)), (((1, 2), (2, 1), (2, 2)), (4, 4, 5))]:
+        assert mx.pad(a, width).shape == shape
+    for mode in ["reflect", "symmetric", "edge"]:
+        with pytest.raises(ValueError, match="empty"):
+            mx.pad(mx.zeros((0, 3)), [(1, 1), (0, 0)], mode=mode)
+        assert mx.pad(mx.zeros((0, 3)), [(0, 0), (2, 1)], mode=mode).shape == (0, 6)
+    with pytest.raises(ValueError, match="wrap"):
+        mx.pad(a, 1, mode="wrap")
+
+
+def test_roll_pairs_shifts_and_axes_as_numpy():
+    x = np.arange(10).reshape(2, 5)
+    shifts = [1, -2, (1, 1), (-1, 2), (33, 33), (3, -1, 2)]
+    axes = [None, 0, 1, -1, (1, 0), (0, 0), (1, 1)]
+    for s, ax in itertools.product(shifts, axes):
+        try:
+            want = np.roll(x, s, ax)
+        except ValueError:
+            with pytest.raises(ValueError):
+                mx.roll(mx.array(x), s, ax)
+            continue
+        np.testing.assert_array_equal(np.array(mx.roll(mx.array(x), s, ax)), want, err_msg=f"{s} {ax}")
+
+
+def test_arange_infers_int64_for_large_bounds_and_truncates_integer_steps():
+    assert mx.arange(2**40, 2**40 + 3).dtype == mx.int64
+    assert mx.arange(2**40, 2**40 + 3).tolist() == [2**40, 2**40 + 1, 2**40 + 2]
+    assert mx.arange(2**31 - 3, 2**31 - 1).dtype == mx.int32
+    # An integer range steps by the step truncated (mlx): the length comes from the float step.
+    assert mx.arange(0, 3, 0.2, dtype=mx.int32).tolist() == [0] * 15
+    assert mx.arange(-1, -20, -1.2, dtype=mx.int32).tolist() == list(range(-1, -17, -1))
+    assert mx.arange(stop=2, step=0.5).tolist() == [0.0, 0.5, 1.0, 1.5]
+    assert mx.arange(-3, step=-1).tolist() == [0, -1, -2]
+    # An infinite step gives the start alone when it lies before the stop (mlx).
+    assert mx.arange(0, 10, float("inf")).tolist() == [0]
+    assert mx.arange(0, -10, float("-inf")).tolist() == [0]
+    assert mx.arange(10, 0, float("inf")).tolist() == []
+    with pytest.raises(TypeError):
+        mx.arange(start=1, step=2)
+    for bad in [(float("nan"), 1, 5), (0, 2, float("nan")), (float("inf"), 1, 5), (0, 2**40, 1)]:
+        with pytest.raises(ValueError):
+            mx.arange(*bad)
+    with pytest.raises(ValueError, match="at least 0"):
+        mx.linspace(0, 1, -1)
+
+
+def test_argmin_argmax_keepdims_over_all_axes_keeps_every_axis():
+    data = np.random.default_rng(1).random((4, 5, 6))
+    for name in ["argmin", "argmax"]:
+        got = getattr(mx, name)(mx.array(data), keepdims=True)
+        want = getattr(np, name)(data, keepdims=True)
+        assert got.shape == want.shape and got.tolist() == want.tolist()
+
+
+def test_isclose_counts_only_equal_infinities_as_close():
+    a = mx.array([np.inf, np.inf, -np.inf, 1.0, np.inf])
+    b = mx.array([np.inf, -np.inf, -np.inf, np.inf, 1.0])
+    want = np.isclose(np.array(a), np.array(b))
+    assert mx.isclose(a, b).tolist() == want.tolist()
+
+
+def test_negative_integer_exponents_give_zero_as_in_mlx():
+    for dtype in [mx.int8, mx.int16, mx.int32, mx.int64]:
+        x = mx.power(mx.array([2, -2, 1, -1, 3], dtype), mx.array([-1, -3, -9, -2, 2], dtype))
+        assert x.tolist() == [0, 0, 0, 0, 9]
+
+
+def test_meshgrid_returns_a_tuple_and_like_ops_take_a_dtype():
+    x = mx.array([1, 2, 3])
+    grids = mx.meshgrid(x, mx.array([4, 5]))
+    assert isinstance(grids, tuple)
+    want = np.meshgrid(np.array([1, 2, 3]), np.array([4, 5]))
+    for g, w in zip(grids, want):
+        np.testing.assert_array_equal(np.array(g), w)
+    for like, value in [(mx.zeros_like, 0), (mx.ones_like, 1), (mx.empty_like, 0)]:
+        z = like(x, mx.float16)
+        assert z.dtype == mx.float16 and z.tolist() == [value] * 3
+        assert like(x).dtype == mx.int32
+
+
+def test_searchsorted_puts_nan_after_every_number():
+    a = np.array([1, 2, 3, np.nan], np.float32)
+    v = np.array([np.nan, 2, 5, -1], np.float32)
+    for side in ["left", "right"]:
+        got = mx.searchsorted(mx.array(a), mx.array(v), side=side)
+        assert got.tolist() == np.searchsorted(a, v, side=side).tolist()
+
+
+def test_kron_refuses_empty_inputs():
+    with pytest.raises(ValueError, match="empty"):
+        mx.kron(mx.array([]), mx.array([1, 2]))
+    np.testing.assert_array_equal(np.array(mx.kron(mx.array([1, 2]), mx.array([3, 4]))), np.kron([1, 2], [3, 4]))
