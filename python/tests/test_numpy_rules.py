@@ -123,3 +123,53 @@ def test_kron_refuses_empty_inputs():
     with pytest.raises(ValueError, match="empty"):
         mx.kron(mx.array([]), mx.array([1, 2]))
     np.testing.assert_array_equal(np.array(mx.kron(mx.array([1, 2]), mx.array([3, 4]))), np.kron([1, 2], [3, 4]))
+
+
+def test_comparisons_with_lists_and_strings_follow_mlx():
+    a = mx.array([1, 2, 3])
+    # Equality with anything that is not an array, a number or a numpy array is plain False.
+    assert (a == [1, 2, 3]) is False and (a != (1, 2, 3)) is True and (a == "x") is False
+    assert (a == np.array([1, 2, 4])).tolist() == [True, True, False]
+    for other in ["hello", [1, 2, 3], (1, 2, 3)]:
+        for compare in [lambda x, y: x < y, lambda x, y: x <= y, lambda x, y: x > y, lambda x, y: x >= y]:
+            with pytest.raises(ValueError):
+                compare(a, other)
+    assert (a < 2).tolist() == [True, False, False]
+
+
+def test_python_ints_that_do_not_fit_the_array_dtype_are_errors():
+    y = mx.array(2_000_000_000, dtype=mx.int32)
+    with pytest.raises(ValueError, match="3000000000"):
+        y + 3_000_000_000
+    with pytest.raises(ValueError, match="int8"):
+        mx.add(mx.array([1], dtype=mx.int8), 300)
+    with pytest.raises(ValueError, match="uint8"):
+        mx.multiply(mx.array([1], dtype=mx.uint8), -1)
+    assert (mx.array([1], dtype=mx.int64) + 3_000_000_000).tolist() == [3_000_000_001]
+
+
+def test_float64_arrays_keep_python_float_precision():
+    x = 39.14223403241
+    assert mx.array(x, dtype=mx.float64).item() == x
+    assert mx.array([x, 1], dtype=mx.float64).tolist() == [x, 1.0]
+
+
+def test_format_specs_apply_to_0d_arrays_only():
+    assert f"{mx.arange(3)[1]:.2f}" == "1.00"
+    assert f"{mx.array(0.35487):.1f}" == "0.4"
+    assert f"{mx.array([1, 2, 3])}" == "array([1, 2, 3], dtype=int32)"
+    with pytest.raises(TypeError):
+        f"{mx.arange(3):.2f}"
+
+
+def test_arrays_take_weak_references_and_can_cast_follows_promotion():
+    import weakref
+
+    a = mx.array([1.0])
+    ref = weakref.ref(a)
+    assert ref() is a
+    del a
+    assert ref() is None
+    for source, target in itertools.product([mx.int8, mx.int16, mx.uint8, mx.uint16, mx.float32, mx.float64], repeat=2):
+        want = np.can_cast(np.dtype(str(source).split(".")[-1]), np.dtype(str(target).split(".")[-1]))
+        assert mx.can_cast(source, target) == want, (source, target)

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 /// A lazy n-dimensional array.
-#[pyclass(name = "array", module = "kiln.core", from_py_object)]
+#[pyclass(name = "array", module = "kiln.core", from_py_object, weakref)]
 #[derive(Clone)]
 pub struct PyArray {
     /// The kiln array this object currently stands for (in-place operators and `a[i] = v`
@@ -45,6 +45,28 @@ fn binary_op(
     };
     let out = f(a, b).or_raise()?;
     Ok(PyArray::from(out).into_pyobject(py)?.into_any().unbind())
+}
+
+/// Whether `other` compares with an array element by element (as mlx): an array, a Python
+/// number, or a numpy array or scalar. Lists, tuples, strings and other objects do not.
+fn compares_elementwise(other: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(other.cast::<PyArray>().is_ok()
+        || other.is_instance_of::<pyo3::types::PyBool>()
+        || other.is_instance_of::<pyo3::types::PyInt>()
+        || other.is_instance_of::<pyo3::types::PyFloat>()
+        || other.hasattr("__array_interface__")?)
+}
+
+/// An ordering comparison (`<`, `<=`, `>`, `>=`); against an object that does not compare
+/// element by element it is a ValueError, as in mlx.
+fn ordering(py: Python<'_>, lhs: &Array, other: &Bound<'_, PyAny>, symbol: &str, f: fn(Array, Array) -> kiln::Result<Array>) -> PyResult<Py<PyAny>> {
+    if !compares_elementwise(other)? {
+        return Err(PyValueError::new_err(format!(
+            "array {symbol} {}: an array orders only against arrays, numbers and numpy arrays",
+            other.get_type().name()?
+        )));
+    }
+    binary_op(py, lhs, other, false, f)
 }
 
 macro_rules! binary_dunders {
@@ -282,27 +304,48 @@ impl PyArray {
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if !compares_elementwise(other)? {
+            return Ok(false.into_pyobject(py)?.to_owned().into_any().unbind());
+        }
         binary_op(py, &self.array, other, false, kiln::ops::equal)
     }
 
     fn __ne__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if !compares_elementwise(other)? {
+            return Ok(true.into_pyobject(py)?.to_owned().into_any().unbind());
+        }
         binary_op(py, &self.array, other, false, kiln::ops::not_equal)
     }
 
     fn __lt__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        binary_op(py, &self.array, other, false, kiln::ops::less)
+        ordering(py, &self.array, other, "<", kiln::ops::less)
     }
 
     fn __le__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        binary_op(py, &self.array, other, false, kiln::ops::less_equal)
+        ordering(py, &self.array, other, "<=", kiln::ops::less_equal)
     }
 
     fn __gt__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        binary_op(py, &self.array, other, false, kiln::ops::greater)
+        ordering(py, &self.array, other, ">", kiln::ops::greater)
     }
 
     fn __ge__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        binary_op(py, &self.array, other, false, kiln::ops::greater_equal)
+        ordering(py, &self.array, other, ">=", kiln::ops::greater_equal)
+    }
+
+    /// `format(a, spec)`: a 0-d array formats as its value (`f"{a:.2f}"`); with an empty spec any
+    /// array formats as its repr. A spec for a larger array is a TypeError, as for a list.
+    fn __format__(&self, py: Python<'_>, spec: &str) -> PyResult<String> {
+        if spec.is_empty() {
+            return self.__repr__();
+        }
+        if self.array.ndim() != 0 {
+            return Err(PyTypeError::new_err(format!(
+                "unsupported format string '{spec}' for an array of shape {:?}: only 0-d arrays take a format spec",
+                self.array.shape()
+            )));
+        }
+        self.item(py)?.call_method1("__format__", (spec,))?.extract()
     }
 
     fn __copy__(&self) -> PyArray {

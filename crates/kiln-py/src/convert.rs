@@ -67,9 +67,9 @@ pub fn to_array(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array>
     {
         let mut leaves = Leaves::default();
         leaves.push(obj)?;
-        leaves.into_array(&[])?
+        leaves.into_array(&[], dtype)?
     } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        from_nested(obj)?
+        from_nested(obj, dtype)?
     } else if obj.hasattr("__array_interface__")? {
         from_numpy(obj, dtype)?
     } else if let Some(a) = crate::dlpack::from_gpu_producer(obj)? {
@@ -133,8 +133,13 @@ impl Leaves {
         Ok(())
     }
 
-    fn into_array(self, shape: &[usize]) -> PyResult<Array> {
-        if self.any_float {
+    /// The leaves as an array of `shape`: float32 if any is a float, else int32 (int64 when one
+    /// does not fit), else bool; float64 straight from the Python values when `dtype` asks for
+    /// it (through float32 they would lose precision).
+    fn into_array(self, shape: &[usize], dtype: Option<Dtype>) -> PyResult<Array> {
+        if dtype == Some(Dtype::F64) && (self.any_float || self.any_int) {
+            Array::from_slice(&self.values, shape).or_raise()
+        } else if self.any_float {
             let v: Vec<f32> = self.values.iter().map(|&x| x as f32).collect();
             Array::from_slice(&v, shape).or_raise()
         } else if self.any_int {
@@ -158,7 +163,7 @@ fn is_sequence(obj: &Bound<'_, PyAny>) -> bool {
 }
 
 /// A nested list or tuple of scalars (or of arrays, which are stacked) as an array.
-fn from_nested(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
+fn from_nested(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> {
     let items: Vec<Bound<'_, PyAny>> = obj.try_iter()?.collect::<PyResult<_>>()?;
     if !items.is_empty()
         && items
@@ -183,7 +188,7 @@ fn from_nested(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
     }
     let mut leaves = Leaves::default();
     gather(obj, &shape, &mut leaves)?;
-    leaves.into_array(&shape)
+    leaves.into_array(&shape, dtype)
 }
 
 fn contains_array(obj: &Bound<'_, PyAny>) -> bool {

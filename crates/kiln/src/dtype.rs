@@ -128,6 +128,20 @@ impl Dtype {
         self.category() == Category::Unsigned
     }
 
+    /// Whether this integer dtype holds `v` exactly (true for every non-integer dtype).
+    pub fn holds_integer(self, v: i64) -> bool {
+        match self {
+            Dtype::I8 => i8::try_from(v).is_ok(),
+            Dtype::I16 => i16::try_from(v).is_ok(),
+            Dtype::I32 => i32::try_from(v).is_ok(),
+            Dtype::U8 => u8::try_from(v).is_ok(),
+            Dtype::U16 => u16::try_from(v).is_ok(),
+            Dtype::U32 => u32::try_from(v).is_ok(),
+            Dtype::U64 => v >= 0,
+            _ => true,
+        }
+    }
+
     /// The float dtype an op that needs floats (exp, divide, mean...) computes an input of this dtype in:
     /// floats keep their dtype, everything else becomes float32, as in mlx.
     pub fn to_float(self) -> Dtype {

@@ -773,7 +773,7 @@ fn checkpoint_holds_fewer_intermediates() {
             .unwrap();
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         println!("{text}");
-        assert!(out.status.success(), "the isolated memory test failed:\n{text}");
+        assert!(out.status.success(), "the isolated memory test failed ({}):\n{text}", out.status);
         assert!(text.contains("1 passed"), "the isolated memory test did not run:\n{text}");
         return;
     }

@@ -1,5 +1,6 @@
-"""Facts about dtypes as mlx gives them: ``finfo`` (float limits), ``iinfo`` (integer limits) and
-``result_type`` (the dtype that arithmetic between arrays and dtypes promotes to)."""
+"""Facts about dtypes as mlx gives them: ``finfo`` (float limits), ``iinfo`` (integer limits),
+``result_type`` (the dtype that arithmetic between arrays and dtypes promotes to) and
+``can_cast`` (whether a conversion keeps every value)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,13 @@ def result_type(*arrays_and_dtypes) -> Dtype:
         value = zeros((1,), d)
         out = value if out is None else where(array(True), out, value)
     return out.dtype
+
+
+def can_cast(from_, to) -> bool:
+    """Whether ``from_`` (a dtype, or an array's dtype) converts to ``to`` without losing values:
+    combining the two gives ``to`` (int8 to int16 yes, int16 to int8 no, uint16 to int16 no)."""
+    source = from_.dtype if isinstance(from_, array) else from_
+    for name, d in (("from_", source), ("to", to)):
+        if not isinstance(d, Dtype):
+            raise TypeError(f"[can_cast] {name} must be a dtype or an array, got {type(d).__name__}")
+    return result_type(source, to) == to

@@ -163,7 +163,7 @@ pub fn conv_general(input: impl AsArray, weight: impl AsArray, p: &ConvParams) -
         return Err(Error::shape("conv", format!("the kernel's spatial sizes must be positive; got weight {}", fmt_shape(w.shape()))));
     }
     let input_shape = fmt_shape(x.shape());
-    let (x, w) = promote_pair(&x, &w)?;
+    let (x, w) = promote_pair("conv", &x, &w)?;
     // The input dilated, then padded or cropped.
     let mut xs = x;
     for (a, &factor) in idil.iter().enumerate() {

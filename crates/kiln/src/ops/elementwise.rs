@@ -120,7 +120,7 @@ unary_fns! {
 /// (and bool for and/or/xor) only.
 pub fn binary(op: BinaryOp, a: impl AsArray, b: impl AsArray) -> Result<Array> {
     use BinaryOp::*;
-    let (a, b) = promote_pair(&a.as_array(), &b.as_array())?;
+    let (a, b) = promote_pair(op.name(), &a.as_array(), &b.as_array())?;
     let dt = a.dtype();
     let bad = |what: &str| {
         Err(Error::dtype(op.name(), format!("{what}, got {} and {}", a.dtype(), b.dtype())))
@@ -203,7 +203,7 @@ binary_fns! {
 /// `cond ? a : b` elementwise, broadcasting all three; `cond` is read as bool.
 pub fn where_(cond: impl AsArray, a: impl AsArray, b: impl AsArray) -> Result<Array> {
     let cond = cast(&cond.as_array(), Dtype::Bool)?;
-    let (a, b) = promote_pair(&a.as_array(), &b.as_array())?;
+    let (a, b) = promote_pair("where", &a.as_array(), &b.as_array())?;
     Array::from_op(Op::Select, vec![cond, a, b])
 }
 

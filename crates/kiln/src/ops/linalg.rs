@@ -11,7 +11,7 @@ use crate::shape::{broadcast_shapes, fmt_shape};
 /// removed; leading (batch) axes broadcast. Integer products wrap in their dtype and boolean
 /// ones are ORs of ANDs, as numpy's (mlx refuses both).
 pub fn matmul(a: impl AsArray, b: impl AsArray) -> Result<Array> {
-    let (a, b) = promote_pair(&a.as_array(), &b.as_array())?;
+    let (a, b) = promote_pair("matmul", &a.as_array(), &b.as_array())?;
     if a.ndim() == 0 || b.ndim() == 0 {
         return Err(Error::shape("matmul", "inputs must have at least one dimension; use multiply for scalars"));
     }

@@ -23,7 +23,7 @@ pub use sort::*;
 
 use crate::array::{Array, Literal};
 use crate::dtype::{promote, Dtype};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::primitive::Op;
 
 /// Anything an op accepts as an array argument: arrays (owned or borrowed) and Rust numbers.
@@ -93,8 +93,23 @@ pub(crate) fn cast(x: &Array, dtype: Dtype) -> Result<Array> {
     Array::from_op(Op::AsType(dtype), vec![source])
 }
 
-/// Promotes two operands to their common dtype (weak scalars adopt the other's dtype).
-pub(crate) fn promote_pair(a: &Array, b: &Array) -> Result<(Array, Array)> {
+/// Promotes two operands of `op` to their common dtype (weak scalars adopt the other's dtype). A
+/// Python int that the other operand's integer dtype cannot hold is an error, as in mlx (it would
+/// otherwise wrap or saturate silently).
+pub(crate) fn promote_pair(op: &str, a: &Array, b: &Array) -> Result<(Array, Array)> {
     let dt = promote(a.dtype(), a.is_weak(), b.dtype(), b.is_weak());
+    for x in [a, b] {
+        if let (Some(Literal::Int(v)), true) = (x.literal(), dt.is_integer()) {
+            if !dt.holds_integer(v) {
+                return Err(Error::value(
+                    op,
+                    format!(
+                        "the Python int {v} does not fit the other operand's dtype {dt}; make the operands \
+                         one wider dtype first (e.g. astype(int64))"
+                    ),
+                ));
+            }
+        }
+    }
     Ok((cast(a, dt)?, cast(b, dt)?))
 }

@@ -287,16 +287,21 @@ impl<K: Hash + Eq> Loaded<K> {
     }
 }
 
-/// Background builds still running. The process waits for them as it exits: a build cut off by
-/// exit would run on inside NVRTC while the library is torn down, and crash the process.
+/// Background builds queued or running. The process waits for them as it exits: a build cut
+/// off by exit would run on inside NVRTC while the library is torn down, and crash the process.
 static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
 static BUILD_ENDED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// A build for the background thread.
+type Job = Box<dyn FnOnce() + Send>;
 
 extern "C" {
     fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
 }
 
-/// Waits (at most a minute) for the background builds still running; registered with `atexit`.
+/// Waits (at most a minute) for the background builds queued or running; registered with
+/// `atexit`. The builder thread itself never ends (it waits for jobs), so no thread leaves
+/// NVRTC's per-thread state to be torn down while the process exits.
 extern "C" fn wait_for_background_builds() {
     let mut running = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -306,23 +311,30 @@ extern "C" fn wait_for_background_builds() {
     }
 }
 
-/// Runs `build` on a thread of its own, counted in [`IN_FLIGHT`]; false if no thread could start.
+/// Queues `build` for kiln's one background builder thread (started on first use), counted in
+/// [`IN_FLIGHT`]; false if the thread could not start.
 fn in_background(build: impl FnOnce() + Send + 'static) -> bool {
-    static REGISTER: std::sync::Once = std::sync::Once::new();
-    // Safety: the callback is a plain function that lives as long as the process.
-    REGISTER.call_once(|| unsafe {
-        atexit(wait_for_background_builds);
+    static QUEUE: OnceLock<Option<Mutex<std::sync::mpsc::Sender<Job>>>> = OnceLock::new();
+    let queue = QUEUE.get_or_init(|| {
+        let (send, receive) = std::sync::mpsc::channel::<Job>();
+        let worker = std::thread::Builder::new().name("kiln-nvrtc".into()).spawn(move || {
+            for job in receive {
+                job();
+                *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+                BUILD_ENDED.notify_all();
+            }
+        });
+        // Safety: the callback is a plain function that lives as long as the process.
+        worker.is_ok().then(|| unsafe { atexit(wait_for_background_builds) });
+        worker.ok().map(|_| Mutex::new(send))
     });
+    let Some(queue) = queue else { return false };
     *IN_FLIGHT.lock().unwrap() += 1;
-    let spawned = std::thread::Builder::new().name("kiln-nvrtc".into()).spawn(move || {
-        build();
-        *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-        BUILD_ENDED.notify_all();
-    });
-    if spawned.is_err() {
+    if queue.lock().unwrap().send(Box::new(build)).is_err() {
         *IN_FLIGHT.lock().unwrap() -= 1;
+        return false;
     }
-    spawned.is_ok()
+    true
 }
 
 /// The function `entry` of `source` loaded on `gpu`, its cubin built (with `headers` on the
