@@ -173,3 +173,13 @@ def test_arrays_take_weak_references_and_can_cast_follows_promotion():
     for source, target in itertools.product([mx.int8, mx.int16, mx.uint8, mx.uint16, mx.float32, mx.float64], repeat=2):
         want = np.can_cast(np.dtype(str(source).split(".")[-1]), np.dtype(str(target).split(".")[-1]))
         assert mx.can_cast(source, target) == want, (source, target)
+
+
+def test_broadcast_shapes_matches_numpy():
+    cases = [[(1, 2, 3), (3,)], [(4, 1, 6), (5, 6)], [(1, 1), (1, 8), (7, 1)], [(2, 3)], [(), ()], [(), (1,)],
+             [(1, 0, 5), (3, 1, 5)], [(5, 0), (0, 5, 0)]]
+    for shapes in cases:
+        assert mx.broadcast_shapes(*shapes) == np.broadcast_shapes(*shapes)
+    for bad in [[(3, 4), (4, 3)], [(2, 3, 4), (2, 5, 4)], []]:
+        with pytest.raises(ValueError):
+            mx.broadcast_shapes(*bad)

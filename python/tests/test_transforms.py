@@ -138,13 +138,33 @@ def test_custom_function_uses_its_vjp():
         return mx.exp(x)
 
     @f.vjp
-    def f_vjp(primals, cotangent, output):
-        (x,) = primals
-        return (cotangent * 100.0,)
+    def f_vjp(x, cotangent, output):
+        # One argument: the rule gets it itself (mlx), not a tuple.
+        assert x.shape == (2,)
+        return cotangent * 100.0
 
     x = mx.array([0.0, 1.0])
     np.testing.assert_allclose(np.array(f(x)), np.exp([0.0, 1.0]), rtol=1e-6)
     np.testing.assert_allclose(np.array(mx.grad(lambda v: f(v).sum())(x)), [100.0, 100.0])
+
+    @mx.custom_function
+    def g(x, y):
+        return x * y
+
+    @g.vjp
+    def g_vjp(primals, cotangent, output):
+        x, y = primals
+        return cotangent * 2.0, cotangent * 3.0
+
+    @g.jvp
+    def g_jvp(primals, tangents):
+        return tangents[0] * 5.0 + tangents[1]
+
+    gx, gy = mx.grad(lambda a, b: g(a, b).sum(), argnums=(0, 1))(x, x)
+    np.testing.assert_allclose(np.array(gx), [2.0, 2.0])
+    np.testing.assert_allclose(np.array(gy), [3.0, 3.0])
+    _, (t,) = mx.jvp(g, [x, x], [mx.ones(2), mx.ones(2)])
+    np.testing.assert_allclose(np.array(t), [6.0, 6.0])
 
 
 def test_stop_gradient():
@@ -190,3 +210,11 @@ def test_vmap_axes_as_trees_and_one_entry_sequences():
     a, b = mx.array(np.arange(6.0).reshape(2, 3)), mx.array(np.ones((2, 2)))
     out = mx.vmap(mx.matmul, in_axes=(1, None), out_axes=(1,))(a, b)
     np.testing.assert_array_equal(np.array(out), np.stack([np.array(a)[:, i] @ np.ones((2, 2)) for i in range(3)], axis=1))
+
+
+def test_jvp_of_a_comparison_is_zero_in_the_tangents_dtype():
+    x = mx.array([1.0, -2.0, 3.0])
+    for op in [mx.greater, mx.less, mx.equal, mx.not_equal]:
+        (out,), (t,) = mx.jvp(lambda v, op=op: op(v, 0.0), [x], [mx.ones_like(x)])
+        assert out.dtype == mx.bool_ and t.dtype == mx.float32
+        assert t.tolist() == [0.0, 0.0, 0.0]

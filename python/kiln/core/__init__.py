@@ -15,6 +15,7 @@ from kiln.core._composite import (  # noqa: E402,F401
     atleast_1d,
     atleast_2d,
     atleast_3d,
+    broadcast_shapes,
     count_nonzero,
     degrees,
     diff,

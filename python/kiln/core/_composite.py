@@ -1,7 +1,8 @@
 """Ops of mlx.core built here from the native ones (so autodiff and compile see only
 primitives): ``atleast_1d/2d/3d``, ``degrees``, ``radians``, ``nan_to_num``, ``trace``, ``tri``,
 ``kron``, ``divmod``, ``diff``, ``trunc``, ``unstack``, ``vecdot``, ``logical_xor``,
-``count_nonzero``, ``empty_like``, ``median``, ``searchsorted``, ``isdtype``, and the constants
+``count_nonzero``, ``empty_like``, ``median``, ``searchsorted``, ``isdtype``, ``broadcast_shapes``,
+and the constants
 ``pi``, ``e``, ``inf``, ``nan``, ``newaxis``."""
 
 from __future__ import annotations
@@ -239,6 +240,20 @@ def searchsorted(sorted_sequence, values, /, side: str = "left", *, stream=None)
         else:
             counted = _c.logical_or(_c.less_equal(seq, v), _c.isnan(v))
         return _c.sum(counted.astype(_c.uint32), axis=-1)
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape that arrays of all ``shapes`` broadcast to (numpy's rules: axes aligned from the
+    end, each size equal or 1)."""
+    if not shapes:
+        raise ValueError("[broadcast_shapes] give at least one shape")
+    out = []
+    for i in range(1, max(len(s) for s in shapes) + 1):
+        sizes = {s[-i] for s in shapes if len(s) >= i} - {1}
+        if len(sizes) > 1:
+            raise ValueError(f"[broadcast_shapes] shapes {', '.join(map(str, shapes))} do not broadcast: axis -{i} has sizes {sorted(sizes)}")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(reversed(out))
 
 
 def isdtype(dtype, kind) -> bool:

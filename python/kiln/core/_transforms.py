@@ -219,6 +219,11 @@ def checkpoint(fun: Callable):
     return wrapper
 
 
+def _one_or_all(args: tuple):
+    """The arguments as mlx hands them to a custom rule: the one argument itself, or the tuple."""
+    return args[0] if len(args) == 1 else args
+
+
 class custom_function:
     """A function with its own derivative rules, as mlx's ``custom_function``::
 
@@ -229,7 +234,9 @@ class custom_function:
         def f_vjp(primals, cotangent, output): ...   # one cotangent per primal
 
     ``jvp(primals, tangents)`` returns the output tangents and ``vmap(args, axes)`` returns
-    ``(outputs, axes)``. Rules not given fall back to differentiating ``f`` itself.
+    ``(outputs, axes)``. As in mlx, a function of one argument gets that argument (and its
+    tangent or axis) itself, one of several arguments gets them as a tuple. Rules not given fall
+    back to differentiating ``f`` itself.
     """
 
     def __init__(self, fun: Callable):
@@ -256,18 +263,18 @@ class custom_function:
         if self._vjp is not None:
 
             def vjp_rule(primals, cotangents, outputs):
-                grads = self._vjp(treedef.unflatten(primals), flat.rebuild(cotangents), flat.rebuild(outputs))
+                grads = self._vjp(_one_or_all(treedef.unflatten(primals)), flat.rebuild(cotangents), flat.rebuild(outputs))
                 return flatten(grads)[0]
 
         if self._jvp is not None:
 
             def jvp_rule(primals, tangents):
-                return flatten(self._jvp(treedef.unflatten(primals), treedef.unflatten(tangents)))[0]
+                return flatten(self._jvp(_one_or_all(treedef.unflatten(primals)), _one_or_all(treedef.unflatten(tangents))))[0]
 
         if self._vmap is not None:
 
             def vmap_rule(xs, axes):
-                outs, out_axes = self._vmap(treedef.unflatten(xs), tuple(axes))
+                outs, out_axes = self._vmap(_one_or_all(treedef.unflatten(xs)), _one_or_all(treedef.unflatten(list(axes))))
                 flat_outs = flatten(outs)[0]
                 flat_axes = out_axes if isinstance(out_axes, (list, tuple)) else [out_axes] * len(flat_outs)
                 return flat_outs, list(flat_axes)

@@ -361,11 +361,15 @@ pub(crate) fn forward(outputs: &[Array], leaves: &[Array], tangents: &[Array]) -
             tans.insert(v.node.id(), fit_tangent(t, &v.node)?);
         }
     }
+    // An output nothing flows into has zero tangent in its own dtype, but a boolean one (a
+    // comparison) has it in the first tangent's dtype, as in mlx.
+    let tangent_dtype = tangents.first().map(|t| t.dtype());
     outputs
         .iter()
-        .map(|o| match tans.get(&o.id()) {
-            Some(t) => Ok(t.clone()),
-            None => ops::zeros_like(o),
+        .map(|o| match (tans.get(&o.id()), tangent_dtype) {
+            (Some(t), _) => Ok(t.clone()),
+            (None, Some(d)) if o.dtype() == crate::dtype::Dtype::Bool => ops::astype(ops::zeros_like(o)?, d),
+            (None, _) => ops::zeros_like(o),
         })
         .collect()
 }
