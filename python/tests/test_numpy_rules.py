@@ -183,3 +183,18 @@ def test_broadcast_shapes_matches_numpy():
     for bad in [[(3, 4), (4, 3)], [(2, 3, 4), (2, 5, 4)], []]:
         with pytest.raises(ValueError):
             mx.broadcast_shapes(*bad)
+
+
+def test_as_strided_matches_numpy_and_refuses_reads_outside_the_input():
+    x = np.random.default_rng(3).standard_normal(128).astype(np.float32)
+    for shape, strides in [((10, 10), (3, 3)), ((5, 5), (7, 1)), ((2, 20), (1, 5)), ((10,), (4,))]:
+        for offset in [0, 1, 3]:
+            want = np.lib.stride_tricks.as_strided(x[offset:], shape, np.multiply(strides, 4))
+            np.testing.assert_array_equal(np.array(mx.as_strided(mx.array(x), shape, strides, offset)), want)
+    y = mx.arange(32)
+    assert mx.as_strided(y, (32,), (-1,), 31).tolist() == list(range(31, -1, -1))
+    assert mx.as_strided(y.reshape(4, 8)).tolist() == y.reshape(4, 8).tolist()
+    with pytest.raises(ValueError, match="negative"):
+        mx.as_strided(y, (-2, 3), (3, 1), 0)
+    with pytest.raises(ValueError, match="outside"):
+        mx.as_strided(y, (4,), (10,), 5)

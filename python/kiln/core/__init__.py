@@ -12,6 +12,7 @@ del fast, random  # noqa: F821 (native submodules: the modules kiln.core.fast an
 from kiln.core import cuda, fast, metal, random  # noqa: E402,F401
 from kiln.core._compile import compile  # noqa: E402,F401
 from kiln.core._composite import (  # noqa: E402,F401
+    as_strided,
     atleast_1d,
     atleast_2d,
     atleast_3d,

@@ -2,13 +2,15 @@
 primitives): ``atleast_1d/2d/3d``, ``degrees``, ``radians``, ``nan_to_num``, ``trace``, ``tri``,
 ``kron``, ``divmod``, ``diff``, ``trunc``, ``unstack``, ``vecdot``, ``logical_xor``,
 ``count_nonzero``, ``empty_like``, ``median``, ``searchsorted``, ``isdtype``, ``broadcast_shapes``,
-and the constants
+``as_strided``, and the constants
 ``pi``, ``e``, ``inf``, ``nan``, ``newaxis``."""
 
 from __future__ import annotations
 
 import math
 from typing import Optional
+
+import numpy as np
 
 from kiln import _core as _c
 from kiln.core._streams import on_stream
@@ -254,6 +256,31 @@ def broadcast_shapes(*shapes) -> tuple:
             raise ValueError(f"[broadcast_shapes] shapes {', '.join(map(str, shapes))} do not broadcast: axis -{i} has sizes {sorted(sizes)}")
         out.append(sizes.pop() if sizes else 1)
     return tuple(reversed(out))
+
+
+def as_strided(a, /, shape=None, strides=None, offset: int = 0, *, stream=None):
+    """``a``'s elements, taken in row-major order, read as ``shape`` with element ``strides``
+    from ``offset`` (mlx's ``as_strided``). kiln gathers them into a new array (a copy, so
+    overlapping windows are safe to write), and a view reaching outside ``a`` is an error
+    rather than a read of other memory."""
+    a = _as_array(a)
+    shape = tuple(a.shape) if shape is None else tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"[as_strided] shape {shape} has a negative size")
+    if strides is None:
+        strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    strides = tuple(int(s) for s in strides)
+    if len(strides) != len(shape):
+        raise ValueError(f"[as_strided] {len(strides)} strides for shape {shape}; give one stride per axis")
+    index = np.full(shape, offset, dtype=np.int64)
+    for axis, (size, stride) in enumerate(zip(shape, strides)):
+        index += (np.arange(size, dtype=np.int64) * stride).reshape((-1,) + (1,) * (len(shape) - axis - 1))
+    if index.size and (index.min() < 0 or index.max() >= a.size):
+        raise ValueError(
+            f"[as_strided] shape {shape}, strides {strides} and offset {offset} reach element "
+            f"{int(index.min()) if index.min() < 0 else int(index.max())}, outside the {a.size} elements of the input"
+        )
+    return _c.take(_c.reshape(a, (-1,), stream=stream), _c.array(index), stream=stream)
 
 
 def isdtype(dtype, kind) -> bool:
