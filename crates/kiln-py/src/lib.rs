@@ -13,6 +13,7 @@ mod dtype;
 mod errors;
 mod fast;
 mod index;
+mod io;
 mod memory;
 mod methods;
 mod ops;
@@ -87,6 +88,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     compile::register(m)?;
     random::register(m)?;
     fast::register(m)?;
+    io::register(m)?;
     m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add_function(wrap_pyfunction!(async_eval, m)?)?;
     m.add_function(wrap_pyfunction!(_to_dot, m)?)?;

@@ -1,6 +1,7 @@
 //! Saving and loading arrays in numpy's `.npy` format and in `.safetensors`, the two files every
-//! array library reads. The C API (and so the R package) exposes these; the Python package keeps
-//! using numpy for `.npy`/`.npz` and shares the formats' meaning.
+//! array library reads. The C API (and so the R package) and the Python package's `load` read
+//! through these parsers (Python hands over the bytes of a file, a stream or an `.npz` member;
+//! numpy writes its `.npy`/`.npz` files).
 //!
 //! Loading validates everything a file claims before reading it (magic, header, dtype, shape,
 //! byte counts and offsets), so a truncated or hostile file is an error naming the file and the
@@ -15,8 +16,9 @@ use std::path::Path;
 
 const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 
-fn io_error(op: &str, path: &Path, what: impl std::fmt::Display) -> Error {
-    Error::new(op, ErrorKind::Value, format!("{}: {what}", path.display()))
+/// An error of `op` about `source` (a file's path, or the name given to bytes read elsewhere).
+fn io_error(op: &str, source: impl std::fmt::Display, what: impl std::fmt::Display) -> Error {
+    Error::new(op, ErrorKind::Value, format!("{source}: {what}"))
 }
 
 /// The array's elements in row-major order, as bytes in native (little-endian) order.
@@ -50,7 +52,7 @@ fn npy_descr(op: &str, path: &Path, d: Dtype) -> Result<&'static str> {
         Dtype::BF16 => {
             return Err(io_error(
                 op,
-                path,
+                path.display(),
                 "numpy has no bfloat16: save it with save_safetensors, or cast it with astype(float32) first",
             ))
         }
@@ -70,7 +72,7 @@ pub fn save_npy(path: impl AsRef<Path>, a: &Array) -> Result<()> {
     }
     header.push('\n');
     let Ok(len) = u16::try_from(header.len()) else {
-        return Err(io_error(op, path, format!("shape {} needs a header too long for .npy", fmt_shape(a.shape()))));
+        return Err(io_error(op, path.display(), format!("shape {} needs a header too long for .npy", fmt_shape(a.shape()))));
     };
     let mut out = Vec::with_capacity(10 + header.len() + a.nbytes());
     out.extend_from_slice(NPY_MAGIC);
@@ -78,7 +80,7 @@ pub fn save_npy(path: impl AsRef<Path>, a: &Array) -> Result<()> {
     out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(header.as_bytes());
     out.extend_from_slice(&row_major_bytes(op, a)?);
-    std::fs::write(path, out).map_err(|e| io_error(op, path, e))
+    std::fs::write(path, out).map_err(|e| io_error(op, path.display(), e))
 }
 
 /// The value of `key` in a `.npy` header dict: the text after `'key':` up to its end.
@@ -124,8 +126,15 @@ fn npy_dtype(descr: &str) -> Option<(Dtype, bool)> {
 
 /// Reads a `.npy` file (format 1.0, 2.0 or 3.0; either byte order; C or Fortran order).
 pub fn load_npy(path: impl AsRef<Path>) -> Result<Array> {
-    let (op, path) = ("load", path.as_ref());
-    let data = std::fs::read(path).map_err(|e| io_error(op, path, e))?;
+    let path = path.as_ref();
+    let data = std::fs::read(path).map_err(|e| io_error("load", path.display(), e))?;
+    npy_from_bytes(&data, &path.display().to_string())
+}
+
+/// Reads the bytes of a `.npy` file (from memory, an archive member or a stream); errors name
+/// `source`.
+pub fn npy_from_bytes(data: &[u8], source: &str) -> Result<Array> {
+    let (op, path) = ("load", source);
     if data.len() < 10 || !data.starts_with(NPY_MAGIC) {
         return Err(io_error(op, path, "not a .npy file (no \\x93NUMPY magic)"));
     }
@@ -215,7 +224,15 @@ fn json_string(s: &str) -> String {
 
 /// Writes named arrays, and string metadata, to `path` as a `.safetensors` file.
 pub fn save_safetensors(path: impl AsRef<Path>, arrays: &[(String, Array)], metadata: &[(String, String)]) -> Result<()> {
-    let (op, path) = ("save_safetensors", path.as_ref());
+    let path = path.as_ref();
+    let out = safetensors_to_bytes(arrays, metadata, &path.display().to_string())?;
+    std::fs::write(path, out).map_err(|e| io_error("save_safetensors", path.display(), e))
+}
+
+/// The bytes of a `.safetensors` file holding named arrays and string metadata (for a file,
+/// a stream or memory); errors name `target`.
+pub fn safetensors_to_bytes(arrays: &[(String, Array)], metadata: &[(String, String)], target: &str) -> Result<Vec<u8>> {
+    let (op, path) = ("save_safetensors", target);
     let mut entries = Vec::new();
     if !metadata.is_empty() {
         let m: Vec<String> = metadata.iter().map(|(k, v)| format!("{}:{}", json_string(k), json_string(v))).collect();
@@ -245,7 +262,7 @@ pub fn save_safetensors(path: impl AsRef<Path>, arrays: &[(String, Array)], meta
     out.extend_from_slice(&(header.len() as u64).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
     out.extend_from_slice(&body);
-    std::fs::write(path, out).map_err(|e| io_error(op, path, e))
+    Ok(out)
 }
 
 /// What a `.safetensors` file holds: its arrays by name (in the file's order) and its metadata.
@@ -259,8 +276,14 @@ pub struct SafeTensors {
 
 /// Reads a `.safetensors` file.
 pub fn load_safetensors(path: impl AsRef<Path>) -> Result<SafeTensors> {
-    let (op, path) = ("load_safetensors", path.as_ref());
-    let data = std::fs::read(path).map_err(|e| io_error(op, path, e))?;
+    let path = path.as_ref();
+    let data = std::fs::read(path).map_err(|e| io_error("load_safetensors", path.display(), e))?;
+    safetensors_from_bytes(&data, &path.display().to_string())
+}
+
+/// Reads the bytes of a `.safetensors` file (from memory or a stream); errors name `source`.
+pub fn safetensors_from_bytes(data: &[u8], source: &str) -> Result<SafeTensors> {
+    let (op, path) = ("load_safetensors", source);
     let header_len = data.get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
     let header = header_len
         .and_then(|n| usize::try_from(n).ok())

@@ -1,6 +1,7 @@
 //! `.npy` and `.safetensors` files: round trips for every dtype and layout, files written by
-//! hand from the formats' specifications (Fortran order, big-endian, version 2 headers), and bad
-//! files, which must be errors naming the file and the problem.
+//! hand from the formats' specifications (Fortran order, big-endian, version 2 headers), bad
+//! files, which must be errors naming the file and the problem, and thousands of mutated files
+//! (a byte-level mutator over valid ones), which must load or fail cleanly, never crash.
 use kiln::io::{load_npy, load_safetensors, save_npy, save_safetensors};
 use kiln::{ops, Array, Dtype};
 use std::path::PathBuf;
@@ -143,4 +144,148 @@ fn safetensors_written_by_hand_load_and_bad_ones_are_errors() {
         assert!(err.message.contains(expected), "expected {expected:?} in: {err}");
     }
     std::fs::remove_file(&path).ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile files: a byte-level mutator over valid files
+// ---------------------------------------------------------------------------------------------
+
+/// splitmix64, seeded: the mutator's own generator (independent of kiln).
+struct Mutator(u64);
+
+impl Mutator {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// One to four mutations of `file`: bit flips, bytes set to values that mean something in the
+    /// headers, truncation, inserted or repeated runs, and numbers of the header replaced by huge,
+    /// negative or zero ones (so shapes, lengths and offsets lie).
+    fn mutate(&mut self, file: &[u8]) -> Vec<u8> {
+        const SPECIAL: &[u8] = b"\x00\xff9-,()[]{}\"':.\\ \nTFe";
+        const NUMBERS: &[&str] = &["0", "1", "-1", "4294967296", "18446744073709551615", "99999999999999999999999", "65536", "1e9", "3.5"];
+        let mut out = file.to_vec();
+        for _ in 0..1 + self.below(4) {
+            let at = self.below(out.len());
+            match self.below(7) {
+                0 if !out.is_empty() => out[at] ^= 1 << self.below(8),
+                1 if !out.is_empty() => out[at] = SPECIAL[self.below(SPECIAL.len())],
+                2 => out.truncate(at),
+                3 => {
+                    let run: Vec<u8> = (0..1 + self.below(16)).map(|_| self.next() as u8).collect();
+                    out.splice(at..at, run);
+                }
+                4 => {
+                    let end = (at + 1 + self.below(64)).min(out.len());
+                    let run = out[at..end].to_vec();
+                    out.splice(at..at, run);
+                }
+                5 => {
+                    // A run of ASCII digits (a number of the header) becomes another number.
+                    let digits: Vec<usize> = (0..out.len().min(400)).filter(|&i| out[i].is_ascii_digit()).collect();
+                    if let Some(&start) = digits.get(self.below(digits.len())) {
+                        let end = (start..out.len()).find(|&i| !out[i].is_ascii_digit()).unwrap_or(out.len());
+                        out.splice(start..end, NUMBERS[self.below(NUMBERS.len())].bytes());
+                    }
+                }
+                _ if out.len() >= 8 => {
+                    // The length fields at the start: safetensors' u64, npy's u16/u32.
+                    let at = self.below(12.min(out.len()));
+                    out[at] = [0, 1, 0x7f, 0x80, 0xff][self.below(5)];
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+/// What loading mutated files gave: arrays, errors, and (a failure) panics.
+#[derive(Debug, Default)]
+struct Outcomes {
+    loaded: usize,
+    errors: usize,
+    panics: Vec<String>,
+}
+
+/// Loads `cases` mutations of each seed file with `load`, which returns the arrays it read.
+/// Every outcome must be arrays or an error: never a panic, and never an array holding more
+/// bytes than the file had (which would mean data invented or a huge allocation).
+fn fuzz_loader(seeds: &[Vec<u8>], cases: usize, seed: u64, load: fn(&[u8]) -> kiln::Result<Vec<Array>>) -> Outcomes {
+    let mut m = Mutator(seed);
+    let mut out = Outcomes::default();
+    for case in 0..cases {
+        let file = m.mutate(&seeds[case % seeds.len()]);
+        let result = std::panic::catch_unwind(|| {
+            load(&file).and_then(|arrays| {
+                for a in &arrays {
+                    assert!(a.nbytes() <= file.len(), "an array of {} bytes from a {}-byte file", a.nbytes(), file.len());
+                    a.to_f64_vec()?;
+                }
+                Ok(arrays.len())
+            })
+        });
+        match result {
+            Ok(Ok(_)) => out.loaded += 1,
+            Ok(Err(e)) => {
+                assert!(e.message.contains("mutated"), "an error that does not name the source: {e}");
+                out.errors += 1;
+            }
+            Err(p) => {
+                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+                out.panics.push(format!("case {case}: {} on bytes {:?}", msg.unwrap_or_default(), String::from_utf8_lossy(&file[..file.len().min(200)])));
+            }
+        }
+    }
+    out
+}
+
+/// How many mutations per format: `KILN_FUZZ_FILES` (the long runs of `scripts/fuzz files`), else
+/// a CI-sized sample.
+fn fuzz_cases() -> usize {
+    std::env::var("KILN_FUZZ_FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(4000)
+}
+
+#[test]
+fn mutated_npy_files_are_errors_or_arrays_never_crashes() {
+    let mut seeds = Vec::new();
+    for (i, dtype) in Dtype::ALL.into_iter().filter(|&d| d != Dtype::BF16).enumerate() {
+        let path = temp(&format!("seed{i}.npy"));
+        save_npy(&path, &sample(dtype, &[[0, 1, 3][i % 3], 2, 1 + i % 2][..1 + i % 3])).unwrap();
+        seeds.push(std::fs::read(&path).unwrap());
+        std::fs::remove_file(&path).ok();
+    }
+    let data: Vec<u8> = (0..24u8).collect();
+    seeds.push(npy_bytes(2, "{'descr': '>i4', 'fortran_order': True, 'shape': (3, 2), }\n", &data));
+    seeds.push(npy_bytes(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (), }\n", &data[..8]));
+    let out = fuzz_loader(&seeds, fuzz_cases(), 0xF11E, |b| kiln::io::npy_from_bytes(b, "mutated.npy").map(|a| vec![a]));
+    eprintln!("npy: {out:?}");
+    assert!(out.panics.is_empty(), "{} panics:\n{}", out.panics.len(), out.panics.join("\n"));
+    // The mutator must reach both outcomes, or it tests nothing.
+    assert!(out.loaded * 100 > fuzz_cases() && out.errors * 2 > fuzz_cases(), "{out:?}");
+}
+
+#[test]
+fn mutated_safetensors_files_are_errors_or_arrays_never_crashes() {
+    let path = temp("seed.safetensors");
+    let arrays: Vec<(String, Array)> =
+        Dtype::ALL.iter().enumerate().map(|(i, &d)| (format!("t{i}"), sample(d, &[[0, 1, 2][i % 3], 1 + i % 2]))).collect();
+    save_safetensors(&path, &arrays[..5], &[("format".into(), "mlx".into())]).unwrap();
+    let mut seeds = vec![std::fs::read(&path).unwrap()];
+    save_safetensors(&path, &arrays[5..], &[]).unwrap();
+    seeds.push(std::fs::read(&path).unwrap());
+    std::fs::remove_file(&path).ok();
+    let out = fuzz_loader(&seeds, fuzz_cases(), 0x5AFE, |b| {
+        kiln::io::safetensors_from_bytes(b, "mutated.safetensors").map(|s| s.arrays.into_iter().map(|(_, a)| a).collect())
+    });
+    eprintln!("safetensors: {out:?}");
+    assert!(out.panics.is_empty(), "{} panics:\n{}", out.panics.len(), out.panics.join("\n"));
+    assert!(out.loaded * 100 > fuzz_cases() && out.errors * 2 > fuzz_cases(), "{out:?}");
 }

@@ -1,36 +1,21 @@
 """Saving and loading arrays, as mlx's: ``save`` (.npy), ``savez``/``savez_compressed`` (.npz),
-``save_safetensors`` and ``load`` (all three by extension). numpy does the .npy/.npz formats;
-safetensors (a little-endian JSON header followed by the raw data) is written here. bfloat16,
-which numpy lacks, travels through float32 (exact both ways) and is stored as BF16 in
-safetensors."""
+``save_safetensors`` and ``load`` (all three by extension). numpy writes the .npy/.npz formats;
+kiln's own writer makes safetensors (BF16 included, which numpy lacks). Loading hands the file's
+bytes to kiln's own parsers (``kiln::io``), which check every length, shape and offset a file
+claims before reading it."""
 
 from __future__ import annotations
 
-import json
-import struct
+import io
+import os
+import zipfile
+import zlib
 from typing import Dict, Optional
 
 import numpy as np
 
 from kiln import _core
-from kiln._core import array, bfloat16, float32
-
-_ST_DTYPES = {
-    "BOOL": np.bool_,
-    "U8": np.uint8,
-    "U16": np.uint16,
-    "U32": np.uint32,
-    "U64": np.uint64,
-    "I8": np.int8,
-    "I16": np.int16,
-    "I32": np.int32,
-    "I64": np.int64,
-    "F16": np.float16,
-    "F32": np.float32,
-    "F64": np.float64,
-}
-_ST_NAMES = {np.dtype(v): k for k, v in _ST_DTYPES.items()}
-
+from kiln._core import array, bfloat16
 
 def _numpy(a: array, what: str) -> np.ndarray:
     if not isinstance(a, array):
@@ -57,78 +42,83 @@ def savez_compressed(file: str, *args: array, **kwargs: array) -> None:
     )
 
 
-def save_safetensors(file: str, arrays: Dict[str, array], metadata: Optional[Dict[str, str]] = None) -> None:
-    """Saves a dict of arrays in the safetensors format."""
-    if not file.endswith(".safetensors"):
-        file += ".safetensors"
-    header: dict = {"__metadata__": dict(metadata)} if metadata else {}
-    blobs, offset = [], 0
+def save_safetensors(file, arrays: Dict[str, array], metadata: Optional[Dict[str, str]] = None) -> None:
+    """Saves a dict of arrays, and string metadata, in the safetensors format, to a path (the
+    extension is added when missing) or an open binary file."""
+    if not isinstance(arrays, dict):
+        raise TypeError(f"save_safetensors: arrays must be a dict of name to array, got {type(arrays).__name__}")
     for name, a in arrays.items():
-        if not isinstance(a, array):
-            raise TypeError(f"save_safetensors: {name!r} is a {type(a).__name__}, not an array")
-        if a.dtype == bfloat16:
-            bits = np.ascontiguousarray(np.asarray(a.astype(float32))).view(np.uint32)
-            data, dtype = (bits >> 16).astype("<u2").tobytes(), "BF16"
-        else:
-            n = np.ascontiguousarray(np.asarray(a))
-            data, dtype = n.astype(n.dtype.newbyteorder("<")).tobytes(), _ST_NAMES[n.dtype]
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    head = json.dumps(header, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)
-    with open(file, "wb") as f:
-        f.write(struct.pack("<Q", len(head)))
-        f.write(head)
-        for b in blobs:
-            f.write(b)
+        if not isinstance(name, str) or not isinstance(a, array):
+            raise TypeError(f"save_safetensors: {name!r} maps to a {type(a).__name__}; expected str names and arrays")
+    meta = dict(metadata or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        raise TypeError("save_safetensors: metadata must map strings to strings")
+    if isinstance(file, (str, os.PathLike)):
+        path = os.fspath(file)
+        path += "" if path.endswith(".safetensors") else ".safetensors"
+        data = _core._safetensors_bytes(list(arrays.items()), list(meta.items()), path)
+        with open(path, "wb") as f:
+            f.write(data)
+    elif hasattr(file, "write"):
+        file.write(_core._safetensors_bytes(list(arrays.items()), list(meta.items()), str(getattr(file, "name", "<stream>"))))
+    else:
+        raise TypeError(f"save_safetensors: expected a path or a file opened for binary writing, got {type(file).__name__}")
 
 
-def _load_safetensors(file: str):
-    with open(file, "rb") as f:
-        raw = f.read()
-    if len(raw) < 8:
-        raise ValueError(f"load: {file} is too short to be a safetensors file")
-    (n,) = struct.unpack("<Q", raw[:8])
+def _is_path(file) -> bool:
+    return isinstance(file, (str, os.PathLike))
+
+
+def _read(file) -> tuple:
+    """The bytes of ``file`` (a path or an open binary file) and the name errors give it."""
+    if _is_path(file):
+        try:
+            with open(file, "rb") as f:
+                return f.read(), os.fspath(file)
+        except OSError as e:
+            raise ValueError(f"load: cannot read {os.fspath(file)!r}: {e.strerror or e}") from None
+    data = file.read()
+    if not isinstance(data, bytes):
+        raise ValueError("load: the file must be opened in binary mode ('rb')")
+    return data, str(getattr(file, "name", "<stream>"))
+
+
+def _format_of(file, fmt: Optional[str]) -> str:
+    """The format to read: ``fmt``, else the file name's extension."""
+    if not _is_path(file) and not all(hasattr(file, a) for a in ("readinto", "seek", "tell", "closed")):
+        raise ValueError(f"load: expected a path or a file-like object opened in binary mode, got {type(file).__name__}")
+    if fmt is not None:
+        return fmt
+    name = os.fspath(file) if _is_path(file) else getattr(file, "name", None)
+    if not isinstance(name, str) or "." not in os.path.basename(name):
+        raise ValueError("load: cannot infer the file format from its name; pass format='npy', 'npz' or 'safetensors'")
+    return name.rsplit(".", 1)[-1]
+
+
+def _load_npz(data: bytes, source: str) -> Dict[str, array]:
+    """The arrays of an ``.npz`` archive, each member read by kiln's ``.npy`` parser."""
     try:
-        header = json.loads(raw[8 : 8 + n])
-    except ValueError as e:
-        raise ValueError(f"load: {file} has a malformed safetensors header ({e})") from None
-    metadata = header.pop("__metadata__", {})
-    body = memoryview(raw)[8 + n :]
-    out = {}
-    for name, info in header.items():
-        start, end = info["data_offsets"]
-        chunk = body[start:end]
-        if info["dtype"] == "BF16":
-            bits = np.frombuffer(chunk, dtype="<u2").astype(np.uint32) << 16
-            out[name] = array(bits.view(np.float32).reshape(info["shape"])).astype(bfloat16)
-        elif info["dtype"] in _ST_DTYPES:
-            data = np.frombuffer(chunk, dtype=np.dtype(_ST_DTYPES[info["dtype"]]).newbyteorder("<"))
-            out[name] = array(data.reshape(info["shape"]), dtype=_kiln_dtype(data.dtype))
-        else:
-            raise ValueError(f"load: {file} holds {name!r} of dtype {info['dtype']}, which kiln does not have")
-    return out, metadata
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            members = [(m, z.read(m)) for m in z.namelist()]
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError, ValueError, zlib.error) as e:
+        raise ValueError(f"load: {source} is not a readable .npz archive ({e})") from None
+    return {m[:-4] if m.endswith(".npy") else m: _core._load_npy_bytes(b, f"{source}[{m}]") for m, b in members}
 
 
-def _kiln_dtype(d: np.dtype):
-    name = {np.dtype(np.bool_): "bool_"}.get(np.dtype(d), np.dtype(d).name)
-    return getattr(_core, name)
-
-
-def load(file: str, format: Optional[str] = None, return_metadata: bool = False):
-    """Loads ``.npy`` (an array), ``.npz`` or ``.safetensors`` (a dict of arrays). Arrays keep
-    their dtype (float64 included)."""
-    fmt = format or file.rsplit(".", 1)[-1]
-    if fmt == "safetensors":
-        arrays, metadata = _load_safetensors(file)
-        return (arrays, metadata) if return_metadata else arrays
-    if return_metadata:
-        raise ValueError("load: metadata is only available for safetensors files")
+def load(file, format: Optional[str] = None, return_metadata: bool = False, stream=None):
+    """Loads ``.npy`` (an array), ``.npz`` or ``.safetensors`` (a dict of arrays) from a path or an
+    open binary file. Arrays keep their dtype (float64 included); a malformed or truncated file is
+    a ValueError naming it."""
+    fmt = _format_of(file, format)
+    if fmt not in ("npy", "npz", "safetensors"):
+        raise ValueError(f"load: unsupported format {fmt!r}; use .npy, .npz or .safetensors")
+    if return_metadata and fmt != "safetensors":
+        raise ValueError(f"load: metadata is only available for safetensors files, not {fmt}")
+    data, source = _read(file)
     if fmt == "npy":
-        n = np.load(file, allow_pickle=False)
-        return array(n, dtype=_kiln_dtype(n.dtype))
+        return _core._load_npy_bytes(data, source)
     if fmt == "npz":
-        with np.load(file, allow_pickle=False) as z:
-            return {k: array(z[k], dtype=_kiln_dtype(z[k].dtype)) for k in z.files}
-    raise ValueError(f"load: unsupported format {fmt!r}; use .npy, .npz or .safetensors")
+        return _load_npz(data, source)
+    named, metadata = _core._load_safetensors_bytes(data, source)
+    arrays = dict(named)
+    return (arrays, dict(metadata)) if return_metadata else arrays

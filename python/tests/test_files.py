@@ -1,0 +1,117 @@
+"""Loading and saving through paths and open files, and hostile files: thousands of mutated
+``.npy``, ``.npz`` and ``.safetensors`` files (a byte-level mutator over valid ones) must load or
+raise a ValueError naming the file, never crash, hang or raise anything else."""
+
+import io
+import os
+import random
+
+import numpy as np
+import pytest
+
+import kiln.core as mx
+
+
+def test_load_from_paths_open_files_and_streams(tmp_path):
+    a = np.arange(6, dtype=np.int16).reshape(2, 3)
+    np.save(tmp_path / "a.npy", a)
+    with open(tmp_path / "a.npy", "rb") as f:
+        assert np.array_equal(np.array(mx.load(f)), a)
+    assert np.array_equal(np.array(mx.load(tmp_path / "a.npy")), a)  # a pathlib.Path
+    np.savez_compressed(tmp_path / "z.npz", x=a, y=np.array([1.5], np.float64))
+    z = mx.load(io.BytesIO((tmp_path / "z.npz").read_bytes()), format="npz")
+    assert sorted(z) == ["x", "y"] and z["y"].dtype == mx.float64 and np.array_equal(np.array(z["x"]), a)
+    buf = io.BytesIO()
+    mx.save_safetensors(buf, {"w": mx.array([1.0, -2.0], dtype=mx.bfloat16)}, metadata={"k": "v"})
+    buf.seek(0)
+    s, meta = mx.load(buf, format="safetensors", return_metadata=True)
+    assert s["w"].dtype == mx.bfloat16 and s["w"].tolist() == [1.0, -2.0] and meta == {"k": "v"}
+
+
+def test_bad_load_calls_are_value_errors_naming_the_problem(tmp_path):
+    with pytest.raises(ValueError, match="cannot read .*missing.npy"):
+        mx.load(str(tmp_path / "missing.npy"))
+    with pytest.raises(ValueError, match="unsupported format 'txt'"):
+        mx.load(str(tmp_path / "a.txt"))
+    with pytest.raises(ValueError, match="cannot infer the file format"):
+        mx.load(io.BytesIO(b"x"))
+    with pytest.raises(ValueError, match="metadata is only available for safetensors"):
+        mx.load(str(tmp_path / "a.npy"), return_metadata=True)
+    (tmp_path / "t.npy").write_text("not numpy")
+    with open(tmp_path / "t.npy") as f, pytest.raises(ValueError, match="binary mode"):
+        mx.load(f)
+    with pytest.raises(ValueError, match="t.npy.*not a .npy file"):
+        mx.load(str(tmp_path / "t.npy"))
+    with pytest.raises(ValueError, match="expected a path"):
+        mx.load(3)
+    with pytest.raises(TypeError, match="expected str names and arrays"):
+        mx.save_safetensors(str(tmp_path / "s"), {"w": np.zeros(2)})
+
+
+_SPECIAL = b"\x00\xff9-,()[]{}\"':.\\ \nTFe"
+_NUMBERS = [b"0", b"1", b"-1", b"4294967296", b"18446744073709551615", b"99999999999999999999", b"1e9", b"3.5"]
+
+
+def _mutate(rng: random.Random, data: bytes) -> bytes:
+    """One to four mutations: bit flips, meaningful bytes, truncation, inserted or repeated runs,
+    numbers replaced by huge or negative ones, and the length fields at the start rewritten."""
+    out = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(max(len(out), 1))
+        kind = rng.randrange(7)
+        if kind == 0 and out:
+            out[at] ^= 1 << rng.randrange(8)
+        elif kind == 1 and out:
+            out[at] = rng.choice(_SPECIAL)
+        elif kind == 2:
+            del out[at:]
+        elif kind == 3:
+            out[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+        elif kind == 4:
+            out[at:at] = out[at : at + rng.randint(1, 64)]
+        elif kind == 5:
+            digits = [i for i in range(min(len(out), 400)) if chr(out[i]).isdigit()]
+            if digits:
+                start = end = rng.choice(digits)
+                while end < len(out) and chr(out[end]).isdigit():
+                    end += 1
+                out[start:end] = rng.choice(_NUMBERS)
+        elif len(out) >= 12:
+            out[rng.randrange(12)] = rng.choice([0, 1, 0x7F, 0x80, 0xFF])
+    return bytes(out)
+
+
+def _seed_files(tmp_path):
+    np.save(tmp_path / "a.npy", np.arange(12, dtype=np.float32).reshape(3, 4))
+    np.save(tmp_path / "b.npy", np.asfortranarray(np.arange(6, dtype=">i4").reshape(2, 3)))
+    np.savez(tmp_path / "c.npz", x=np.arange(5, dtype=np.uint8), y=np.ones((2, 2), np.float64))
+    np.savez_compressed(tmp_path / "d.npz", z=np.array([True, False]))
+    mx.save_safetensors(
+        str(tmp_path / "e.safetensors"), {"w": mx.ones((2, 3)), "b": mx.array([1, 2], dtype=mx.int64)}, metadata={"format": "mlx"}
+    )
+    return {fmt: [(tmp_path / n).read_bytes() for n in names] for fmt, names in
+            {"npy": ["a.npy", "b.npy"], "npz": ["c.npz", "d.npz"], "safetensors": ["e.safetensors"]}.items()}
+
+
+@pytest.mark.parametrize("fmt", ["npy", "npz", "safetensors"])
+def test_mutated_files_load_or_raise_value_error(tmp_path, fmt):
+    cases = int(os.environ.get("KILN_FUZZ_FILES", "3000"))
+    seeds = _seed_files(tmp_path)[fmt]
+    rng = random.Random(fmt)
+    loaded = errors = 0
+    for case in range(cases):
+        data = _mutate(rng, seeds[case % len(seeds)])
+        try:
+            out = mx.load(io.BytesIO(data), format=fmt)
+        except ValueError:
+            errors += 1
+            continue
+        except Exception as e:  # anything else is a finding: report the bytes that caused it
+            pytest.fail(f"case {case}: {type(e).__name__}: {e}\nbytes: {data[:300]!r}")
+        arrays = [out] if isinstance(out, mx.array) else list(out.values())
+        for a in arrays:
+            assert a.nbytes <= len(data), f"case {case}: an array of {a.nbytes} bytes from {len(data)} bytes"
+            np.array(a)  # the data is really there
+        loaded += 1
+    # The mutator reaches both outcomes, or it tests nothing.
+    assert loaded * 100 > cases and errors * 2 > cases, (loaded, errors)
