@@ -78,7 +78,7 @@ fn run() {
     flat("compile, call and drop", |i| {
         let k = (i % 7) as f64;
         let f = compile(move |a: &[Array]| Ok(vec![ops::add(ops::multiply(ops::tanh(&a[0])?, k)?, ops::sum(&a[0], None, false)?)?]));
-        let out = f.call(&[x.clone()]).unwrap();
+        let out = f.call(std::slice::from_ref(&x)).unwrap();
         out[0].eval().unwrap();
     });
     // 2. A compiled training step fed its own outputs.

@@ -68,7 +68,7 @@ fn worker(t: usize, shared: &Compiled, lazy: &[(Array, Vec<f64>)], start: &Barri
         let n: usize = shape.iter().product();
         let xv = values(seed, n);
         let x = ops::astype(Array::from_slice(&xv, shape).unwrap(), Dtype::F32).unwrap();
-        let got = shared.call(&[x.clone()]).unwrap();
+        let got = shared.call(std::slice::from_ref(&x)).unwrap();
         close(&got[0], &shared_want(&xv, *shape.last().unwrap()), &format!("thread {t} round {round}: shared compiled"));
         // 2. This thread's own compiled function.
         let k = t as f64 + 0.5;
