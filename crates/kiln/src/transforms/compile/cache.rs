@@ -15,6 +15,21 @@ pub(crate) struct InputKey {
     pub dtype: Dtype,
     pub ndim: usize,
     pub shape: Option<Shape>,
+    /// Shapeless: the axes of size 0. A trace of empty arrays holds what they make of the ops (a
+    /// sum over nothing is a constant 0), so it serves only calls empty in the same axes.
+    pub empty_axes: Vec<usize>,
+}
+
+impl InputKey {
+    /// The key of an input of `dtype` and `shape`, which keeps the whole shape unless `shapeless`.
+    pub(crate) fn new(dtype: Dtype, shape: &[usize], shapeless: bool) -> InputKey {
+        InputKey {
+            dtype,
+            ndim: shape.len(),
+            shape: (!shapeless).then(|| shape.into()),
+            empty_axes: if shapeless { (0..shape.len()).filter(|&i| shape[i] == 0).collect() } else { Vec::new() },
+        }
+    }
 }
 
 /// What a trace depends on: the inputs (explicit, then implicit), the constants, the device.
@@ -43,6 +58,9 @@ impl Signature {
             }
             if a.ndim != b.ndim {
                 return format!("input {i} ndim {} -> {}", a.ndim, b.ndim);
+            }
+            if a.empty_axes != b.empty_axes {
+                return format!("input {i} empty axes {:?} -> {:?}", a.empty_axes, b.empty_axes);
             }
             if let (Some(x), Some(y)) = (&a.shape, &b.shape) {
                 if x != y {

@@ -367,7 +367,7 @@ impl Compiled {
         Signature {
             inputs: all
                 .iter()
-                .map(|a| InputKey { dtype: a.dtype(), ndim: a.ndim(), shape: (!shapeless).then(|| a.shape().into()) })
+                .map(|a| InputKey::new(a.dtype(), a.shape(), shapeless))
                 .collect(),
             explicit,
             constants: constants.to_vec(),
