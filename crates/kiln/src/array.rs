@@ -90,6 +90,12 @@ impl Array {
     pub(crate) fn from_op(op: Op, inputs: Vec<Array>) -> Result<Array> {
         let refs: Vec<&Array> = inputs.iter().collect();
         let (shape, dtype) = op.infer(&refs)?;
+        if shape.iter().try_fold(dtype.size(), |n, &d| n.checked_mul(d)).is_none_or(|n| n > isize::MAX as usize) {
+            return Err(crate::Error::value(
+                op.name(),
+                format!("shape {} of {dtype} is more bytes than memory can address", crate::shape::fmt_shape(&shape)),
+            ));
+        }
         let weak = match &op {
             Op::Unary(_) | Op::Binary(_) => !inputs.is_empty() && inputs.iter().all(|a| a.is_weak()),
             // Identities keep their input's weakness (transform tracers, stop_gradient, custom).

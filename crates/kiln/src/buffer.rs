@@ -337,10 +337,59 @@ pub fn set_cache_limit(bytes: usize) -> usize {
     prev
 }
 
-/// Sets the most bytes arrays may hold on a GPU (0: the device's memory is the limit); returns
-/// the previous limit. A larger request first frees the cache, then fails with a clear error.
+/// Sets the most bytes arrays may hold in host memory and on each GPU (0: the memory there is the
+/// limit); returns the previous limit. A larger request first frees the cache, then fails with a
+/// clear error.
 pub fn set_memory_limit(bytes: usize) -> usize {
     gpu_memory::set_memory_limit(bytes)
+}
+
+/// Bytes of memory this machine has (RAM and swap, from `/proc/meminfo`), read once; None where
+/// that is unknown.
+fn machine_memory() -> Option<usize> {
+    static TOTAL: OnceLock<Option<usize>> = OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let kib = |key: &str| -> Option<usize> {
+            let line = info.lines().find(|l| l.starts_with(key))?;
+            line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+        };
+        Some((kib("MemTotal:")? + kib("SwapTotal:").unwrap_or(0)) * 1024)
+    })
+}
+
+/// Refuses, with an error naming `op`, the shape and the dtype, a host array that cannot be
+/// allocated: more bytes than the machine has (the allocation would abort the process, or the
+/// kernel would kill it once the memory is touched), or past the limit of [`set_memory_limit`]
+/// (after the cache is freed).
+pub(crate) fn check_host_allocation(op: &str, shape: &[usize], dtype: crate::dtype::Dtype) -> Result<()> {
+    use crate::error::{Error, ErrorKind};
+    let Some(bytes) = shape.iter().try_fold(dtype.size(), |n, &d| n.checked_mul(d)) else {
+        return Err(Error::new(op, ErrorKind::Value, format!("an array of shape {} and {dtype} has more bytes than memory can address", crate::shape::fmt_shape(shape))));
+    };
+    let refuse = |by: String| {
+        Error::new(
+            op,
+            ErrorKind::Device,
+            format!(
+                "out of host memory: {op} needs {bytes} bytes for an array of shape {} and {dtype}, refused by {by}. \
+                 Free arrays you no longer need, evaluate in smaller pieces, or use a smaller dtype",
+                crate::shape::fmt_shape(shape)
+            ),
+        )
+    };
+    if let Some(total) = machine_memory().filter(|&t| bytes > t) {
+        return Err(refuse(format!("the machine's size ({total} bytes of RAM and swap)")));
+    }
+    let limit = gpu_memory::memory_limit();
+    if limit != 0 && CACHE.lock().unwrap().active_bytes + bytes > limit {
+        clear_host_cache();
+        let active = CACHE.lock().unwrap().active_bytes;
+        if active + bytes > limit {
+            return Err(refuse(format!("the memory limit set by set_memory_limit ({limit} bytes; arrays hold {active})")));
+        }
+    }
+    Ok(())
 }
 
 /// Returns every cached block to the system (host and GPUs), releasing the CUDA graphs of

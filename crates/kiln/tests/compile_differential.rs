@@ -1090,20 +1090,21 @@ fn check_transforms(prog: &Arc<Program>, inputs: &[Array]) -> std::result::Resul
     Ok(compared + 1)
 }
 
-/// The seeds a random-graph test checks: `KILN_DIFF_SEEDS` of them (`count` unless set) from
-/// `KILN_DIFF_SEED_START` (0 unless set); `scripts/fuzz compile` sets both.
-fn seeds(count: u64) -> std::ops::Range<u64> {
+/// The seeds a random-graph test checks: as many as the variable `count_var` says (`count`
+/// unless set) from `KILN_DIFF_SEED_START` (0 unless set); `scripts/fuzz compile` sets them.
+fn seeds(count_var: &str, count: u64) -> std::ops::Range<u64> {
     let var = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let start = var("KILN_DIFF_SEED_START", 0);
-    start..start + var("KILN_DIFF_SEEDS", count)
+    start..start + var(count_var, count)
 }
 
 #[test]
 fn random_graphs_match_eager() {
     let mut failures = Vec::new();
-    let count = seeds(200).end - seeds(200).start;
+    let seeds = seeds("KILN_DIFF_SEEDS", 200);
+    let count = seeds.end - seeds.start;
     let (mut replanned, mut refused, mut kernels, mut reducing, mut multipass, mut transformed) = (0, 0, 0, 0, 0, 0);
-    for seed in seeds(200) {
+    for seed in seeds {
         // A panic inside compile (an internal assertion) is a failure of this seed, not of the run.
         match std::panic::catch_unwind(|| check_program(seed)) {
             Ok(Ok(stats)) => {
@@ -1139,10 +1140,11 @@ fn random_graphs_run_natively_exactly_as_interpreted() {
     use kiln::backend::cpu::native::{levels, native_runs, with_arch, with_engine, Engine};
     let mut all_levels = levels();
     all_levels.push("native");
-    let count = seeds(80).end - seeds(80).start;
+    let seeds = seeds("KILN_NATIVE_SEEDS", 80);
+    let count = seeds.end - seeds.start;
     let before = native_runs();
     let mut failures = Vec::new();
-    for seed in seeds(80) {
+    for seed in seeds {
         let prog = Arc::new(Program::generate(seed));
         let mut rng = Rng::new(seed ^ 0x5EED_D1FF);
         let dims = prog.dims(&mut rng);

@@ -126,3 +126,11 @@ fn arrays_are_shared_across_threads() {
     }
     assert_eq!(shared.to_vec::<f64>().unwrap()[0], 2.0);
 }
+
+/// A shape whose bytes overflow the address space is refused when the op is built, naming it.
+#[test]
+fn shapes_beyond_the_address_space_are_errors() {
+    let big = ops::zeros(&[1 << 40], Dtype::F32).unwrap();
+    let e = ops::broadcast_to(&big, &[1 << 30, 1 << 40]).unwrap_err();
+    assert!(e.message.contains("more bytes than memory can address") && e.message.contains("1099511627776"), "{e}");
+}

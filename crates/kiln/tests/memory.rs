@@ -46,4 +46,21 @@ fn on_the_cpu() {
     assert!(kiln::cache_memory() < cached, "the new array reused a cached block");
     kiln::clear_cache();
     assert_eq!(kiln::cache_memory(), 0);
+
+    // An array larger than the machine is a clear error, not an aborted process; the node can be
+    // asked again (it stays pending).
+    let huge = ops::add(ops::zeros(&[1 << 22, 1 << 22], Dtype::F32).unwrap(), 1.0).unwrap();
+    for _ in 0..2 {
+        let e = huge.eval().expect_err("64 TiB cannot be allocated");
+        assert_eq!(e.kind, kiln::ErrorKind::Device, "{e}");
+        assert!(e.message.contains("out of host memory") && e.message.contains("(4194304, 4194304)") && e.op == "add", "{e}");
+    }
+    // set_memory_limit holds for host arrays too (after freeing the cache).
+    let before = kiln::set_memory_limit(kiln::active_memory() + (1 << 20));
+    let e = ops::exp(&x).unwrap().eval().expect_err("16 MiB more exceeds a limit 1 MiB above what arrays hold");
+    assert!(e.message.contains("set_memory_limit"), "{e}");
+    let small = ops::exp(ops::full(&[1000], 1.0, Some(Dtype::F32)).unwrap()).unwrap();
+    small.eval().expect("4 KB fits under the limit");
+    kiln::set_memory_limit(before);
+    assert_eq!(ops::exp(&x).unwrap().to_vec::<f32>().unwrap()[0], 1.5f32.exp());
 }

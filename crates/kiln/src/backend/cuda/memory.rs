@@ -344,3 +344,8 @@ pub fn set_cache_limit(bytes: usize) {
 pub fn set_memory_limit(bytes: usize) -> usize {
     LIMIT.swap(bytes, Ordering::Relaxed)
 }
+
+/// The limit [`set_memory_limit`] set (0: none); the host's allocations honour it too.
+pub fn memory_limit() -> usize {
+    LIMIT.load(Ordering::Relaxed)
+}
