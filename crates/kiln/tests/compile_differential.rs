@@ -877,8 +877,10 @@ fn reduction(r: Red, x: &Array, axes: Option<&[i64]>, kd: bool) -> Result<Array>
         Red::Max => max(x, axes, kd),
         Red::Min => min(x, axes, kd),
         Red::Mean => mean(x, axes, kd),
-        // Small factors, so products of many stay finite.
-        Red::Prod => prod(add(multiply(tanh(x)?, 0.1)?, 1.0)?, axes, kd),
+        // Factors near 1, and tanh of the product: a product of thousands of factors can still
+        // reach 1e100, where the last bits depend on the order of the multiplications and a later
+        // sin would amplify them into different values (seeds 4555 and 5538 of 10,000).
+        Red::Prod => tanh(prod(add(multiply(tanh(x)?, 0.1)?, 1.0)?, axes, kd)?),
         Red::LogSumExp => logsumexp(x, axes, kd),
         Red::Var => var(x, axes, kd, 0),
         Red::Std => std(x, axes, kd, 1),
@@ -1125,7 +1127,8 @@ fn random_graphs_match_eager() {
     assert!(failures.is_empty(), "{} of {count} random graphs differ from eager:\n{}", failures.len(), failures.join("\n\n"));
     eprintln!("shapeless calls with other shapes: {replanned} re-planned and compared, {refused} refused (fixed-shape ops)");
     eprintln!("fused kernels: {kernels}, with reductions: {reducing}, with several passes: {multipass}");
-    let per200 = |n: usize| n * 200 / count.max(1) as usize;
+    // Coverage is judged on samples of at least 200 (a single reproduced seed covers little).
+    let per200 = |n: usize| if count < 200 { usize::MAX } else { n * 200 / count as usize };
     assert!(per200(replanned) >= 60, "only {replanned} shapeless re-plans were compared");
     assert!(per200(kernels) >= 200 && per200(reducing) >= 50 && per200(multipass) >= 20, "too little fusion exercised");
     eprintln!("grads and vmaps of compiled functions compared: {transformed}");
