@@ -104,9 +104,7 @@ fn run_node(node: &Array) -> Result<()> {
             Input { shape: a.shape().into(), dtype: a.dtype(), buffer, donatable }
         })
         .collect();
-    let on_host = node.stream().device.kind == crate::device::DeviceKind::Cpu && !op.is_view();
-    let fits = if on_host { crate::buffer::check_host_allocation(op.name(), node.shape(), node.dtype()) } else { Ok(()) };
-    match fits.and_then(|()| backend::run(node.stream(), &op, &data, node.shape(), node.dtype())) {
+    match backend::run(node.stream(), &op, &data, node.shape(), node.dtype()) {
         Ok(buffer) => {
             drop(data);
             if keep {

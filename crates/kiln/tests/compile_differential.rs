@@ -362,6 +362,82 @@ enum Node {
     BroadcastFull(usize),
 }
 
+impl Node {
+    /// The nodes this one reads.
+    fn operands(&self) -> Vec<usize> {
+        use Node::*;
+        match *self {
+            Input(_) => vec![],
+            Un(_, x) | BinConst(_, x, ..) | CmpConst(_, x, _) | RoundTrip(_, x) | ToInt(x) | ToFloat(x) | IBinConst(_, x, _)
+            | IUn(_, x) | BNot(x) | Red(.., x) | IRed(.., x) | BRed(.., x) | Transpose(x) | Flip(x) | BroadcastFull(x) => vec![x],
+            Bin(_, a, b) | Cmp(_, a, b) | IBin(_, a, b) | BBin(_, a, b) => vec![a, b],
+            Where(c, a, b) => vec![c, a, b],
+        }
+    }
+
+    /// The node with every operand `x` replaced by `f(x)`.
+    fn remapped(&self, f: impl Fn(usize) -> usize) -> Node {
+        use Node::*;
+        match *self {
+            Input(k) => Input(k),
+            Un(u, x) => Un(u, f(x)),
+            Bin(b, x, y) => Bin(b, f(x), f(y)),
+            BinConst(b, x, c, left) => BinConst(b, f(x), c, left),
+            Cmp(c, x, y) => Cmp(c, f(x), f(y)),
+            CmpConst(c, x, k) => CmpConst(c, f(x), k),
+            Where(c, a, b) => Where(f(c), f(a), f(b)),
+            RoundTrip(d, x) => RoundTrip(d, f(x)),
+            ToInt(x) => ToInt(f(x)),
+            ToFloat(x) => ToFloat(f(x)),
+            IBin(op, x, y) => IBin(op, f(x), f(y)),
+            IBinConst(op, x, k) => IBinConst(op, f(x), k),
+            IUn(u, x) => IUn(u, f(x)),
+            BBin(op, x, y) => BBin(op, f(x), f(y)),
+            BNot(x) => BNot(f(x)),
+            Red(r, a, kd, x) => Red(r, a, kd, f(x)),
+            IRed(r, a, kd, x) => IRed(r, a, kd, f(x)),
+            BRed(r, a, kd, x) => BRed(r, a, kd, f(x)),
+            Transpose(x) => Transpose(f(x)),
+            Flip(x) => Flip(f(x)),
+            BroadcastFull(x) => BroadcastFull(f(x)),
+        }
+    }
+
+    /// The node as Rust source (for a reproducer pasted into this file).
+    fn to_rust(&self) -> String {
+        use Node::*;
+        let c = |v: f64| match v {
+            v if v.is_nan() => "f64::NAN".to_string(),
+            f64::INFINITY => "f64::INFINITY".to_string(),
+            f64::NEG_INFINITY => "f64::NEG_INFINITY".to_string(),
+            v => format!("{v:?}"),
+        };
+        match *self {
+            Input(k) => format!("Node::Input({k})"),
+            Un(u, x) => format!("Node::Un(Un::{u:?}, {x})"),
+            Bin(b, x, y) => format!("Node::Bin(Bin::{b:?}, {x}, {y})"),
+            BinConst(b, x, k, left) => format!("Node::BinConst(Bin::{b:?}, {x}, {}, {left})", c(k)),
+            Cmp(op, x, y) => format!("Node::Cmp(Cmp::{op:?}, {x}, {y})"),
+            CmpConst(op, x, k) => format!("Node::CmpConst(Cmp::{op:?}, {x}, {})", c(k)),
+            Where(w, a, b) => format!("Node::Where({w}, {a}, {b})"),
+            RoundTrip(d, x) => format!("Node::RoundTrip(Dtype::{d:?}, {x})"),
+            ToInt(x) => format!("Node::ToInt({x})"),
+            ToFloat(x) => format!("Node::ToFloat({x})"),
+            IBin(op, x, y) => format!("Node::IBin(IOp::{op:?}, {x}, {y})"),
+            IBinConst(op, x, k) => format!("Node::IBinConst(IOp::{op:?}, {x}, {k})"),
+            IUn(u, x) => format!("Node::IUn(IUn::{u:?}, {x})"),
+            BBin(op, x, y) => format!("Node::BBin(BOp::{op:?}, {x}, {y})"),
+            BNot(x) => format!("Node::BNot({x})"),
+            Red(r, a, kd, x) => format!("Node::Red(Red::{r:?}, Axes::{a:?}, {kd}, {x})"),
+            IRed(r, a, kd, x) => format!("Node::IRed(IRed::{r:?}, Axes::{a:?}, {kd}, {x})"),
+            BRed(r, a, kd, x) => format!("Node::BRed(BRed::{r:?}, Axes::{a:?}, {kd}, {x})"),
+            Transpose(x) => format!("Node::Transpose({x})"),
+            Flip(x) => format!("Node::Flip({x})"),
+            BroadcastFull(x) => format!("Node::BroadcastFull({x})"),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Lay {
     Contig,
@@ -707,6 +783,72 @@ impl Program {
         p
     }
 
+    /// The program without the nodes nothing reads (inputs stay), renumbered.
+    fn without_dead_nodes(&self) -> Program {
+        let n = self.nodes.len();
+        let mut live = vec![false; n];
+        live[..self.inputs.len()].fill(true);
+        for &o in &self.outputs {
+            live[o] = true;
+        }
+        for i in (0..n).rev() {
+            if live[i] {
+                for x in self.nodes[i].operands() {
+                    live[x] = true;
+                }
+            }
+        }
+        let mut index = vec![usize::MAX; n];
+        let mut out = Program { nodes: vec![], ty: vec![], shape: vec![], ..self.clone() };
+        for i in (0..n).filter(|&i| live[i]) {
+            index[i] = out.nodes.len();
+            out.nodes.push(self.nodes[i].remapped(|x| index[x]));
+            out.ty.push(self.ty[i]);
+            out.shape.push(self.shape[i].clone());
+        }
+        out.outputs = self.outputs.iter().map(|&o| index[o]).collect();
+        out
+    }
+
+    /// The program with `node` replaced by `by` wherever it is read (and as an output).
+    fn bypassed(&self, node: usize, by: usize) -> Program {
+        let mut p = self.clone();
+        let f = |x| if x == node { by } else { x };
+        for n in p.nodes.iter_mut().skip(node + 1) {
+            *n = n.remapped(f);
+        }
+        p.outputs.iter_mut().for_each(|o| *o = f(*o));
+        p.without_dead_nodes()
+    }
+
+    /// A test reproducing a failure of this program at `dims` then `dims2`, as Rust to paste
+    /// into this file.
+    fn to_rust(&self, seed: u64, dims: &[usize], dims2: &[usize], every_mode: bool) -> String {
+        let list = |items: Vec<String>| items.join(", ");
+        let sym = |s: &Sym| {
+            format!("vec![{}]", list(s.iter().map(|d| match d {
+                Dim::One => "Dim::One".to_string(),
+                Dim::Var(i) => format!("Dim::Var({i})"),
+            }).collect()))
+        };
+        let inputs = list(self.inputs.iter().map(|i| format!("InputSpec {{ ty: Ty::{:?}, shape: {}, lay: Lay::{:?}, ties: {} }}", i.ty, sym(&i.shape), i.lay, i.ties)).collect());
+        format!(
+            "#[test]\nfn shrunk_from_seed_{seed}() {{\n    let prog = Program {{\n        ndim: {},\n        fty: Dtype::{:?},\n        ity: Dtype::{:?},\n        \
+             inputs: vec![{inputs}],\n        nodes: vec![{}],\n        ty: vec![{}],\n        shape: vec![{}],\n        \
+             outputs: vec!{:?},\n        fixed_shape: {},\n        broadcasts_to_input_shape: {},\n    }};\n    \
+             check_case(&prog, {seed}, &{dims:?}, &{dims2:?}, {every_mode}).unwrap();\n}}",
+            self.ndim,
+            self.fty,
+            self.ity,
+            list(self.nodes.iter().map(Node::to_rust).collect()),
+            list(self.ty.iter().map(|t| format!("Ty::{t:?}")).collect()),
+            list(self.shape.iter().map(sym).collect()),
+            self.outputs,
+            self.fixed_shape,
+            self.broadcasts_to_input_shape,
+        )
+    }
+
     /// Concrete sizes for the base shape's axes.
     fn dims(&self, rng: &mut Rng) -> Vec<usize> {
         let sizes: &[usize] = if self.ndim > 4 { &[1, 2, 2, 3] } else { &[1, 2, 3, 3, 4, 5, 6, 8] };
@@ -981,7 +1123,42 @@ fn check_program(seed: u64) -> std::result::Result<Stats, String> {
         }
         dims2 = prog.dims(&mut rng);
     }
-    check_case(&prog, seed, &dims, &dims2, seed.is_multiple_of(4))
+    let every_mode = seed.is_multiple_of(4);
+    check_case(&prog, seed, &dims, &dims2, every_mode).map_err(|e| {
+        let fails = |p: &Program| {
+            let run = std::panic::AssertUnwindSafe(|| check_case(p, seed, &dims, &dims2, every_mode));
+            !matches!(std::panic::catch_unwind(run), Ok(Ok(_)))
+        };
+        let small = shrink(&prog, &fails);
+        format!("{e}\n  shrunk to {} nodes; as a test to paste here:\n{}", small.nodes.len(), small.to_rust(seed, &dims, &dims2, every_mode))
+    })
+}
+
+/// Shrinks a program while `fails` holds of it: one of its outputs instead of all, then nodes
+/// bypassed by an operand of the same type and shape, dropping what nothing reads any more.
+fn shrink(prog: &Program, fails: &dyn Fn(&Program) -> bool) -> Program {
+    let mut best = prog.clone();
+    for &o in &prog.outputs {
+        let one = Program { outputs: vec![o], ..prog.clone() }.without_dead_nodes();
+        if fails(&one) {
+            best = one;
+            break;
+        }
+    }
+    'smaller: loop {
+        for i in (best.inputs.len()..best.nodes.len()).rev() {
+            for x in best.nodes[i].operands() {
+                if best.ty[x] == best.ty[i] && best.shape[x] == best.shape[i] {
+                    let p = best.bypassed(i, x);
+                    if fails(&p) {
+                        best = p;
+                        continue 'smaller;
+                    }
+                }
+            }
+        }
+        return best;
+    }
 }
 
 /// Checks `prog` at `dims`, then at `dims2` (other sizes of the same axes); `every_mode` adds the
@@ -2147,4 +2324,27 @@ fn cse_keeps_random_draws_with_different_keys_apart() {
     assert_matches_eager(&c, &keys_as_inputs, &[x.clone(), k3.clone(), k4], true, "keys 3, 4");
     assert_matches_eager(&c, &keys_as_inputs, &[x, k3.clone(), k3], true, "keys 3, 3");
     assert_eq!(c.trace_count(), 1);
+}
+
+/// The shrinker keeps what makes a program fail and drops the rest: with "fails while it computes
+/// a sine that reaches an output" as the failure, random programs shrink to the sine and the
+/// nodes it needs, and the reproducer names it.
+#[test]
+fn shrinking_keeps_the_failing_part_of_random_programs() {
+    let has_sine = |p: &Program| p.nodes.iter().any(|n| matches!(n, Node::Un(Un::Sin, _)));
+    let mut shrunk = 0;
+    for seed in 0..400 {
+        let prog = Program::generate(seed);
+        let fails = |p: &Program| has_sine(&p.without_dead_nodes());
+        if !fails(&prog) {
+            continue;
+        }
+        let small = shrink(&prog, &fails);
+        assert!(fails(&small), "seed {seed}: the shrunk program no longer fails");
+        let computed = small.nodes.len() - small.inputs.len();
+        assert!(computed <= 4 && small.outputs.len() == 1, "seed {seed}: {computed} nodes left: {small:?}");
+        assert!(small.to_rust(seed, &[2], &[3], false).contains("Node::Un(Un::Sin"));
+        shrunk += 1;
+    }
+    assert!(shrunk >= 20, "only {shrunk} programs had a sine");
 }

@@ -55,6 +55,16 @@ fn on_the_cpu() {
         assert_eq!(e.kind, kiln::ErrorKind::Device, "{e}");
         assert!(e.message.contains("out of host memory") && e.message.contains("(4194304, 4194304)") && e.op == "add", "{e}");
     }
+    // A reshape that must copy (a broadcast merged with real axes) and a compiled kernel's output
+    // are checked the same way.
+    let small = ops::expand_dims(Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap(), &[-1]).unwrap();
+    let merged = ops::reshape(ops::broadcast_to(&small, &[2, 2, 1 << 42]).unwrap(), &[-1]).unwrap();
+    let e = merged.eval().expect_err("a 64 TiB copy cannot be allocated");
+    assert!(e.message.contains("out of host memory") && e.op == "reshape", "{e}");
+    let f = kiln::compile(|a: &[Array]| Ok(vec![ops::add(ops::broadcast_to(&a[0], &[1 << 22, 1 << 22])?, 1.0)?]));
+    let row = ops::copy(ops::full(&[1 << 22], 1.0, Some(Dtype::F32)).unwrap()).unwrap();
+    let e = f.call(&[row]).and_then(|r| r[0].eval()).expect_err("64 TiB");
+    assert!(e.message.contains("out of host memory"), "{e}");
     // set_memory_limit holds for host arrays too (after freeing the cache).
     let before = kiln::set_memory_limit(kiln::active_memory() + (1 << 20));
     let e = ops::exp(&x).unwrap().eval().expect_err("16 MiB more exceeds a limit 1 MiB above what arrays hold");

@@ -11,10 +11,12 @@ import math
 from typing import Optional, Union
 
 import kiln.core as mx
+from kiln.core._arguments import require_array
 from kiln.core._streams import on_stream
 
 
 def _check_last_axis(op: str, x, name: str, p) -> None:
+    require_array(f"[{op}]", name, p, optional=True)
     if p is not None and (p.ndim != 1 or p.shape[0] != x.shape[-1]):
         raise ValueError(
             f"[{op}] {name} must be one-dimensional with the size of the last axis of x "
@@ -25,7 +27,7 @@ def _check_last_axis(op: str, x, name: str, p) -> None:
 def rms_norm(x, weight, eps: float, *, stream=None):
     """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis (``weight`` may be None),
     computed in float32; the result has ``x``'s dtype promoted with ``weight``'s."""
-    if x.ndim == 0:
+    if require_array("[rms_norm]", "x", x).ndim == 0:
         raise ValueError("[rms_norm] x must have at least one dimension, got a scalar")
     _check_last_axis("rms_norm", x, "weight", weight)
     with on_stream(stream):
@@ -39,7 +41,7 @@ def layer_norm(x, weight, bias, eps: float, *, stream=None):
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis (``weight`` and
     ``bias`` may be None), computed in float32; the result has the promoted dtype of ``x`` and
     the parameters given."""
-    if x.ndim == 0:
+    if require_array("[layer_norm]", "x", x).ndim == 0:
         raise ValueError("[layer_norm] x must have at least one dimension, got a scalar")
     _check_last_axis("layer_norm", x, "weight", weight)
     _check_last_axis("layer_norm", x, "bias", bias)
@@ -94,6 +96,8 @@ def rope(
     through): feature pairs (adjacent ones when ``traditional``, else the two halves) rotated by
     ``(offset + position) * scale * frequency``, the frequencies ``base ** (-2i / dims)`` or
     ``1 / freqs``. Positions run along axis -2; ``offset`` is a scalar or one per batch element."""
+    require_array("[rope]", "a", a)
+    require_array("[rope]", "freqs", freqs, optional=True)
     if not isinstance(dims, int) or dims <= 0 or dims % 2 or a.ndim < 1 or dims > a.shape[-1]:
         last = a.shape[-1] if a.ndim else "none"
         raise ValueError(f"[rope] dims must be a positive even number at most the last axis ({last}), got {dims}")
@@ -131,7 +135,7 @@ def scaled_dot_product_attention(q, k, v, *, scale: float, mask=None, sinks=None
     ``"causal"``, a boolean array (False hides a score) or an additive array, broadcast to the
     scores' shape; ``sinks`` (one per query head) add a score that takes probability but no value."""
     for name, t in (("queries", q), ("keys", k), ("values", v)):
-        if t.ndim != 4:
+        if require_array("[scaled_dot_product_attention]", name, t).ndim != 4:
             raise ValueError(f"[scaled_dot_product_attention] {name} must have 4 dimensions (batch, heads, length, features), got shape {tuple(t.shape)}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"[scaled_dot_product_attention] queries and keys must have the same features, got shapes {tuple(q.shape)} and {tuple(k.shape)}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import kiln.core as mx
+from kiln.core._arguments import require_positive
 from kiln.nn.module import Module
 
 
@@ -35,12 +36,14 @@ class _Conv(Module):
     ):
         # (output_padding is the transposed layers' own argument; see _ConvTranspose.)
         super().__init__()
+        d = self._dims
+        kernel_size = _per_axis(kernel_size, d)
+        require_positive(type(self).__name__, in_channels=in_channels, out_channels=out_channels, groups=groups)
+        require_positive(type(self).__name__, **{f"kernel_size[{i}]": k for i, k in enumerate(kernel_size)})
         if in_channels % groups != 0:
             raise ValueError(
                 f"The number of input channels ({in_channels}) must be divisible by the number of groups ({groups})"
             )
-        d = self._dims
-        kernel_size = _per_axis(kernel_size, d)
         scale = math.sqrt(1.0 / (in_channels * math.prod(kernel_size)))
         self.weight = mx.random.uniform(-scale, scale, shape=(out_channels, *kernel_size, in_channels // groups))
         if bias:

@@ -7,6 +7,7 @@ import math
 from typing import Any, Optional
 
 import kiln.core as mx
+from kiln.core._arguments import require_positive
 from kiln.nn.module import Module
 
 
@@ -82,6 +83,7 @@ class Linear(Module):
 
     def __init__(self, input_dims: int, output_dims: int, bias: bool = True):
         super().__init__()
+        require_positive("Linear", input_dims=input_dims, output_dims=output_dims)
         scale = math.sqrt(1.0 / input_dims)
         self.weight = mx.random.uniform(-scale, scale, shape=(output_dims, input_dims))
         if bias:
@@ -115,6 +117,7 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings: int, dims: int):
         super().__init__()
+        require_positive("Embedding", num_embeddings=num_embeddings, dims=dims)
         self.weight = mx.random.normal(shape=(num_embeddings, dims), scale=math.sqrt(1.0 / dims))
 
     def __call__(self, x):
@@ -147,6 +150,7 @@ class LayerNorm(Module):
 
     def __init__(self, dims: int, eps: float = 1e-5, affine: bool = True, bias: bool = True):
         super().__init__()
+        require_positive("LayerNorm", dims=dims)
         self.dims, self.eps = dims, eps
         if affine:
             self.weight = mx.ones((dims,))
@@ -169,6 +173,7 @@ class RMSNorm(Module):
 
     def __init__(self, dims: int, eps: float = 1e-5):
         super().__init__()
+        require_positive("RMSNorm", dims=dims)
         self.eps = eps
         self.weight = mx.ones((dims,))
 
@@ -191,6 +196,7 @@ class MultiHeadAttention(Module):
         bias: bool = False,
     ):
         super().__init__()
+        require_positive("MultiHeadAttention", dims=dims, num_heads=num_heads)
         if dims % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: dims ({dims}) must be divisible by num_heads ({num_heads})")
         query_input_dims = query_input_dims or dims

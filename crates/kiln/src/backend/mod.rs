@@ -32,8 +32,13 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
     }
 }
 
-/// Runs `op` on the CPU, first copying to the host any input whose bytes are only on a GPU.
+/// Runs `op` on the CPU, first copying to the host any input whose bytes are only on a GPU. An
+/// output that cannot fit in host memory is a clear error before anything is allocated (views
+/// allocate nothing; a reshape that must copy checks its copy itself).
 pub fn run_on_host(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
+    if !op.is_view() {
+        crate::buffer::check_host_allocation(op.name(), shape, dtype)?;
+    }
     to_host(op.name(), inputs)?;
     cpu::run(op, inputs, shape, dtype)
 }

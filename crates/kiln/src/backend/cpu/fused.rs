@@ -790,6 +790,9 @@ pub fn engine(k: &Kernel) -> super::native::Status {
 /// Runs `kernel` over the space `space` on `inputs`; returns one buffer per kernel output
 /// (element outputs of shape `space`, row outputs with the reduced axes kept as size 1).
 pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
+    for inst in k.outputs.iter().map(|&o| &k.insts[o]).filter(|i| i.level == Level::Element) {
+        crate::buffer::check_host_allocation("compiled kernel", space, inst.dtype)?;
+    }
     let prog = program(k);
     let choice = prog.native.select();
     let start = std::time::Instant::now();

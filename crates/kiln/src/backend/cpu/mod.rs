@@ -35,7 +35,7 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::Binary(b) => elementwise::binary(*b, &inputs[0], &inputs[1], shape, dtype),
         Op::Select => elementwise::select(&inputs[0], &inputs[1], &inputs[2], shape),
         Op::AsType(d) => elementwise::astype(&inputs[0], *d),
-        Op::Reshape { .. } => Ok(views::reshape(&inputs[0], shape)),
+        Op::Reshape { .. } => views::reshape(op.name(), &inputs[0], shape),
         Op::Transpose(perm) => Ok(views::transpose(&inputs[0], perm)),
         Op::BroadcastTo(_) | Op::BroadcastLike => Ok(views::broadcast_to(&inputs[0], shape)),
         Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),
@@ -56,7 +56,7 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::RandomBits { width, .. } => random::random_bits(&inputs[0], shape, *width),
         Op::StopGradient => Ok(inputs[0].buffer.clone()),
         Op::Custom { index, .. } => Ok(inputs[*index].buffer.clone()),
-        Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => Ok(views::reshape(&inputs[0], shape)),
+        Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => views::reshape(op.name(), &inputs[0], shape),
         Op::Count { axes, ddof, dtype } => {
             let n = axes.iter().map(|&a| inputs[0].shape[a]).product::<usize>().saturating_sub(*ddof);
             Ok(creation::arange(n as f64, 0.0, &[1], *dtype))

@@ -4,6 +4,7 @@
 use super::strided::{is_row_contiguous, to_contiguous};
 use crate::backend::Input;
 use crate::buffer::Buffer;
+use crate::error::Result;
 use crate::shape::{row_major_strides, Strides};
 
 /// Permutes axes.
@@ -26,11 +27,14 @@ pub fn slice(x: &Input, start: &[usize], step: &[isize]) -> Buffer {
 }
 
 /// The same elements in `shape`: a view when strides allow, a row-major copy otherwise.
-pub fn reshape(x: &Input, shape: &[usize]) -> Buffer {
-    reshape_view(x, shape).unwrap_or_else(|| {
-        let copy = to_contiguous(x, &x.shape);
-        Buffer { strides: row_major_strides(shape), ..copy }
-    })
+pub fn reshape(op: &str, x: &Input, shape: &[usize]) -> Result<Buffer> {
+    if let Some(view) = reshape_view(x, shape) {
+        return Ok(view);
+    }
+    // The one view op that may copy: the copy must fit like any other array.
+    crate::buffer::check_host_allocation(op, shape, x.dtype)?;
+    let copy = to_contiguous(x, &x.shape);
+    Ok(Buffer { strides: row_major_strides(shape), ..copy })
 }
 
 /// `x` viewed in `shape` without copying, when strides can express it (any device's reshape).
