@@ -101,6 +101,15 @@ def arrays_in(x, depth=0):
         yield from arrays_in(x.parameters(), depth + 1)
 
 
+def parameter_names(fn) -> list:
+    """The names ``fn`` takes by keyword, where its signature is known (else an empty list)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
 def describe(value) -> str:
     if isinstance(value, mx.array):
         return f"mx.array(shape={value.shape}, dtype={value.dtype})"
@@ -115,16 +124,26 @@ def fuzz(calls: int, seed: int, trail) -> dict:
     rng = random.Random(seed)
     values = bad_values()
     arrays = [v for v in values if isinstance(v, mx.array)]
+    plausible = arrays + [0, 1, 2, -1, None, 0.5, (2, 3), mx.float32]
     fns = targets()
     outcomes = {"returned": 0, "raised": 0}
     raised_by_type: dict = {}
     findings = []
     for i in range(calls):
         name, fn = fns[i % len(fns)] if i < len(fns) else rng.choice(fns)
-        args = [rng.choice(values) for _ in range(rng.choice([0, 1, 1, 2, 2, 3, 4]))]
-        if args and rng.random() < 0.6:
-            args[0] = rng.choice(arrays)  # past the first check, into the argument handling
-        kwargs = {k: rng.choice(values) for k in rng.sample(KEYWORDS, rng.choice([0, 0, 0, 1, 2]))}
+        names = parameter_names(fn)
+        n = rng.choice([0, 1, 1, 2, 2, 3, 4])
+        if rng.random() < 0.5:
+            # Plausible arguments with one wrong value: past the first checks, into the op.
+            args = [rng.choice(plausible) for _ in range(n)]
+            if args:
+                args[rng.randrange(n)] = rng.choice(values)
+        else:
+            args = [rng.choice(values) for _ in range(n)]
+            if args and rng.random() < 0.6:
+                args[0] = rng.choice(arrays)
+        keywords = names or KEYWORDS
+        kwargs = {k: rng.choice(values) for k in rng.sample(keywords, min(len(keywords), rng.choice([0, 0, 0, 1, 2])))}
         call = f"{name}({', '.join([describe(a) for a in args] + [f'{k}={describe(v)}' for k, v in kwargs.items()])})"
         trail.write(f"{i}: {call}\n")
         trail.flush()

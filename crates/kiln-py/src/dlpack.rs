@@ -341,7 +341,15 @@ pub fn from_dlpack(x: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<PyArray
         Some(a) => with_copy_rule("from_dlpack", a, None, copy).map(PyArray::from),
         None if copy == Some(false) => Err(host_copy_refused("from_dlpack", x)),
         None => {
-            let host = x.py().import("numpy")?.call_method1("from_dlpack", (x,))?;
+            // A producer that cannot export its data (numpy's object arrays, say) raises
+            // BufferError; mlx's callers expect a TypeError naming the function.
+            let host = x.py().import("numpy")?.call_method1("from_dlpack", (x,)).map_err(|e| {
+                if e.is_instance_of::<pyo3::exceptions::PyBufferError>(x.py()) {
+                    PyTypeError::new_err(format!("from_dlpack: the producer cannot export its data: {e}"))
+                } else {
+                    e
+                }
+            })?;
             crate::convert::to_array(&host, None).map(PyArray::from)
         }
     }
