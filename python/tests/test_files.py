@@ -97,7 +97,7 @@ def _seed_files(tmp_path):
 def test_mutated_files_load_or_raise_value_error(tmp_path, fmt):
     cases = int(os.environ.get("KILN_FUZZ_FILES", "3000"))
     seeds = _seed_files(tmp_path)[fmt]
-    rng = random.Random(fmt)
+    rng = random.Random(fmt + os.environ.get("KILN_FUZZ_SEED", ""))
     loaded = errors = 0
     for case in range(cases):
         data = _mutate(rng, seeds[case % len(seeds)])
