@@ -253,6 +253,11 @@ fn fuzz_cases() -> usize {
     std::env::var("KILN_FUZZ_FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(4000)
 }
 
+/// The mutator's seed for `format`: `KILN_FUZZ_SEED` (0 unless set) mixed with the format's own.
+fn fuzz_seed(format: u64) -> u64 {
+    format ^ std::env::var("KILN_FUZZ_SEED").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
 #[test]
 fn mutated_npy_files_are_errors_or_arrays_never_crashes() {
     let mut seeds = Vec::new();
@@ -265,7 +270,7 @@ fn mutated_npy_files_are_errors_or_arrays_never_crashes() {
     let data: Vec<u8> = (0..24u8).collect();
     seeds.push(npy_bytes(2, "{'descr': '>i4', 'fortran_order': True, 'shape': (3, 2), }\n", &data));
     seeds.push(npy_bytes(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (), }\n", &data[..8]));
-    let out = fuzz_loader(&seeds, fuzz_cases(), 0xF11E, |b| kiln::io::npy_from_bytes(b, "mutated.npy").map(|a| vec![a]));
+    let out = fuzz_loader(&seeds, fuzz_cases(), fuzz_seed(0xF11E), |b| kiln::io::npy_from_bytes(b, "mutated.npy").map(|a| vec![a]));
     eprintln!("npy: {out:?}");
     assert!(out.panics.is_empty(), "{} panics:\n{}", out.panics.len(), out.panics.join("\n"));
     // The mutator must reach both outcomes, or it tests nothing.
@@ -282,7 +287,7 @@ fn mutated_safetensors_files_are_errors_or_arrays_never_crashes() {
     save_safetensors(&path, &arrays[5..], &[]).unwrap();
     seeds.push(std::fs::read(&path).unwrap());
     std::fs::remove_file(&path).ok();
-    let out = fuzz_loader(&seeds, fuzz_cases(), 0x5AFE, |b| {
+    let out = fuzz_loader(&seeds, fuzz_cases(), fuzz_seed(0x5AFE), |b| {
         kiln::io::safetensors_from_bytes(b, "mutated.safetensors").map(|s| s.arrays.into_iter().map(|(_, a)| a).collect())
     });
     eprintln!("safetensors: {out:?}");
