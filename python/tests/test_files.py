@@ -115,3 +115,12 @@ def test_mutated_files_load_or_raise_value_error(tmp_path, fmt):
         loaded += 1
     # The mutator reaches both outcomes, or it tests nothing.
     assert loaded * 100 > cases and errors * 2 > cases, (loaded, errors)
+
+
+def test_load_honours_the_stream_argument(tmp_path):
+    np.save(tmp_path / "a.npy", np.arange(3, dtype=np.float32))
+    s = mx.new_stream(mx.cpu)
+    a = mx.load(str(tmp_path / "a.npy"), stream=s)
+    assert a.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(TypeError):
+        mx.load(str(tmp_path / "a.npy"), stream="not a stream")

@@ -15,6 +15,8 @@ import numpy as np
 
 from kiln import _core
 from kiln._core import array, bfloat16
+from kiln.core._streams import on_stream
+
 
 def _numpy(a: array, what: str) -> np.ndarray:
     if not isinstance(a, array):
@@ -52,14 +54,17 @@ def save_safetensors(file, arrays: Dict[str, array], metadata: Optional[Dict[str
     meta = dict(metadata or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
         raise TypeError("save_safetensors: metadata must map strings to strings")
+    def encoded(target: str) -> bytes:
+        return _core._safetensors_bytes(list(arrays.items()), list(meta.items()), target)
+
     if isinstance(file, (str, os.PathLike)):
         path = os.fspath(file)
         path += "" if path.endswith(".safetensors") else ".safetensors"
-        data = _core._safetensors_bytes(list(arrays.items()), list(meta.items()), path)
+        data = encoded(path)
         with open(path, "wb") as f:
             f.write(data)
     elif hasattr(file, "write"):
-        file.write(_core._safetensors_bytes(list(arrays.items()), list(meta.items()), str(getattr(file, "name", "<stream>"))))
+        file.write(encoded(str(getattr(file, "name", "<stream>"))))
     else:
         raise TypeError(f"save_safetensors: expected a path or a file opened for binary writing, got {type(file).__name__}")
 
@@ -109,18 +114,20 @@ def _load_npz(data: bytes, source: str) -> Dict[str, array]:
 
 def load(file, format: Optional[str] = None, return_metadata: bool = False, stream=None):
     """Loads ``.npy`` (an array), ``.npz`` or ``.safetensors`` (a dict of arrays) from a path or an
-    open binary file. Arrays keep their dtype (float64 included); a malformed or truncated file is
-    a ValueError naming it."""
+    open binary file, as arrays of ``stream`` (a stream or device; the default one if None).
+    Arrays keep their dtype (float64 included); a malformed or truncated file is a ValueError
+    naming it."""
     fmt = _format_of(file, format)
     if fmt not in ("npy", "npz", "safetensors"):
         raise ValueError(f"load: unsupported format {fmt!r}; use .npy, .npz or .safetensors")
     if return_metadata and fmt != "safetensors":
         raise ValueError(f"load: metadata is only available for safetensors files, not {fmt}")
     data, source = _read(file)
-    if fmt == "npy":
-        return _core._load_npy_bytes(data, source)
-    if fmt == "npz":
-        return _load_npz(data, source)
-    named, metadata = _core._load_safetensors_bytes(data, source)
+    with on_stream(stream):
+        if fmt == "npy":
+            return _core._load_npy_bytes(data, source)
+        if fmt == "npz":
+            return _load_npz(data, source)
+        named, metadata = _core._load_safetensors_bytes(data, source)
     arrays = dict(named)
     return (arrays, dict(metadata)) if return_metadata else arrays
