@@ -760,23 +760,34 @@ fn chain_peak(x: &Array, checkpointed: bool, gradient_first: bool) -> (Vec<f64>,
     (vals(value), vals(gradient), peak)
 }
 
-/// Set in the child process the memory test starts, so it runs alone.
-const ALONE: &str = "KILN_TRANSFORMS_MEMORY_ALONE";
+/// Set in the child process [`ran_alone`] starts, so that the test runs there alone.
+const ALONE: &str = "KILN_TRANSFORMS_TEST_ALONE";
+
+/// For a test whose assertions read process-wide state that other tests change as they run in
+/// parallel (the memory counters, whether any transform is tracing): runs test `name` again in a
+/// process of its own and checks it passed there. True in the parent (which then returns), false
+/// in that child (which runs the test's body).
+fn ran_alone(name: &str) -> bool {
+    if std::env::var_os(ALONE).is_some() {
+        return false;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ALONE, "1")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("{text}");
+    assert!(out.status.success(), "{name}, run alone, failed ({}):\n{text}", out.status);
+    assert!(text.contains("1 passed"), "{name} did not run alone:\n{text}");
+    true
+}
 
 #[test]
 fn checkpoint_holds_fewer_intermediates() {
-    // The memory counters are global: run this test again in a process of its own.
-    if std::env::var_os(ALONE).is_none() {
-        let exe = std::env::current_exe().unwrap();
-        let out = std::process::Command::new(exe)
-            .args(["checkpoint_holds_fewer_intermediates", "--exact", "--nocapture", "--test-threads=1"])
-            .env(ALONE, "1")
-            .output()
-            .unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        println!("{text}");
-        assert!(out.status.success(), "the isolated memory test failed ({}):\n{text}", out.status);
-        assert!(text.contains("1 passed"), "the isolated memory test did not run:\n{text}");
+    // The memory counters are global.
+    if ran_alone("checkpoint_holds_fewer_intermediates") {
         return;
     }
     let mut rng = Rng::new(15);
@@ -960,6 +971,11 @@ fn evaluating_intermediates_inside_a_transform_keeps_the_gradient() {
 
 #[test]
 fn nodes_evaluated_in_a_trace_keep_their_graph_until_the_outermost_transform_ends() {
+    // Whether any transform is tracing is process-wide: another test's grad running in parallel
+    // would keep the graph past this test's outermost transform (seen on the H100 host).
+    if ran_alone("nodes_evaluated_in_a_trace_keep_their_graph_until_the_outermost_transform_ends") {
+        return;
+    }
     let x = arr(&[0.2, 0.4], &[2]);
     let kept: std::sync::Mutex<Vec<Array>> = Default::default();
     // Records an intermediate evaluated inside the trace, and checks it kept its op and inputs.
