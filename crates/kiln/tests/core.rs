@@ -133,4 +133,11 @@ fn shapes_beyond_the_address_space_are_errors() {
     let big = ops::zeros(&[1 << 40], Dtype::F32).unwrap();
     let e = ops::broadcast_to(&big, &[1 << 30, 1 << 40]).unwrap_err();
     assert!(e.message.contains("more bytes than memory can address") && e.message.contains("1099511627776"), "{e}");
+    // A reshape to sizes whose product overflows is a shape error (found by the bad-input fuzzer,
+    // where a debug build panicked on the multiplication).
+    let x = ops::zeros(&[2, 2], Dtype::F32).unwrap();
+    let e = ops::reshape(&x, &[1_000_000_000_000, 1_000_000_000_000]).unwrap_err();
+    assert!(e.message.contains("cannot reshape array of shape (2, 2)"), "{e}");
+    let e = ops::reshape(&x, &[1 << 40, 1 << 40, -1]).unwrap_err();
+    assert!(e.message.contains("cannot reshape"), "{e}");
 }

@@ -4,7 +4,7 @@ use super::AsArray;
 use crate::array::Array;
 use crate::error::{Error, Result};
 use crate::primitive::Op;
-use crate::shape::{fmt_shape, normalize_axes, normalize_axis, numel, Shape};
+use crate::shape::{fmt_shape, normalize_axes, normalize_axis, Shape};
 
 /// Reshapes to `shape`; one entry may be -1 and is inferred.
 pub fn reshape(x: impl AsArray, shape: &[i64]) -> Result<Array> {
@@ -20,7 +20,7 @@ pub fn reshape(x: impl AsArray, shape: &[i64]) -> Result<Array> {
     for (i, &d) in shape.iter().enumerate() {
         match d {
             -1 if infer.is_none() => infer = Some(i),
-            d if d >= 0 => known *= d as usize,
+            d if d >= 0 => known = known.checked_mul(d as usize).ok_or_else(bad)?,
             _ => return Err(bad()),
         }
     }
@@ -31,7 +31,7 @@ pub fn reshape(x: impl AsArray, shape: &[i64]) -> Result<Array> {
         }
         out[i] = x.size() / known;
     }
-    if numel(&out) != x.size() {
+    if out.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) != Some(x.size()) {
         return Err(bad());
     }
     if x.shape() == out.as_slice() {
