@@ -2,6 +2,9 @@
 //! hand from the formats' specifications (Fortran order, big-endian, version 2 headers), bad
 //! files, which must be errors naming the file and the problem, and thousands of mutated files
 //! (a byte-level mutator over valid ones), which must load or fail cleanly, never crash.
+mod common;
+
+use common::Rng;
 use kiln::io::{load_npy, load_safetensors, save_npy, save_safetensors};
 use kiln::{ops, Array, Dtype};
 use std::path::PathBuf;
@@ -150,20 +153,10 @@ fn safetensors_written_by_hand_load_and_bad_ones_are_errors() {
 // Hostile files: a byte-level mutator over valid files
 // ---------------------------------------------------------------------------------------------
 
-/// splitmix64, seeded: the mutator's own generator (independent of kiln).
-struct Mutator(u64);
+/// The mutator: the tests' own generator (independent of kiln), seeded.
+struct Mutator(Rng);
 
 impl Mutator {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 
     /// One to four mutations of `file`: bit flips, bytes set to values that mean something in the
     /// headers, truncation, inserted or repeated runs, and numbers of the header replaced by huge,
@@ -172,33 +165,33 @@ impl Mutator {
         const SPECIAL: &[u8] = b"\x00\xff9-,()[]{}\"':.\\ \nTFe";
         const NUMBERS: &[&str] = &["0", "1", "-1", "4294967296", "18446744073709551615", "99999999999999999999999", "65536", "1e9", "3.5"];
         let mut out = file.to_vec();
-        for _ in 0..1 + self.below(4) {
-            let at = self.below(out.len());
-            match self.below(7) {
-                0 if !out.is_empty() => out[at] ^= 1 << self.below(8),
-                1 if !out.is_empty() => out[at] = SPECIAL[self.below(SPECIAL.len())],
+        for _ in 0..1 + self.0.below(4) {
+            let at = self.0.below(out.len());
+            match self.0.below(7) {
+                0 if !out.is_empty() => out[at] ^= 1 << self.0.below(8),
+                1 if !out.is_empty() => out[at] = SPECIAL[self.0.below(SPECIAL.len())],
                 2 => out.truncate(at),
                 3 => {
-                    let run: Vec<u8> = (0..1 + self.below(16)).map(|_| self.next() as u8).collect();
+                    let run: Vec<u8> = (0..1 + self.0.below(16)).map(|_| self.0.next_u64() as u8).collect();
                     out.splice(at..at, run);
                 }
                 4 => {
-                    let end = (at + 1 + self.below(64)).min(out.len());
+                    let end = (at + 1 + self.0.below(64)).min(out.len());
                     let run = out[at..end].to_vec();
                     out.splice(at..at, run);
                 }
                 5 => {
                     // A run of ASCII digits (a number of the header) becomes another number.
                     let digits: Vec<usize> = (0..out.len().min(400)).filter(|&i| out[i].is_ascii_digit()).collect();
-                    if let Some(&start) = digits.get(self.below(digits.len())) {
+                    if let Some(&start) = digits.get(self.0.below(digits.len())) {
                         let end = (start..out.len()).find(|&i| !out[i].is_ascii_digit()).unwrap_or(out.len());
-                        out.splice(start..end, NUMBERS[self.below(NUMBERS.len())].bytes());
+                        out.splice(start..end, NUMBERS[self.0.below(NUMBERS.len())].bytes());
                     }
                 }
                 _ if out.len() >= 8 => {
                     // The length fields at the start: safetensors' u64, npy's u16/u32.
-                    let at = self.below(12.min(out.len()));
-                    out[at] = [0, 1, 0x7f, 0x80, 0xff][self.below(5)];
+                    let at = self.0.below(12.min(out.len()));
+                    out[at] = [0, 1, 0x7f, 0x80, 0xff][self.0.below(5)];
                 }
                 _ => {}
             }
@@ -219,7 +212,7 @@ struct Outcomes {
 /// Every outcome must be arrays or an error: never a panic, and never an array holding more
 /// bytes than the file had (which would mean data invented or a huge allocation).
 fn fuzz_loader(seeds: &[Vec<u8>], cases: usize, seed: u64, load: fn(&[u8]) -> kiln::Result<Vec<Array>>) -> Outcomes {
-    let mut m = Mutator(seed);
+    let mut m = Mutator(Rng::new(seed));
     let mut out = Outcomes::default();
     for case in 0..cases {
         let file = m.mutate(&seeds[case % seeds.len()]);

@@ -15,8 +15,13 @@ fn cycles() -> usize {
 /// The most the resident set may grow between the end of the warm-up and the end of the run.
 const RSS_GROWTH_LIMIT: usize = 8 << 20;
 
-/// Resident bytes of this process (Linux's /proc/self/statm), or None elsewhere.
+/// Resident bytes of this process (Linux's /proc/self/statm), or None elsewhere, or under a
+/// sanitizer (`KILN_SANITIZER`, set by `scripts/sanitize`), whose allocator keeps freed memory
+/// in quarantine to catch uses after free, so the resident size is not the program's.
 fn resident_bytes() -> Option<usize> {
+    if std::env::var_os("KILN_SANITIZER").is_some() {
+        return None;
+    }
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4096)

@@ -6,6 +6,9 @@
 //!
 //! `KILN_STRESS_ROUNDS` sets the rounds per thread (`scripts/fuzz threads` runs long ones).
 
+mod common;
+
+use common::Rng;
 use kiln::{compile, ops, Array, Compiled, Dtype, Result};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
@@ -35,18 +38,10 @@ fn own_fn(k: f64) -> impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'st
     move |a: &[Array]| Ok(vec![ops::add(ops::multiply(&a[0], k)?, ops::exp(ops::negative(ops::abs(&a[0])?)?)?)?])
 }
 
-/// Values in [-2, 2) from a small generator of the test's own.
+/// Values in [-2, 2), exact in float32 (multiples of 1/64), from the tests' own generator.
 fn values(seed: u64, n: usize) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            // Exact in float32: multiples of 1/64.
-            ((s >> 40) % 256) as f64 / 64.0 - 2.0
-        })
-        .collect()
+    let mut rng = Rng::new(seed);
+    (0..n).map(|_| rng.below(256) as f64 / 64.0 - 2.0).collect()
 }
 
 fn close(got: &Array, want: &[f64], what: &str) {
