@@ -12,6 +12,7 @@ mod dlpack;
 mod dtype;
 mod errors;
 mod fast;
+mod linalg;
 mod index;
 mod io;
 mod memory;
@@ -88,6 +89,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     compile::register(m)?;
     random::register(m)?;
     fast::register(m)?;
+    linalg::register(m)?;
     io::register(m)?;
     m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add_function(wrap_pyfunction!(async_eval, m)?)?;

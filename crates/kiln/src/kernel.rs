@@ -112,8 +112,15 @@ impl KernelCall {
     pub(crate) fn outputs(&self) -> usize {
         self.0.outputs.len()
     }
-    /// The error for a transform the kernel has no rule for.
+    /// The error for a transform the kernel has no rule for. kiln's own host kernels (the
+    /// `linalg.*` factorizations) say that the op has no such rule, not what a user should wrap.
     pub(crate) fn no_transform(&self, transform: &str) -> Error {
+        if self.0.name.starts_with("linalg.") {
+            return Error::unsupported(
+                &self.0.name,
+                format!("{transform} through {} is not supported (mlx has no such rule either); vmap is", self.0.name),
+            );
+        }
         Error::unsupported(
             "custom_kernel",
             format!(

@@ -24,6 +24,7 @@ pub mod external;
 pub mod fused;
 pub mod io;
 pub mod kernel;
+pub mod linalg;
 pub mod ops;
 pub mod primitive;
 pub mod shape;

@@ -53,7 +53,19 @@ pub fn vmap(f: impl Function, in_axes: &[Option<i64>], out_axes: &[Option<i64>])
         let outputs = f(&traced_args)?;
         let section = Section::between(&outputs, &leaves);
         let mut calls: HashMap<usize, Vec<Batched>> = HashMap::new();
+        // Nodes that could not be batched, and those computed from them: an error only if an
+        // output needs one. A custom call with its own vmap rule never reads the outputs of its
+        // body (which may hold a host kernel, say), only its arguments.
+        let mut failed: HashMap<usize, Error> = HashMap::new();
         for v in &section.order {
+            let body_outputs = match &v.op {
+                Op::Custom { call, .. } if call.rules().vmap.is_some() => call.outputs(),
+                _ => 0,
+            };
+            if let Some(e) = v.inputs.iter().skip(body_outputs).find_map(|i| failed.get(&i.id())) {
+                failed.insert(v.node.id(), e.clone());
+                continue;
+            }
             let inputs: Vec<Batched> =
                 v.inputs.iter().map(|i| values.get(&i.id()).cloned().unwrap_or((i.clone(), None))).collect();
             let out = match &v.op {
@@ -64,10 +76,18 @@ pub fn vmap(f: impl Function, in_axes: &[Option<i64>], out_axes: &[Option<i64>])
                     };
                     batched[*index].clone()
                 }
-                op => batch(op, &inputs, size)
-                    .map_err(|e| Error { message: format!("{} (batching {})", e.message, op.name()), ..e })?,
+                op => match batch(op, &inputs, size) {
+                    Ok(out) => out,
+                    Err(e) => {
+                        failed.insert(v.node.id(), Error { message: format!("{} (batching {})", e.message, op.name()), ..e });
+                        continue;
+                    }
+                },
             };
             values.insert(v.node.id(), out);
+        }
+        if let Some(e) = outputs.iter().find_map(|o| failed.get(&o.id())) {
+            return Err(e.clone());
         }
         let oaxes = per_item("out_axes", &out_axes, outputs.len(), "outputs")?;
         outputs

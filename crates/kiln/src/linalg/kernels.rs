@@ -1,0 +1,379 @@
+//! The host bodies of the `linalg` ops: each reads its batch of row-major matrices, calls faer on
+//! each matrix, and writes the row-major results. Generic over float32 and float64.
+
+use super::Batch;
+use crate::dtype::Element;
+use crate::error::{Error, Result};
+use crate::kernel::KernelArgs;
+use faer::linalg::solvers::{DenseSolveCore, Solve};
+use faer::traits::RealField;
+use faer::{Mat, MatRef, Par, Side};
+
+/// The float types the kernels run in.
+pub(crate) trait Float: RealField + Element + Copy {}
+impl Float for f32 {}
+impl Float for f64 {}
+
+/// Matrix `i` (m × n) of a row-major batch.
+fn matrix<T: Float>(data: &[T], i: usize, m: usize, n: usize) -> MatRef<'_, T> {
+    MatRef::from_row_major_slice(&data[i * m * n..(i + 1) * m * n], m, n)
+}
+
+/// Writes `mat` as block `i` of the row-major batch `out`; with `keep`, only the entries it
+/// accepts (row, column), zeros elsewhere.
+fn store<T: Float>(out: &mut [T], i: usize, mat: MatRef<'_, T>, keep: impl Fn(usize, usize) -> bool) {
+    let (r, c) = (mat.nrows(), mat.ncols());
+    let block = &mut out[i * r * c..(i + 1) * r * c];
+    for row in 0..r {
+        for col in 0..c {
+            block[row * c + col] = if keep(row, col) { *mat.get(row, col) } else { T::from_f64(0.0) };
+        }
+    }
+}
+
+fn all(_: usize, _: usize) -> bool {
+    true
+}
+
+/// Keeps the upper (`upper`) or lower triangle, diagonal included.
+fn triangle(upper: bool) -> impl Fn(usize, usize) -> bool {
+    move |r, c| if upper { c >= r } else { c <= r }
+}
+
+fn identity<T: Float>(n: usize) -> Mat<T> {
+    Mat::from_fn(n, n, |i, j| if i == j { T::from_f64(1.0) } else { T::from_f64(0.0) })
+}
+
+/// Matrix `i` of the op's batch is singular: the error for ops that need an inverse.
+fn singular(op: &str, i: usize) -> Error {
+    Error::value(op, format!("matrix {i} of the batch is singular (a zero pivot in its LU factorization); linalg.pinv or linalg.lstsq-style methods handle such matrices"))
+}
+
+pub(crate) fn inverse<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let out = args.output::<T>(0)?;
+    for i in 0..b.count {
+        let lu = matrix(&a, i, b.n, b.n).partial_piv_lu();
+        if (0..b.n).any(|d| *lu.U().get(d, d) == T::from_f64(0.0)) {
+            return Err(singular("linalg.inv", i));
+        }
+        store(out, i, lu.inverse().as_ref(), all);
+    }
+    Ok(())
+}
+
+/// The inverse of a triangular matrix, the other triangle zero.
+fn triangular_inverse_of<T: Float>(m: MatRef<'_, T>, upper: bool) -> Mat<T> {
+    let mut inv = Mat::zeros(m.nrows(), m.ncols());
+    if upper {
+        faer::linalg::triangular_inverse::invert_upper_triangular(inv.as_mut(), m, Par::Seq);
+    } else {
+        faer::linalg::triangular_inverse::invert_lower_triangular(inv.as_mut(), m, Par::Seq);
+    }
+    inv
+}
+
+pub(crate) fn triangular_inverse<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let out = args.output::<T>(0)?;
+    for i in 0..b.count {
+        store(out, i, triangular_inverse_of(matrix(&a, i, b.n, b.n), b.flag).as_ref(), triangle(b.flag));
+    }
+    Ok(())
+}
+
+pub(crate) fn cholesky<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let out = args.output::<T>(0)?;
+    for i in 0..b.count {
+        let llt = matrix(&a, i, b.n, b.n)
+            .llt(Side::Lower)
+            .map_err(|_| Error::value("linalg.cholesky", format!("matrix {i} of the batch is not positive definite")))?;
+        let l = llt.L();
+        if b.flag {
+            store(out, i, l.transpose(), triangle(true));
+        } else {
+            store(out, i, l, triangle(false));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn cholesky_inverse<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let out = args.output::<T>(0)?;
+    for i in 0..b.count {
+        let f = triangular_inverse_of(matrix(&a, i, b.n, b.n), b.flag);
+        // A = L Lᵀ gives A⁻¹ = L⁻ᵀ L⁻¹; A = Uᵀ U gives A⁻¹ = U⁻¹ U⁻ᵀ.
+        let inv = if b.flag { f.as_ref() * f.as_ref().transpose() } else { f.as_ref().transpose() * f.as_ref() };
+        store(out, i, inv.as_ref(), all);
+    }
+    Ok(())
+}
+
+pub(crate) fn qr<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    if b.m.min(b.n) == 0 {
+        return Ok(());
+    }
+    let mut results = Vec::with_capacity(b.count);
+    for i in 0..b.count {
+        let qr = matrix(&a, i, b.m, b.n).qr();
+        results.push((qr.compute_thin_Q(), qr.thin_R().to_owned()));
+    }
+    for (k, pick) in [0, 1].into_iter().enumerate() {
+        let out = args.output::<T>(k)?;
+        for (i, (q, r)) in results.iter().enumerate() {
+            let m = if pick == 0 { q.as_ref() } else { r.as_ref() };
+            store(out, i, m, |row, col| pick == 0 || col >= row);
+        }
+    }
+    Ok(())
+}
+
+fn svd_error(op: &str, i: usize) -> Error {
+    Error::value(op, format!("the SVD of matrix {i} of the batch did not converge (does it hold NaN or infinity?)"))
+}
+
+pub(crate) fn svd<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let k = b.m.min(b.n);
+    if !b.flag {
+        let out = args.output::<T>(0)?;
+        for i in 0..b.count {
+            let s = if k == 0 { Vec::new() } else { matrix(&a, i, b.m, b.n).singular_values().map_err(|_| svd_error("linalg.svd", i))? };
+            out[i * k..(i + 1) * k].copy_from_slice(&s);
+        }
+        return Ok(());
+    }
+    let mut results = Vec::with_capacity(b.count);
+    for i in 0..b.count {
+        if k == 0 {
+            results.push((identity::<T>(b.m), Vec::new(), identity::<T>(b.n)));
+            continue;
+        }
+        let svd = matrix(&a, i, b.m, b.n).svd().map_err(|_| svd_error("linalg.svd", i))?;
+        let s = (0..k).map(|d| *svd.S().column_vector().get(d)).collect();
+        results.push((svd.U().to_owned(), s, svd.V().transpose().to_owned()));
+    }
+    for (i, (u, s, vt)) in results.iter().enumerate() {
+        store(args.output::<T>(0)?, i, u.as_ref(), all);
+        args.output::<T>(1)?[i * k..(i + 1) * k].copy_from_slice(s);
+        store(args.output::<T>(2)?, i, vt.as_ref(), all);
+    }
+    Ok(())
+}
+
+pub(crate) fn pseudo_inverse<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let out = args.output::<T>(0)?;
+    if b.m.min(b.n) == 0 {
+        out.fill(T::from_f64(0.0));
+        return Ok(());
+    }
+    for i in 0..b.count {
+        let svd = matrix(&a, i, b.m, b.n).thin_svd().map_err(|_| svd_error("linalg.pinv", i))?;
+        let s = svd.S().column_vector();
+        let largest = *s.get(0);
+        let cutoff = largest * T::from_f64(b.m.max(b.n) as f64) * T::epsilon_impl();
+        // A⁺ = V diag(1/s) Uᵀ over the singular values above the cutoff.
+        let scaled = Mat::from_fn(b.n, s.nrows(), |r, c| {
+            let sv = *s.get(c);
+            if sv > cutoff { *svd.V().get(r, c) / sv } else { T::from_f64(0.0) }
+        });
+        store(out, i, (scaled.as_ref() * svd.U().transpose()).as_ref(), all);
+    }
+    Ok(())
+}
+
+fn side(upper: bool) -> Side {
+    if upper {
+        Side::Upper
+    } else {
+        Side::Lower
+    }
+}
+
+fn eigen_error(op: &str, i: usize) -> Error {
+    Error::value(op, format!("the eigendecomposition of matrix {i} of the batch did not converge (does it hold NaN or infinity?)"))
+}
+
+pub(crate) fn eigh<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let mut results = Vec::with_capacity(b.count);
+    for i in 0..b.count {
+        if b.n == 0 {
+            break;
+        }
+        let e = matrix(&a, i, b.n, b.n).self_adjoint_eigen(side(b.flag)).map_err(|_| eigen_error("linalg.eigh", i))?;
+        let w: Vec<T> = (0..b.n).map(|d| *e.S().column_vector().get(d)).collect();
+        results.push((w, e.U().to_owned()));
+    }
+    for (i, (w, v)) in results.iter().enumerate() {
+        args.output::<T>(0)?[i * b.n..(i + 1) * b.n].copy_from_slice(w);
+        store(args.output::<T>(1)?, i, v.as_ref(), all);
+    }
+    Ok(())
+}
+
+pub(crate) fn eigvalsh<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let out = args.output::<T>(0)?;
+    for i in 0..b.count {
+        if b.n == 0 {
+            break;
+        }
+        let w = matrix(&a, i, b.n, b.n).self_adjoint_eigenvalues(side(b.flag)).map_err(|_| eigen_error("linalg.eigvalsh", i))?;
+        out[i * b.n..(i + 1) * b.n].copy_from_slice(&w);
+    }
+    Ok(())
+}
+
+/// The LU factors of each matrix, with `rows[i]`: the row of A that row i of L U is.
+struct Lu<T> {
+    l: Mat<T>,
+    u: Mat<T>,
+    rows: Vec<usize>,
+}
+
+fn lu_of<T: Float>(a: &[T], i: usize, b: Batch) -> Lu<T> {
+    if b.m.min(b.n) == 0 {
+        return Lu { l: Mat::zeros(b.m, 0), u: Mat::zeros(0, b.n), rows: (0..b.m).collect() };
+    }
+    let lu = matrix(a, i, b.m, b.n).partial_piv_lu();
+    Lu { l: lu.L().to_owned(), u: lu.U().to_owned(), rows: lu.P().arrays().0.to_vec() }
+}
+
+pub(crate) fn lu<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let factors: Vec<Lu<T>> = (0..b.count).map(|i| lu_of(&a, i, b)).collect();
+    for (i, f) in factors.iter().enumerate() {
+        // mlx's P: L[P] @ U == A, so P[j] is the row of L U that row j of A is.
+        let p = &mut args.output::<u32>(0)?[i * b.m..(i + 1) * b.m];
+        for (position, &row) in f.rows.iter().enumerate() {
+            p[row] = position as u32;
+        }
+        store(args.output::<T>(1)?, i, f.l.as_ref(), all);
+        store(args.output::<T>(2)?, i, f.u.as_ref(), all);
+    }
+    Ok(())
+}
+
+pub(crate) fn lu_factor<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let k = b.m.min(b.n);
+    let factors: Vec<Lu<T>> = (0..b.count).map(|i| lu_of(&a, i, b)).collect();
+    for (i, f) in factors.iter().enumerate() {
+        let packed = Mat::from_fn(b.m, b.n, |r, c| if r > c { *f.l.get(r, c) } else { *f.u.get(r, c) });
+        store(args.output::<T>(0)?, i, packed.as_ref(), all);
+        // The row order as LAPACK's sequence of swaps: step j swaps row j with pivots[j].
+        let pivots = &mut args.output::<u32>(1)?[i * k..(i + 1) * k];
+        let mut order: Vec<usize> = (0..b.m).collect();
+        for (j, pivot) in pivots.iter_mut().enumerate() {
+            let at = (j..b.m).find(|&p| order[p] == f.rows[j]).expect("a permutation");
+            order.swap(j, at);
+            *pivot = at as u32;
+        }
+    }
+    Ok(())
+}
+
+/// The sign of a permutation (+1 even, -1 odd), by counting its cycles.
+fn permutation_sign(rows: &[usize]) -> f64 {
+    let mut seen = vec![false; rows.len()];
+    let mut sign = 1.0;
+    for start in 0..rows.len() {
+        let mut at = start;
+        let mut length = 0;
+        while !seen[at] {
+            seen[at] = true;
+            at = rows[at];
+            length += 1;
+        }
+        if length % 2 == 0 && length > 0 {
+            sign = -sign;
+        }
+    }
+    sign
+}
+
+/// The sign and log |det| of matrix `i` (sign 0 and -inf when singular).
+fn signed_log_det<T: Float>(a: &[T], i: usize, b: Batch) -> (f64, f64) {
+    let f = lu_of(a, i, b);
+    let mut sign = permutation_sign(&f.rows);
+    let mut log = 0.0;
+    for d in 0..b.n {
+        let u = f.u.get(d, d).to_f64();
+        if u == 0.0 {
+            return (0.0, f64::NEG_INFINITY);
+        }
+        sign *= u.signum();
+        log += u.abs().ln();
+    }
+    (sign, log)
+}
+
+pub(crate) fn det<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let out = args.output::<T>(0)?;
+    for (i, o) in out.iter_mut().enumerate() {
+        let f = lu_of(&a, i, b);
+        let product = (0..b.n).fold(permutation_sign(&f.rows), |p, d| p * f.u.get(d, d).to_f64());
+        *o = T::from_f64(product);
+    }
+    Ok(())
+}
+
+pub(crate) fn slogdet<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let results: Vec<(f64, f64)> = (0..b.count).map(|i| signed_log_det(&a, i, b)).collect();
+    for (i, (sign, log)) in results.into_iter().enumerate() {
+        args.output::<T>(0)?[i] = T::from_f64(sign);
+        args.output::<T>(1)?[i] = T::from_f64(log);
+    }
+    Ok(())
+}
+
+/// Matrix `i` of the right-hand sides (n × k), owned, for an in-place solve.
+fn right_hand_side<T: Float>(rhs: &[T], i: usize, b: Batch) -> Mat<T> {
+    matrix(rhs, i, b.n, b.k).to_owned()
+}
+
+pub(crate) fn solve<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let rhs = args.input::<T>(1)?.to_vec();
+    let out = args.output::<T>(0)?;
+    if b.n == 0 || b.k == 0 {
+        return Ok(());
+    }
+    for i in 0..b.count {
+        let lu = matrix(&a, i, b.n, b.n).partial_piv_lu();
+        if (0..b.n).any(|d| *lu.U().get(d, d) == T::from_f64(0.0)) {
+            return Err(singular("linalg.solve", i));
+        }
+        let mut x = right_hand_side(&rhs, i, b);
+        lu.solve_in_place(x.as_mut());
+        store(out, i, x.as_ref(), all);
+    }
+    Ok(())
+}
+
+pub(crate) fn solve_triangular<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<T>(0)?.to_vec();
+    let rhs = args.input::<T>(1)?.to_vec();
+    let out = args.output::<T>(0)?;
+    if b.n == 0 || b.k == 0 {
+        return Ok(());
+    }
+    for i in 0..b.count {
+        let m = matrix(&a, i, b.n, b.n);
+        let mut x = right_hand_side(&rhs, i, b);
+        if b.flag {
+            faer::linalg::triangular_solve::solve_upper_triangular_in_place(m, x.as_mut(), Par::Seq);
+        } else {
+            faer::linalg::triangular_solve::solve_lower_triangular_in_place(m, x.as_mut(), Par::Seq);
+        }
+        store(out, i, x.as_ref(), all);
+    }
+    Ok(())
+}
