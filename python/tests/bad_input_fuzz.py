@@ -1,5 +1,5 @@
 """The bad-input fuzzer of kiln's Python boundary: every public function and class of
-``kiln.core`` (with ``kiln.core.random`` and ``kiln.core.fast``), ``kiln.nn`` (with its losses and
+``kiln.core`` (with ``kiln.core.random``, ``kiln.core.fast`` and ``kiln.core.linalg``), ``kiln.nn`` (with its losses and
 init functions) and ``kiln.optimizers`` is called with random wrong arguments: wrong types, None,
 nested lists of mixed types, arrays of wrong shapes and dtypes, out-of-range and negative axes,
 empty arrays, huge sizes, NaN where an integer belongs, non-contiguous numpy arrays and numpy
@@ -47,7 +47,7 @@ KEYWORDS = ["axis", "axes", "keepdims", "dtype", "shape", "k", "stream", "kind",
 
 def targets():
     """(qualified name, callable) for every public function and class to fuzz."""
-    modules = [("kiln.core", mx), ("kiln.core.random", mx.random), ("kiln.core.fast", mx.fast), ("kiln.nn", nn),
+    modules = [("kiln.core", mx), ("kiln.core.random", mx.random), ("kiln.core.fast", mx.fast), ("kiln.core.linalg", mx.linalg), ("kiln.nn", nn),
                ("kiln.nn.losses", nn.losses), ("kiln.nn.init", nn.init), ("kiln.optimizers", optim)]
     out, seen = [], set()
     for prefix, module in modules:

@@ -363,3 +363,26 @@ fn vmap_batches_along_any_axis_and_inverse_has_a_gradient() {
     let err = kiln::grad(|x: &[Array]| Ok(vec![ops::sum(linalg::det(&x[0])?, None, false)?]), &[0])(&[m]).unwrap_err();
     assert!(err.to_string().contains("linalg.det") && err.to_string().contains("not supported"), "{err}");
 }
+
+#[test]
+fn singular_matrices_factor_like_lapack_and_are_errors_for_inverses() {
+    // faer's LU divides by the zero pivots of these; kiln factors them as LAPACK does.
+    let ones = Array::from_slice(&[1.0f32; 25], &[5, 5]).unwrap();
+    let rank_two = Array::from_slice(&[1.0f64, 2.0, 3.0, 4.0, 2.0, 4.0, 6.0, 8.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0], &[4, 4]).unwrap();
+    for a in [&ones, &rank_two] {
+        let n = a.shape()[0];
+        let av = values(a);
+        let (p, l, u) = linalg::lu(a).unwrap();
+        let (pv, lv, uv) = (values(&p), values(&l), values(&u));
+        assert!(lv.iter().chain(&uv).all(|v| v.is_finite()), "finite factors: {lv:?} {uv:?}");
+        let lu = product(&lv, &uv, n, n, n);
+        let rows: Vec<f64> = (0..n * n).map(|e| lu[pv[e / n] as usize * n + e % n]).collect();
+        assert_close(&rows, &av, 1e-6, 1e-6, "L[P]·U of a singular matrix");
+        assert_eq!(values(&linalg::det(a).unwrap()), vec![0.0]);
+        let (sign, log) = linalg::slogdet(a).unwrap();
+        assert_eq!((values(&sign)[0], values(&log)[0]), (0.0, f64::NEG_INFINITY));
+        for err in [linalg::inv(a).unwrap().eval(), linalg::solve(a, ops::ones(&[n], Dtype::F32).unwrap()).unwrap().eval()] {
+            assert!(err.unwrap_err().to_string().contains("singular"));
+        }
+    }
+}

@@ -1,32 +1,25 @@
 //! The host bodies of the `linalg` ops: each reads its batch of row-major matrices, calls faer on
-//! each matrix, and writes the row-major results. Generic over float32 and float64.
+//! each matrix, and writes the row-major results. All in float64 (see the module above).
 
 use super::Batch;
-use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::kernel::KernelArgs;
 use faer::linalg::solvers::{DenseSolveCore, Solve};
-use faer::traits::RealField;
-use faer::{Mat, MatRef, Par, Side};
-
-/// The float types the kernels run in.
-pub(crate) trait Float: RealField + Element + Copy {}
-impl Float for f32 {}
-impl Float for f64 {}
+use faer::{Mat, MatMut, MatRef, Par, Side};
 
 /// Matrix `i` (m × n) of a row-major batch.
-fn matrix<T: Float>(data: &[T], i: usize, m: usize, n: usize) -> MatRef<'_, T> {
+fn matrix(data: &[f64], i: usize, m: usize, n: usize) -> MatRef<'_, f64> {
     MatRef::from_row_major_slice(&data[i * m * n..(i + 1) * m * n], m, n)
 }
 
 /// Writes `mat` as block `i` of the row-major batch `out`; with `keep`, only the entries it
 /// accepts (row, column), zeros elsewhere.
-fn store<T: Float>(out: &mut [T], i: usize, mat: MatRef<'_, T>, keep: impl Fn(usize, usize) -> bool) {
+fn store(out: &mut [f64], i: usize, mat: MatRef<'_, f64>, keep: impl Fn(usize, usize) -> bool) {
     let (r, c) = (mat.nrows(), mat.ncols());
     let block = &mut out[i * r * c..(i + 1) * r * c];
     for row in 0..r {
         for col in 0..c {
-            block[row * c + col] = if keep(row, col) { *mat.get(row, col) } else { T::from_f64(0.0) };
+            block[row * c + col] = if keep(row, col) { *mat.get(row, col) } else { 0.0 };
         }
     }
 }
@@ -40,8 +33,8 @@ fn triangle(upper: bool) -> impl Fn(usize, usize) -> bool {
     move |r, c| if upper { c >= r } else { c <= r }
 }
 
-fn identity<T: Float>(n: usize) -> Mat<T> {
-    Mat::from_fn(n, n, |i, j| if i == j { T::from_f64(1.0) } else { T::from_f64(0.0) })
+fn identity(n: usize) -> Mat<f64> {
+    Mat::from_fn(n, n, |i, j| if i == j { 1.0 } else { 0.0 })
 }
 
 /// Matrix `i` of the op's batch is singular: the error for ops that need an inverse.
@@ -49,12 +42,13 @@ fn singular(op: &str, i: usize) -> Error {
     Error::value(op, format!("matrix {i} of the batch is singular (a zero pivot in its LU factorization); linalg.pinv or linalg.lstsq-style methods handle such matrices"))
 }
 
-pub(crate) fn inverse<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
-    let out = args.output::<T>(0)?;
+pub(crate) fn inverse(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let out = args.output::<f64>(0)?;
     for i in 0..b.count {
-        let lu = matrix(&a, i, b.n, b.n).partial_piv_lu();
-        if (0..b.n).any(|d| *lu.U().get(d, d) == T::from_f64(0.0)) {
+        let m = matrix(&a, i, b.n, b.n);
+        let lu = m.partial_piv_lu();
+        if is_singular(m, lu.U()) {
             return Err(singular("linalg.inv", i));
         }
         store(out, i, lu.inverse().as_ref(), all);
@@ -63,7 +57,7 @@ pub(crate) fn inverse<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
 }
 
 /// The inverse of a triangular matrix, the other triangle zero.
-fn triangular_inverse_of<T: Float>(m: MatRef<'_, T>, upper: bool) -> Mat<T> {
+fn triangular_inverse_of(m: MatRef<'_, f64>, upper: bool) -> Mat<f64> {
     let mut inv = Mat::zeros(m.nrows(), m.ncols());
     if upper {
         faer::linalg::triangular_inverse::invert_upper_triangular(inv.as_mut(), m, Par::Seq);
@@ -73,18 +67,18 @@ fn triangular_inverse_of<T: Float>(m: MatRef<'_, T>, upper: bool) -> Mat<T> {
     inv
 }
 
-pub(crate) fn triangular_inverse<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
-    let out = args.output::<T>(0)?;
+pub(crate) fn triangular_inverse(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let out = args.output::<f64>(0)?;
     for i in 0..b.count {
         store(out, i, triangular_inverse_of(matrix(&a, i, b.n, b.n), b.flag).as_ref(), triangle(b.flag));
     }
     Ok(())
 }
 
-pub(crate) fn cholesky<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
-    let out = args.output::<T>(0)?;
+pub(crate) fn cholesky(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let out = args.output::<f64>(0)?;
     for i in 0..b.count {
         let llt = matrix(&a, i, b.n, b.n)
             .llt(Side::Lower)
@@ -99,9 +93,9 @@ pub(crate) fn cholesky<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> 
     Ok(())
 }
 
-pub(crate) fn cholesky_inverse<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
-    let out = args.output::<T>(0)?;
+pub(crate) fn cholesky_inverse(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let out = args.output::<f64>(0)?;
     for i in 0..b.count {
         let f = triangular_inverse_of(matrix(&a, i, b.n, b.n), b.flag);
         // A = L Lᵀ gives A⁻¹ = L⁻ᵀ L⁻¹; A = Uᵀ U gives A⁻¹ = U⁻¹ U⁻ᵀ.
@@ -111,8 +105,8 @@ pub(crate) fn cholesky_inverse<T: Float>(args: &mut KernelArgs, b: Batch) -> Res
     Ok(())
 }
 
-pub(crate) fn qr<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
+pub(crate) fn qr(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
     if b.m.min(b.n) == 0 {
         return Ok(());
     }
@@ -122,7 +116,7 @@ pub(crate) fn qr<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
         results.push((qr.compute_thin_Q(), qr.thin_R().to_owned()));
     }
     for (k, pick) in [0, 1].into_iter().enumerate() {
-        let out = args.output::<T>(k)?;
+        let out = args.output::<f64>(k)?;
         for (i, (q, r)) in results.iter().enumerate() {
             let m = if pick == 0 { q.as_ref() } else { r.as_ref() };
             store(out, i, m, |row, col| pick == 0 || col >= row);
@@ -135,11 +129,11 @@ fn svd_error(op: &str, i: usize) -> Error {
     Error::value(op, format!("the SVD of matrix {i} of the batch did not converge (does it hold NaN or infinity?)"))
 }
 
-pub(crate) fn svd<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
+pub(crate) fn svd(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
     let k = b.m.min(b.n);
     if !b.flag {
-        let out = args.output::<T>(0)?;
+        let out = args.output::<f64>(0)?;
         for i in 0..b.count {
             let s = if k == 0 { Vec::new() } else { matrix(&a, i, b.m, b.n).singular_values().map_err(|_| svd_error("linalg.svd", i))? };
             out[i * k..(i + 1) * k].copy_from_slice(&s);
@@ -149,7 +143,7 @@ pub(crate) fn svd<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
     let mut results = Vec::with_capacity(b.count);
     for i in 0..b.count {
         if k == 0 {
-            results.push((identity::<T>(b.m), Vec::new(), identity::<T>(b.n)));
+            results.push((identity(b.m), Vec::new(), identity(b.n)));
             continue;
         }
         let svd = matrix(&a, i, b.m, b.n).svd().map_err(|_| svd_error("linalg.svd", i))?;
@@ -157,29 +151,29 @@ pub(crate) fn svd<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
         results.push((svd.U().to_owned(), s, svd.V().transpose().to_owned()));
     }
     for (i, (u, s, vt)) in results.iter().enumerate() {
-        store(args.output::<T>(0)?, i, u.as_ref(), all);
-        args.output::<T>(1)?[i * k..(i + 1) * k].copy_from_slice(s);
-        store(args.output::<T>(2)?, i, vt.as_ref(), all);
+        store(args.output::<f64>(0)?, i, u.as_ref(), all);
+        args.output::<f64>(1)?[i * k..(i + 1) * k].copy_from_slice(s);
+        store(args.output::<f64>(2)?, i, vt.as_ref(), all);
     }
     Ok(())
 }
 
-pub(crate) fn pseudo_inverse<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
-    let out = args.output::<T>(0)?;
+pub(crate) fn pseudo_inverse(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let out = args.output::<f64>(0)?;
     if b.m.min(b.n) == 0 {
-        out.fill(T::from_f64(0.0));
+        out.fill(0.0);
         return Ok(());
     }
     for i in 0..b.count {
         let svd = matrix(&a, i, b.m, b.n).thin_svd().map_err(|_| svd_error("linalg.pinv", i))?;
         let s = svd.S().column_vector();
         let largest = *s.get(0);
-        let cutoff = largest * T::from_f64(b.m.max(b.n) as f64) * T::epsilon_impl();
+        let cutoff = largest * b.m.max(b.n) as f64 * f64::EPSILON;
         // A⁺ = V diag(1/s) Uᵀ over the singular values above the cutoff.
         let scaled = Mat::from_fn(b.n, s.nrows(), |r, c| {
             let sv = *s.get(c);
-            if sv > cutoff { *svd.V().get(r, c) / sv } else { T::from_f64(0.0) }
+            if sv > cutoff { *svd.V().get(r, c) / sv } else { 0.0 }
         });
         store(out, i, (scaled.as_ref() * svd.U().transpose()).as_ref(), all);
     }
@@ -198,27 +192,27 @@ fn eigen_error(op: &str, i: usize) -> Error {
     Error::value(op, format!("the eigendecomposition of matrix {i} of the batch did not converge (does it hold NaN or infinity?)"))
 }
 
-pub(crate) fn eigh<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
+pub(crate) fn eigh(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
     let mut results = Vec::with_capacity(b.count);
     for i in 0..b.count {
         if b.n == 0 {
             break;
         }
         let e = matrix(&a, i, b.n, b.n).self_adjoint_eigen(side(b.flag)).map_err(|_| eigen_error("linalg.eigh", i))?;
-        let w: Vec<T> = (0..b.n).map(|d| *e.S().column_vector().get(d)).collect();
+        let w: Vec<f64> = (0..b.n).map(|d| *e.S().column_vector().get(d)).collect();
         results.push((w, e.U().to_owned()));
     }
     for (i, (w, v)) in results.iter().enumerate() {
-        args.output::<T>(0)?[i * b.n..(i + 1) * b.n].copy_from_slice(w);
-        store(args.output::<T>(1)?, i, v.as_ref(), all);
+        args.output::<f64>(0)?[i * b.n..(i + 1) * b.n].copy_from_slice(w);
+        store(args.output::<f64>(1)?, i, v.as_ref(), all);
     }
     Ok(())
 }
 
-pub(crate) fn eigvalsh<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
-    let out = args.output::<T>(0)?;
+pub(crate) fn eigvalsh(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let out = args.output::<f64>(0)?;
     for i in 0..b.count {
         if b.n == 0 {
             break;
@@ -230,42 +224,91 @@ pub(crate) fn eigvalsh<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> 
 }
 
 /// The LU factors of each matrix, with `rows[i]`: the row of A that row i of L U is.
-struct Lu<T> {
-    l: Mat<T>,
-    u: Mat<T>,
+struct Lu {
+    l: Mat<f64>,
+    u: Mat<f64>,
     rows: Vec<usize>,
 }
 
-fn lu_of<T: Float>(a: &[T], i: usize, b: Batch) -> Lu<T> {
+fn lu_of(a: &[f64], i: usize, b: Batch) -> Lu {
     if b.m.min(b.n) == 0 {
         return Lu { l: Mat::zeros(b.m, 0), u: Mat::zeros(0, b.n), rows: (0..b.m).collect() };
     }
-    let lu = matrix(a, i, b.m, b.n).partial_piv_lu();
+    let m = matrix(a, i, b.m, b.n);
+    let lu = m.partial_piv_lu();
+    if all_finite(m) && !(all_finite(lu.L()) && all_finite(lu.U())) {
+        return unblocked_lu(m);
+    }
     Lu { l: lu.L().to_owned(), u: lu.U().to_owned(), rows: lu.P().arrays().0.to_vec() }
 }
 
-pub(crate) fn lu<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
-    let factors: Vec<Lu<T>> = (0..b.count).map(|i| lu_of(&a, i, b)).collect();
+fn all_finite(m: MatRef<'_, f64>) -> bool {
+    (0..m.nrows()).all(|r| (0..m.ncols()).all(|c| m.get(r, c).is_finite()))
+}
+
+/// Whether the LU factor `u` of the finite matrix `m` shows it singular: a zero pivot, or (faer
+/// divides by one) a pivot that is not finite.
+fn is_singular(m: MatRef<'_, f64>, u: MatRef<'_, f64>) -> bool {
+    all_finite(m) && (0..u.nrows().min(u.ncols())).any(|d| !(*u.get(d, d) != 0.0 && u.get(d, d).is_finite()))
+}
+
+/// LAPACK's unblocked LU with partial pivoting (getf2), for the singular matrices faer's leaves
+/// with NaN: faer divides by a zero pivot, where LAPACK leaves that column (all zero below the
+/// pivot) and goes on, so L[P] U = A still holds, with a zero on U's diagonal.
+fn unblocked_lu(a: MatRef<'_, f64>) -> Lu {
+    let (m, n) = (a.nrows(), a.ncols());
+    let k = m.min(n);
+    let mut w = a.to_owned();
+    let mut rows: Vec<usize> = (0..m).collect();
+    for j in 0..k {
+        // The first row with the largest magnitude in column j, as LAPACK's pivot search.
+        let p = (j..m).fold(j, |best, r| if w[(r, j)].abs() > w[(best, j)].abs() { r } else { best });
+        if p != j {
+            for c in 0..n {
+                let t = w[(p, c)];
+                w[(p, c)] = w[(j, c)];
+                w[(j, c)] = t;
+            }
+            rows.swap(p, j);
+        }
+        let pivot = w[(j, j)];
+        for r in j + 1..m {
+            if pivot != 0.0 {
+                w[(r, j)] /= pivot;
+            }
+            let l = w[(r, j)];
+            for c in j + 1..n {
+                w[(r, c)] -= l * w[(j, c)];
+            }
+        }
+    }
+    let l = Mat::from_fn(m, k, |r, c| if r == c { 1.0 } else if r > c { w[(r, c)] } else { 0.0 });
+    let u = Mat::from_fn(k, n, |r, c| if c >= r { w[(r, c)] } else { 0.0 });
+    Lu { l, u, rows }
+}
+
+pub(crate) fn lu(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let factors: Vec<Lu> = (0..b.count).map(|i| lu_of(&a, i, b)).collect();
     for (i, f) in factors.iter().enumerate() {
         // mlx's P: L[P] @ U == A, so P[j] is the row of L U that row j of A is.
         let p = &mut args.output::<u32>(0)?[i * b.m..(i + 1) * b.m];
         for (position, &row) in f.rows.iter().enumerate() {
             p[row] = position as u32;
         }
-        store(args.output::<T>(1)?, i, f.l.as_ref(), all);
-        store(args.output::<T>(2)?, i, f.u.as_ref(), all);
+        store(args.output::<f64>(1)?, i, f.l.as_ref(), all);
+        store(args.output::<f64>(2)?, i, f.u.as_ref(), all);
     }
     Ok(())
 }
 
-pub(crate) fn lu_factor<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
+pub(crate) fn lu_factor(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
     let k = b.m.min(b.n);
-    let factors: Vec<Lu<T>> = (0..b.count).map(|i| lu_of(&a, i, b)).collect();
+    let factors: Vec<Lu> = (0..b.count).map(|i| lu_of(&a, i, b)).collect();
     for (i, f) in factors.iter().enumerate() {
         let packed = Mat::from_fn(b.m, b.n, |r, c| if r > c { *f.l.get(r, c) } else { *f.u.get(r, c) });
-        store(args.output::<T>(0)?, i, packed.as_ref(), all);
+        store(args.output::<f64>(0)?, i, packed.as_ref(), all);
         // The row order as LAPACK's sequence of swaps: step j swaps row j with pivots[j].
         let pivots = &mut args.output::<u32>(1)?[i * k..(i + 1) * k];
         let mut order: Vec<usize> = (0..b.m).collect();
@@ -298,12 +341,12 @@ fn permutation_sign(rows: &[usize]) -> f64 {
 }
 
 /// The sign and log |det| of matrix `i` (sign 0 and -inf when singular).
-fn signed_log_det<T: Float>(a: &[T], i: usize, b: Batch) -> (f64, f64) {
+fn signed_log_det(a: &[f64], i: usize, b: Batch) -> (f64, f64) {
     let f = lu_of(a, i, b);
     let mut sign = permutation_sign(&f.rows);
     let mut log = 0.0;
     for d in 0..b.n {
-        let u = f.u.get(d, d).to_f64();
+        let u = *f.u.get(d, d);
         if u == 0.0 {
             return (0.0, f64::NEG_INFINITY);
         }
@@ -313,67 +356,62 @@ fn signed_log_det<T: Float>(a: &[T], i: usize, b: Batch) -> (f64, f64) {
     (sign, log)
 }
 
-pub(crate) fn det<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
-    let out = args.output::<T>(0)?;
+pub(crate) fn det(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let out = args.output::<f64>(0)?;
     for (i, o) in out.iter_mut().enumerate() {
         let f = lu_of(&a, i, b);
-        let product = (0..b.n).fold(permutation_sign(&f.rows), |p, d| p * f.u.get(d, d).to_f64());
-        *o = T::from_f64(product);
+        let product = (0..b.n).fold(permutation_sign(&f.rows), |p, d| p * f.u.get(d, d));
+        *o = product;
     }
     Ok(())
 }
 
-pub(crate) fn slogdet<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
+pub(crate) fn slogdet(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
     let results: Vec<(f64, f64)> = (0..b.count).map(|i| signed_log_det(&a, i, b)).collect();
     for (i, (sign, log)) in results.into_iter().enumerate() {
-        args.output::<T>(0)?[i] = T::from_f64(sign);
-        args.output::<T>(1)?[i] = T::from_f64(log);
+        args.output::<f64>(0)?[i] = sign;
+        args.output::<f64>(1)?[i] = log;
     }
     Ok(())
 }
 
-/// Matrix `i` of the right-hand sides (n × k), owned, for an in-place solve.
-fn right_hand_side<T: Float>(rhs: &[T], i: usize, b: Batch) -> Mat<T> {
-    matrix(rhs, i, b.n, b.k).to_owned()
-}
-
-pub(crate) fn solve<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
-    let rhs = args.input::<T>(1)?.to_vec();
-    let out = args.output::<T>(0)?;
+/// Solves each system of the batch with `solve_one` (the system's index, its matrix, and its
+/// right-hand sides, overwritten with the solution).
+fn solve_each(args: &mut KernelArgs, b: Batch, solve_one: impl Fn(usize, MatRef<'_, f64>, MatMut<'_, f64>) -> Result<()>) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let rhs = args.input::<f64>(1)?.to_vec();
+    let out = args.output::<f64>(0)?;
     if b.n == 0 || b.k == 0 {
         return Ok(());
     }
     for i in 0..b.count {
-        let lu = matrix(&a, i, b.n, b.n).partial_piv_lu();
-        if (0..b.n).any(|d| *lu.U().get(d, d) == T::from_f64(0.0)) {
+        let mut x = matrix(&rhs, i, b.n, b.k).to_owned();
+        solve_one(i, matrix(&a, i, b.n, b.n), x.as_mut())?;
+        store(out, i, x.as_ref(), all);
+    }
+    Ok(())
+}
+
+pub(crate) fn solve(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    solve_each(args, b, |i, m, x| {
+        let lu = m.partial_piv_lu();
+        if is_singular(m, lu.U()) {
             return Err(singular("linalg.solve", i));
         }
-        let mut x = right_hand_side(&rhs, i, b);
-        lu.solve_in_place(x.as_mut());
-        store(out, i, x.as_ref(), all);
-    }
-    Ok(())
+        lu.solve_in_place(x);
+        Ok(())
+    })
 }
 
-pub(crate) fn solve_triangular<T: Float>(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<T>(0)?.to_vec();
-    let rhs = args.input::<T>(1)?.to_vec();
-    let out = args.output::<T>(0)?;
-    if b.n == 0 || b.k == 0 {
-        return Ok(());
-    }
-    for i in 0..b.count {
-        let m = matrix(&a, i, b.n, b.n);
-        let mut x = right_hand_side(&rhs, i, b);
+pub(crate) fn solve_triangular(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    solve_each(args, b, |_, m, x| {
         if b.flag {
-            faer::linalg::triangular_solve::solve_upper_triangular_in_place(m, x.as_mut(), Par::Seq);
+            faer::linalg::triangular_solve::solve_upper_triangular_in_place(m, x, Par::Seq);
         } else {
-            faer::linalg::triangular_solve::solve_lower_triangular_in_place(m, x.as_mut(), Par::Seq);
+            faer::linalg::triangular_solve::solve_lower_triangular_in_place(m, x, Par::Seq);
         }
-        store(out, i, x.as_ref(), all);
-    }
-    Ok(())
+        Ok(())
+    })
 }

@@ -6,9 +6,12 @@
 //! is an opaque boundary inside compiled functions, and runs on the CPU whatever its input's
 //! device, as mlx runs these on its CPU stream.
 //!
-//! float32 and float64 are computed in their own precision; float16 and bfloat16 in float32 and
-//! cast back. Integer and bool inputs are an error naming the op (as in mlx), except for `det`
-//! and `slogdet`, which promote them to float32. The results of `lu` and `lu_factor` follow mlx:
+//! Every float dtype is computed in float64 and the results rounded once to the input's dtype:
+//! faer's blocked factorizations order their operations differently from LAPACK, so a float32
+//! factorization would differ from numpy's and mlx's by its own rounding (1e-4 relative on a
+//! matrix of condition 10³); rounding the float64 result differs only by theirs. Integer and bool
+//! inputs are an error naming the op (as in mlx), except for `det` and `slogdet`, which promote
+//! them to float32. The results of `lu` and `lu_factor` follow mlx:
 //! `L[P] @ U == A`, and LAPACK-style row swaps.
 
 mod kernels;
@@ -32,16 +35,15 @@ pub(crate) struct Batch {
     pub flag: bool,
 }
 
-/// A kernel body for one float type, over a batch.
+/// A kernel body (float64), over a batch.
 type Body = fn(&mut KernelArgs, Batch) -> Result<()>;
 
-/// `a` as the float array `op` computes in (float32 for float16 and bfloat16), with the dtype
-/// its results take. Integers and bools are refused unless `promote`, which makes them float32.
+/// `a` in float64, as every op computes, with the dtype its results take. Integers and bools are
+/// refused unless `promote`, which gives them float32 results.
 fn float_input(op: &str, a: &Array, promote: bool) -> Result<(Array, Dtype)> {
     match a.dtype() {
-        Dtype::F32 | Dtype::F64 => Ok((a.clone(), a.dtype())),
-        Dtype::F16 | Dtype::BF16 => Ok((ops::astype(a, Dtype::F32)?, a.dtype())),
-        _ if promote => Ok((ops::astype(a, Dtype::F32)?, Dtype::F32)),
+        d if d.is_float() => Ok((ops::astype(a, Dtype::F64)?, d)),
+        _ if promote => Ok((ops::astype(a, Dtype::F64)?, Dtype::F32)),
         d => Err(Error::dtype(
             op,
             format!("expects a floating point array, got {d} of shape {}; cast it with astype(float32)", fmt_shape(a.shape())),
@@ -69,24 +71,15 @@ fn with_tail(shape: &[usize], tail: &[usize]) -> Vec<usize> {
     out
 }
 
-/// Runs the host kernel `op` with the body for `work`'s dtype; outputs declared in `work`
-/// (float outputs) or as given, then cast back to `result` where they were float.
-fn run(op: &str, inputs: &[Array], outputs: &[(Vec<usize>, Option<Dtype>)], work: Dtype, result: Dtype, batch: Batch, bodies: [Body; 2]) -> Result<Vec<Array>> {
-    let body = if work == Dtype::F64 { bodies[1] } else { bodies[0] };
-    let declared: Vec<(Vec<usize>, Dtype)> = outputs.iter().map(|(s, d)| (s.clone(), d.unwrap_or(work))).collect();
+/// Runs the host kernel `op`; its outputs are float64 (cast to `result`) unless given a dtype.
+fn run(op: &str, inputs: &[Array], outputs: &[(Vec<usize>, Option<Dtype>)], result: Dtype, batch: Batch, body: Body) -> Result<Vec<Array>> {
+    let declared: Vec<(Vec<usize>, Dtype)> = outputs.iter().map(|(s, d)| (s.clone(), d.unwrap_or(Dtype::F64))).collect();
     let arrays = custom_kernel(op, inputs, &declared, move |args| body(args, batch))?;
     arrays
         .into_iter()
         .zip(outputs)
-        .map(|(a, (_, fixed))| if fixed.is_none() && result != work { ops::astype(&a, result) } else { Ok(a) })
+        .map(|(a, (_, fixed))| if fixed.is_none() && result != Dtype::F64 { ops::astype(&a, result) } else { Ok(a) })
         .collect()
-}
-
-/// The float bodies of a kernel: the same generic function for float32 and float64.
-macro_rules! bodies {
-    ($f:ident) => {
-        [kernels::$f::<f32> as Body, kernels::$f::<f64> as Body]
-    };
 }
 
 /// `op` as a function `vmap` can batch: its batch rule moves each batched argument's axis to
@@ -116,18 +109,18 @@ fn call(name: &str, args: &[Array], op: impl Fn(&[Array]) -> Result<Vec<Array>> 
 }
 
 /// An op of one square matrix per batch entry whose result has the input's shape.
-fn square_op(op: &'static str, a: &Array, flag: bool, body: [Body; 2]) -> Result<Array> {
+fn square_op(op: &'static str, a: &Array, flag: bool, body: Body) -> Result<Array> {
     let (x, dtype) = float_input(op, a, false)?;
     let b = Batch { flag, ..matrices(op, &x, true)? };
     let shape = x.shape().to_vec();
-    Ok(run(op, &[x], &[(shape, None)], work_dtype(dtype), dtype, b, body)?.remove(0))
+    Ok(run(op, &[x], &[(shape, None)], dtype, b, body)?.remove(0))
 }
 
 /// The inverse of each square matrix; a singular matrix is an error. Differentiable:
 /// d(A⁻¹) = -A⁻¹ dA A⁻¹.
 pub fn inv(a: impl AsArray) -> Result<Array> {
     let op = "linalg.inv";
-    let f = batchable(op, move |x: &[Array]| Ok(vec![square_op(op, &x[0], false, bodies!(inverse))?])).vjp(|_, cotangents, outputs| {
+    let f = batchable(op, move |x: &[Array]| Ok(vec![square_op(op, &x[0], false, kernels::inverse)?])).vjp(|_, cotangents, outputs| {
         let yt = ops::swapaxes(&outputs[0], -1, -2)?;
         Ok(vec![ops::negative(ops::matmul(ops::matmul(&yt, &cotangents[0])?, &yt)?)?])
     });
@@ -138,20 +131,20 @@ pub fn inv(a: impl AsArray) -> Result<Array> {
 /// is zero in the result).
 pub fn tri_inv(a: impl AsArray, upper: bool) -> Result<Array> {
     let op = "linalg.tri_inv";
-    Ok(call(op, &[a.as_array()], move |x| Ok(vec![square_op(op, &x[0], upper, bodies!(triangular_inverse))?]))?.remove(0))
+    Ok(call(op, &[a.as_array()], move |x| Ok(vec![square_op(op, &x[0], upper, kernels::triangular_inverse)?]))?.remove(0))
 }
 
 /// The Cholesky factor of each symmetric positive definite matrix: lower `L` with `A = L Lᵀ`, or
 /// upper `U = Lᵀ`. Only the lower triangle of `A` is read.
 pub fn cholesky(a: impl AsArray, upper: bool) -> Result<Array> {
     let op = "linalg.cholesky";
-    Ok(call(op, &[a.as_array()], move |x| Ok(vec![square_op(op, &x[0], upper, bodies!(cholesky))?]))?.remove(0))
+    Ok(call(op, &[a.as_array()], move |x| Ok(vec![square_op(op, &x[0], upper, kernels::cholesky)?]))?.remove(0))
 }
 
 /// The inverse of `A` from its Cholesky factor (lower `L`, or upper `U` when `upper`).
 pub fn cholesky_inv(factor: impl AsArray, upper: bool) -> Result<Array> {
     let op = "linalg.cholesky_inv";
-    Ok(call(op, &[factor.as_array()], move |x| Ok(vec![square_op(op, &x[0], upper, bodies!(cholesky_inverse))?]))?.remove(0))
+    Ok(call(op, &[factor.as_array()], move |x| Ok(vec![square_op(op, &x[0], upper, kernels::cholesky_inverse)?]))?.remove(0))
 }
 
 /// The reduced QR factorization of each matrix: `Q` (m × k, orthonormal columns) and `R` (k × n,
@@ -163,7 +156,7 @@ pub fn qr(a: impl AsArray) -> Result<(Array, Array)> {
         let b = matrices(op, &x, false)?;
         let k = b.m.min(b.n);
         let outputs = [(with_tail(x.shape(), &[b.m, k]), None), (with_tail(x.shape(), &[k, b.n]), None)];
-        run(op, &[x], &outputs, work_dtype(dtype), dtype, b, bodies!(qr))
+        run(op, &[x], &outputs, dtype, b, kernels::qr)
     })?;
     let rr = r.pop().unwrap();
     Ok((r.pop().unwrap(), rr))
@@ -182,7 +175,7 @@ pub fn svd(a: impl AsArray, compute_uv: bool) -> Result<Vec<Array>> {
         } else {
             vec![(s, None)]
         };
-        run(op, &[x], &outputs, work_dtype(dtype), dtype, b, bodies!(svd))
+        run(op, &[x], &outputs, dtype, b, kernels::svd)
     })
 }
 
@@ -194,7 +187,7 @@ pub fn pinv(a: impl AsArray) -> Result<Array> {
         let (x, dtype) = float_input(op, &a[0], false)?;
         let b = matrices(op, &x, false)?;
         let shape = with_tail(x.shape(), &[b.n, b.m]);
-        run(op, &[x], &[(shape, None)], work_dtype(dtype), dtype, b, bodies!(pseudo_inverse))
+        run(op, &[x], &[(shape, None)], dtype, b, kernels::pseudo_inverse)
     })?;
     Ok(r.remove(0))
 }
@@ -223,8 +216,8 @@ fn symmetric_eigen(op: &'static str, a: &Array, uplo: &str, vectors: bool) -> Re
         let b = Batch { flag: upper, ..matrices(op, &x, true)? };
         let w = (x.shape()[..x.ndim() - 1].to_vec(), None);
         let outputs = if vectors { vec![w, (x.shape().to_vec(), None)] } else { vec![w] };
-        let body = if vectors { bodies!(eigh) } else { bodies!(eigvalsh) };
-        run(op, &[x], &outputs, work_dtype(dtype), dtype, b, body)
+        let body = if vectors { kernels::eigh } else { kernels::eigvalsh };
+        run(op, &[x], &outputs, dtype, b, body)
     })
 }
 
@@ -238,7 +231,7 @@ pub fn lu(a: impl AsArray) -> Result<(Array, Array, Array)> {
         let k = b.m.min(b.n);
         let p = (x.shape()[..x.ndim() - 1].to_vec(), Some(Dtype::U32));
         let outputs = [p, (with_tail(x.shape(), &[b.m, k]), None), (with_tail(x.shape(), &[k, b.n]), None)];
-        run(op, &[x], &outputs, work_dtype(dtype), dtype, b, bodies!(lu))
+        run(op, &[x], &outputs, dtype, b, kernels::lu)
     })?;
     let u = r.pop().unwrap();
     let l = r.pop().unwrap();
@@ -255,7 +248,7 @@ pub fn lu_factor(a: impl AsArray) -> Result<(Array, Array)> {
         let k = b.m.min(b.n);
         let pivots = (x.shape()[..x.ndim() - 2].iter().copied().chain([k]).collect(), Some(Dtype::U32));
         let outputs = [(x.shape().to_vec(), None), pivots];
-        run(op, &[x], &outputs, work_dtype(dtype), dtype, b, bodies!(lu_factor))
+        run(op, &[x], &outputs, dtype, b, kernels::lu_factor)
     })?;
     let p = r.pop().unwrap();
     Ok((r.pop().unwrap(), p))
@@ -263,24 +256,24 @@ pub fn lu_factor(a: impl AsArray) -> Result<(Array, Array)> {
 
 /// The determinant of each square matrix (integers promote to float32; 1 for 0 × 0).
 pub fn det(a: impl AsArray) -> Result<Array> {
-    Ok(determinant("linalg.det", &a.as_array(), bodies!(det), 1)?.remove(0))
+    Ok(determinant("linalg.det", &a.as_array(), kernels::det, 1)?.remove(0))
 }
 
 /// The sign (-1, 0 or 1) and the log of the absolute value of each determinant: exact where the
 /// determinant itself would overflow; (0, -inf) for a singular matrix.
 pub fn slogdet(a: impl AsArray) -> Result<(Array, Array)> {
-    let mut r = determinant("linalg.slogdet", &a.as_array(), bodies!(slogdet), 2)?;
+    let mut r = determinant("linalg.slogdet", &a.as_array(), kernels::slogdet, 2)?;
     let l = r.pop().unwrap();
     Ok((r.pop().unwrap(), l))
 }
 
 /// `outputs` arrays of the batch shape from the determinant body `body`.
-fn determinant(op: &'static str, a: &Array, body: [Body; 2], outputs: usize) -> Result<Vec<Array>> {
+fn determinant(op: &'static str, a: &Array, body: Body, outputs: usize) -> Result<Vec<Array>> {
     call(op, &[a.clone()], move |a| {
         let (x, dtype) = float_input(op, &a[0], true)?;
         let b = matrices(op, &x, true)?;
         let shape = (x.shape()[..x.ndim() - 2].to_vec(), None);
-        run(op, &[x], &vec![shape; outputs], work_dtype(dtype), dtype, b, body)
+        run(op, &[x], &vec![shape; outputs], dtype, b, body)
     })
 }
 
@@ -304,9 +297,9 @@ fn linear_solve(op: &'static str, a: &Array, b: &Array, triangular: Option<bool>
 }
 
 fn solve_batch(op: &str, a: &Array, b: &Array, triangular: Option<bool>, vector: bool) -> Result<Array> {
-    let dtype = crate::dtype::promote_types(a.dtype(), b.dtype());
-    let (a, dtype) = float_input(op, &ops::astype(a, dtype)?, false)?;
-    let b = ops::astype(b, a.dtype())?;
+    let (_, dtype) = float_input(op, &ops::astype(a, crate::dtype::promote_types(a.dtype(), b.dtype()))?, false)?;
+    let a = ops::astype(a, Dtype::F64)?;
+    let b = ops::astype(b, Dtype::F64)?;
     let ba = matrices(op, &a, true)?;
     let b = if vector { ops::expand_dims(&b, &[-1])? } else { b };
     if b.ndim() < 2 || b.shape()[b.ndim() - 2] != ba.n {
@@ -321,21 +314,12 @@ fn solve_batch(op: &str, a: &Array, b: &Array, triangular: Option<bool>, vector:
     let a = ops::broadcast_to(&a, &[batch.as_slice(), &[ba.n, ba.n]].concat())?;
     let b = ops::broadcast_to(&b, &[batch.as_slice(), &[ba.n, k]].concat())?;
     let plan = Batch { count: numel(&batch), m: ba.n, n: ba.n, k, flag: triangular.unwrap_or(false) };
-    let body = if triangular.is_some() { bodies!(solve_triangular) } else { bodies!(solve) };
+    let body = if triangular.is_some() { kernels::solve_triangular } else { kernels::solve };
     let shape = b.shape().to_vec();
-    let x = run(op, &[a, b], &[(shape, None)], work_dtype(dtype), dtype, plan, body)?.remove(0);
+    let x = run(op, &[a, b], &[(shape, None)], dtype, plan, body)?.remove(0);
     if vector {
         ops::squeeze(&x, Some(&[-1]))
     } else {
         Ok(x)
-    }
-}
-
-/// The dtype a result of `dtype` is computed in.
-fn work_dtype(dtype: Dtype) -> Dtype {
-    if dtype == Dtype::F64 {
-        Dtype::F64
-    } else {
-        Dtype::F32
     }
 }
