@@ -80,17 +80,47 @@ pub(crate) fn cholesky(args: &mut KernelArgs, b: Batch) -> Result<()> {
     let a = args.input::<f64>(0)?.to_vec();
     let out = args.output::<f64>(0)?;
     for i in 0..b.count {
-        let llt = matrix(&a, i, b.n, b.n)
-            .llt(Side::Lower)
-            .map_err(|_| Error::value("linalg.cholesky", format!("matrix {i} of the batch is not positive definite")))?;
-        let l = llt.L();
+        let m = matrix(&a, i, b.n, b.n);
+        let l = match m.llt(Side::Lower) {
+            Ok(llt) => llt.L().to_owned(),
+            Err(_) => semidefinite_cholesky(m, b.eps)
+                .ok_or_else(|| Error::value("linalg.cholesky", format!("matrix {i} of the batch is not positive definite")))?,
+        };
         if b.flag {
-            store(out, i, l.transpose(), triangle(true));
+            store(out, i, l.as_ref().transpose(), triangle(true));
         } else {
-            store(out, i, l, triangle(false));
+            store(out, i, l.as_ref(), triangle(false));
         }
     }
     Ok(())
+}
+
+/// The Cholesky factor of a positive semidefinite matrix that faer refuses (a pivot at or just
+/// below zero, by rounding), reading its lower triangle: a pivot within `n · eps · max |diagonal|`
+/// of zero counts as zero, with a zero column below it, which holds when the column's entries are
+/// within that rounding too (as semidefiniteness implies); None for anything else.
+fn semidefinite_cholesky(a: MatRef<'_, f64>, eps: f64) -> Option<Mat<f64>> {
+    let n = a.nrows();
+    let scale = (0..n).map(|d| a.get(d, d).abs()).fold(0.0, f64::max);
+    let tolerance = n as f64 * eps * scale;
+    let mut l = Mat::<f64>::zeros(n, n);
+    for j in 0..n {
+        let pivot = *a.get(j, j) - (0..j).map(|k| l[(j, k)] * l[(j, k)]).sum::<f64>();
+        if pivot.is_nan() || pivot < -tolerance {
+            return None;
+        }
+        let ljj = pivot.max(0.0).sqrt();
+        l[(j, j)] = if pivot > tolerance { ljj } else { 0.0 };
+        for r in j + 1..n {
+            let v = *a.get(r, j) - (0..j).map(|k| l[(r, k)] * l[(j, k)]).sum::<f64>();
+            if pivot > tolerance {
+                l[(r, j)] = v / ljj;
+            } else if v.abs() > (tolerance * scale).sqrt() {
+                return None;
+            }
+        }
+    }
+    Some(l)
 }
 
 pub(crate) fn cholesky_inverse(args: &mut KernelArgs, b: Batch) -> Result<()> {

@@ -25,7 +25,8 @@ use crate::shape::{broadcast_shapes, fmt_shape, numel};
 use crate::transforms::CustomFunction;
 
 /// The batch of matrices a kernel sees: `count` matrices of `m` × `n`, and for solves `k`
-/// right-hand columns; `flag` is the op's one switch (upper triangle, compute_uv).
+/// right-hand columns; `flag` is the op's one switch (upper triangle, compute_uv); `eps` the
+/// relative rounding of the input's dtype (what counts as zero for a semidefinite Cholesky).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Batch {
     pub count: usize,
@@ -33,6 +34,17 @@ pub(crate) struct Batch {
     pub n: usize,
     pub k: usize,
     pub flag: bool,
+    pub eps: f64,
+}
+
+/// The relative rounding (machine epsilon) of a float dtype.
+fn epsilon(dtype: Dtype) -> f64 {
+    match dtype {
+        Dtype::F16 => f64::powi(2.0, -10),
+        Dtype::BF16 => f64::powi(2.0, -7),
+        Dtype::F64 => f64::EPSILON,
+        _ => f64::from(f32::EPSILON),
+    }
 }
 
 /// A kernel body (float64), over a batch.
@@ -61,7 +73,7 @@ fn matrices(op: &str, a: &Array, square: bool) -> Result<Batch> {
     if square && m != n {
         return Err(Error::value(op, format!("expects square matrices in the last two axes, got shape {}", fmt_shape(s))));
     }
-    Ok(Batch { count: numel(&s[..s.len() - 2]), m, n, k: 0, flag: false })
+    Ok(Batch { count: numel(&s[..s.len() - 2]), m, n, k: 0, flag: false, eps: 0.0 })
 }
 
 /// `shape` with its last two axes replaced by `tail`.
@@ -111,7 +123,7 @@ fn call(name: &str, args: &[Array], op: impl Fn(&[Array]) -> Result<Vec<Array>> 
 /// An op of one square matrix per batch entry whose result has the input's shape.
 fn square_op(op: &'static str, a: &Array, flag: bool, body: Body) -> Result<Array> {
     let (x, dtype) = float_input(op, a, false)?;
-    let b = Batch { flag, ..matrices(op, &x, true)? };
+    let b = Batch { flag, eps: epsilon(dtype), ..matrices(op, &x, true)? };
     let shape = x.shape().to_vec();
     Ok(run(op, &[x], &[(shape, None)], dtype, b, body)?.remove(0))
 }
@@ -135,7 +147,9 @@ pub fn tri_inv(a: impl AsArray, upper: bool) -> Result<Array> {
 }
 
 /// The Cholesky factor of each symmetric positive definite matrix: lower `L` with `A = L Lᵀ`, or
-/// upper `U = Lᵀ`. Only the lower triangle of `A` is read.
+/// upper `U = Lᵀ`. Only the lower triangle of `A` is read. A semidefinite matrix whose zero
+/// pivots its dtype's rounding hides (a LAPACK `potrf` in that dtype would round them either
+/// way) gets zeros there; a clearly indefinite one is an error.
 pub fn cholesky(a: impl AsArray, upper: bool) -> Result<Array> {
     let op = "linalg.cholesky";
     Ok(call(op, &[a.as_array()], move |x| Ok(vec![square_op(op, &x[0], upper, kernels::cholesky)?]))?.remove(0))
@@ -313,7 +327,7 @@ fn solve_batch(op: &str, a: &Array, b: &Array, triangular: Option<bool>, vector:
         .map_err(|_| Error::shape(op, format!("batch shapes of a {} and b {} do not broadcast", fmt_shape(a.shape()), fmt_shape(b.shape()))))?;
     let a = ops::broadcast_to(&a, &[batch.as_slice(), &[ba.n, ba.n]].concat())?;
     let b = ops::broadcast_to(&b, &[batch.as_slice(), &[ba.n, k]].concat())?;
-    let plan = Batch { count: numel(&batch), m: ba.n, n: ba.n, k, flag: triangular.unwrap_or(false) };
+    let plan = Batch { count: numel(&batch), m: ba.n, n: ba.n, k, flag: triangular.unwrap_or(false), eps: epsilon(dtype) };
     let body = if triangular.is_some() { kernels::solve_triangular } else { kernels::solve };
     let shape = b.shape().to_vec();
     let x = run(op, &[a, b], &[(shape, None)], dtype, plan, body)?.remove(0);
