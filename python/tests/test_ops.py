@@ -499,3 +499,14 @@ def test_composite_ops_run_on_the_stream_they_are_given(rng):
         else:
             with pytest.raises(ValueError, match="GPU"):
                 mx.eval(call(mx.gpu))
+
+
+def test_broadcast_shapes_refuses_what_is_not_a_shape():
+    # Found by the bad-input fuzzer: a dict leaked a KeyError.
+    assert mx.broadcast_shapes((2, 1), (3,)) == (2, 3)
+    with pytest.raises(TypeError, match="broadcast_shapes"):
+        mx.broadcast_shapes({"a": 1})
+    with pytest.raises(TypeError, match="broadcast_shapes"):
+        mx.broadcast_shapes((2,), [1.5])
+    with pytest.raises(ValueError, match="negative"):
+        mx.broadcast_shapes((2, -1))

@@ -8,6 +8,7 @@ primitives): ``atleast_1d/2d/3d``, ``degrees``, ``radians``, ``nan_to_num``, ``t
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Optional
 
 import numpy as np
@@ -249,6 +250,11 @@ def broadcast_shapes(*shapes) -> tuple:
     end, each size equal or 1)."""
     if not shapes:
         raise ValueError("[broadcast_shapes] give at least one shape")
+    for s in shapes:
+        if not isinstance(s, (tuple, list)) or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in s):
+            raise TypeError(f"[broadcast_shapes] each shape must be a tuple of integers, got {s!r}")
+        if any(d < 0 for d in s):
+            raise ValueError(f"[broadcast_shapes] shape {tuple(s)} has a negative size")
     out = []
     for i in range(1, max(len(s) for s in shapes) + 1):
         sizes = {s[-i] for s in shapes if len(s) >= i} - {1}
