@@ -510,3 +510,11 @@ def test_broadcast_shapes_refuses_what_is_not_a_shape():
         mx.broadcast_shapes((2,), [1.5])
     with pytest.raises(ValueError, match="negative"):
         mx.broadcast_shapes((2, -1))
+
+
+def test_diff_of_order_past_the_axis_length_is_empty_like_numpy():
+    # Found by the bad-input fuzzer: n = 2**31 looped two billion times, growing memory.
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for n in (3, 4, 2**31):
+        got = mx.diff(mx.array(x), n=n)
+        assert got.shape == np.diff(x, n=min(n, 10)).shape
