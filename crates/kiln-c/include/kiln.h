@@ -173,6 +173,11 @@ typedef struct kiln_closure_value_and_grad {
 #define KILN_FLOAT64 12
 
 /**
+ * complex64: two float32s per element, real part first.
+ */
+#define KILN_COMPLEX64 13
+
+/**
  * The host CPU.
  */
 #define KILN_CPU 0

@@ -57,13 +57,15 @@ pub const KILN_BFLOAT16: kiln_dtype = 10;
 pub const KILN_FLOAT32: kiln_dtype = 11;
 /// float64.
 pub const KILN_FLOAT64: kiln_dtype = 12;
+/// complex64: two float32s per element, real part first.
+pub const KILN_COMPLEX64: kiln_dtype = 13;
 
 /// The kiln dtype of a C dtype code.
 pub(crate) fn dtype(code: kiln_dtype) -> kiln::Result<Dtype> {
     usize::try_from(code)
         .ok()
         .and_then(|i| Dtype::ALL.get(i).copied())
-        .ok_or_else(|| c_error("", format!("dtype code {code} is not a kiln_dtype (use KILN_BOOL .. KILN_FLOAT64)")))
+        .ok_or_else(|| c_error("", format!("dtype code {code} is not a kiln_dtype (use KILN_BOOL .. KILN_COMPLEX64)")))
 }
 
 /// The C dtype code of a kiln dtype.

@@ -224,6 +224,7 @@ impl PyArray {
             Values::Int(v) => v[0] != 0,
             Values::UInt(v) => v[0] != 0,
             Values::Float(v) => v[0] != 0.0,
+            Values::Complex(v) => v[0] != kiln::Complex64::default(),
         })
     }
 
@@ -236,11 +237,19 @@ impl PyArray {
     }
 
     fn __float__(&self) -> PyResult<f64> {
+        if self.array.dtype().is_complex() {
+            return Err(PyTypeError::new_err("float: a complex64 array has two parts; use complex(a), a.real or abs(a)"));
+        }
         let a = PyArray::from(kiln::ops::astype(&self.array, Dtype::F64).or_raise()?);
         match a.single("float")? {
             Values::Float(v) => Ok(v[0]),
             _ => unreachable!("a float64 array reads as floats"),
         }
+    }
+
+    fn __complex__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let a = PyArray::from(kiln::ops::astype(&self.array, Dtype::C64).or_raise()?);
+        a.single("complex")?.get(py, 0)
     }
 
     fn __index__(&self) -> PyResult<i64> {

@@ -85,6 +85,7 @@ fn format_of(dtype: Dtype) -> Option<&'static CStr> {
         Dtype::F16 => c"e",
         Dtype::F32 => c"f",
         Dtype::F64 => c"d",
+        Dtype::C64 => c"Zf",
         Dtype::BF16 => return None,
     })
 }

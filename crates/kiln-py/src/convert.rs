@@ -3,17 +3,19 @@
 //! - Constructors (`array(...)`) build *strong* arrays: Python bools are bool, ints int32 (int64
 //!   when a value does not fit), floats float32, nested lists take the widest kind they hold, and
 //!   numpy arrays keep their dtype except float64, which becomes float32 as in mlx.
-//! - Op operands turn Python numbers into *weak* scalars that adopt the other operand's dtype.
+//! - Op operands turn Python numbers into *weak* scalars that adopt the other operand's dtype;
+//!   Python complex numbers are complex64 scalars (the one complex dtype, above every other).
+//! - Complex values (Python complex, numpy complex64 and complex128) make complex64 arrays.
 //! - Numpy arrays are read through `__array_interface__` (a copy of the contiguous data), so the
 //!   extension needs no numpy headers and one abi3 build serves every Python version. Objects of
 //!   other array libraries that only offer `__array__` go through `numpy.asarray` first.
 
 use crate::array::PyArray;
 use crate::errors::OrRaise;
-use kiln::{ops, Array, Dtype};
+use kiln::{ops, Array, Complex64, Dtype};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
+use pyo3::types::{IntoPyDict, PyBool, PyComplex, PyDict, PyFloat, PyInt, PyList, PyTuple};
 
 /// An array argument of an op: an array, a Python number (weak), a numpy array or a nested list.
 pub struct Operand(pub Array);
@@ -54,7 +56,16 @@ pub fn operand(obj: &Bound<'_, PyAny>) -> PyResult<Array> {
     if obj.is_instance_of::<PyFloat>() {
         return Ok(Array::weak_float(obj.extract::<f64>()?));
     }
+    if obj.is_instance_of::<PyComplex>() {
+        return Ok(Array::scalar(python_complex(obj)?));
+    }
     to_array(obj, None)
+}
+
+/// A Python (or numpy) complex number as complex64.
+fn python_complex(obj: &Bound<'_, PyAny>) -> PyResult<Complex64> {
+    let z = obj.cast::<PyComplex>()?;
+    Ok(Complex64::new(z.real() as f32, z.imag() as f32))
 }
 
 /// `obj` as a new strong array (the `array` constructor), cast to `dtype` when given.
@@ -64,6 +75,7 @@ pub fn to_array(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array>
     } else if obj.is_instance_of::<PyBool>()
         || obj.is_instance_of::<PyInt>()
         || obj.is_instance_of::<PyFloat>()
+        || obj.is_instance_of::<PyComplex>()
     {
         let mut leaves = Leaves::default();
         leaves.push(obj)?;
@@ -95,9 +107,12 @@ pub fn to_array(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array>
 #[derive(Default)]
 struct Leaves {
     values: Vec<f64>,
+    /// Imaginary parts, filled once a complex leaf is seen (zeros for the leaves before it).
+    imag: Vec<f64>,
     ints: Vec<i64>,
     any_float: bool,
     any_int: bool,
+    any_complex: bool,
 }
 
 impl Leaves {
@@ -115,29 +130,44 @@ impl Leaves {
             self.any_float = true;
             self.values.push(obj.extract()?);
             self.ints.push(0);
+        } else if obj.is_instance_of::<PyComplex>() {
+            let z = obj.cast::<PyComplex>()?;
+            self.imag.resize(self.values.len(), 0.0);
+            self.any_complex = true;
+            self.values.push(z.real());
+            self.imag.push(z.imag());
+            self.ints.push(0);
         } else if obj.hasattr("__array_interface__")?
             && obj.hasattr("__float__")?
             && !obj.hasattr("__len__")?
         {
-            // A numpy scalar: an integer one counts as an int, any other as a float.
+            // A numpy scalar: an integer one counts as an int, a complex one as a complex
+            // number, any other as a float.
             if obj.hasattr("__index__")? {
                 return self.push(&obj.call_method0("__index__")?);
+            }
+            if obj.getattr("dtype")?.getattr("kind")?.extract::<String>()? == "c" {
+                return self.push(&obj.call_method0("__complex__")?);
             }
             return self.push(&obj.call_method0("__float__")?);
         } else {
             return Err(PyTypeError::new_err(format!(
-                "array: a nested list may hold only bools, ints, floats or arrays, got a {}",
+                "array: a nested list may hold only bools, ints, floats, complex numbers or arrays, got a {}",
                 obj.get_type().name()?
             )));
         }
         Ok(())
     }
 
-    /// The leaves as an array of `shape`: float32 if any is a float, else int32 (int64 when one
+    /// The leaves as an array of `shape`: complex64 if any is complex, float32 if any is a float, else int32 (int64 when one
     /// does not fit), else bool; float64 straight from the Python values when `dtype` asks for
     /// it (through float32 they would lose precision).
-    fn into_array(self, shape: &[usize], dtype: Option<Dtype>) -> PyResult<Array> {
-        if dtype == Some(Dtype::F64) && (self.any_float || self.any_int) {
+    fn into_array(mut self, shape: &[usize], dtype: Option<Dtype>) -> PyResult<Array> {
+        if self.any_complex {
+            self.imag.resize(self.values.len(), 0.0);
+            let v: Vec<Complex64> = self.values.iter().zip(&self.imag).map(|(&re, &im)| Complex64::new(re as f32, im as f32)).collect();
+            Array::from_slice(&v, shape).or_raise()
+        } else if dtype == Some(Dtype::F64) && (self.any_float || self.any_int) {
             Array::from_slice(&self.values, shape).or_raise()
         } else if self.any_float {
             let v: Vec<f32> = self.values.iter().map(|&x| x as f32).collect();
@@ -250,6 +280,7 @@ pub fn typestr(d: Dtype) -> Option<String> {
         Dtype::F16 => ("f2", order),
         Dtype::F32 => ("f4", order),
         Dtype::F64 => ("f8", order),
+        Dtype::C64 => ("c8", order),
         Dtype::BF16 => return None,
     };
     Some(format!("{order}{kind}"))
@@ -259,7 +290,11 @@ pub fn typestr(d: Dtype) -> Option<String> {
 /// unless `dtype` asks otherwise, as mlx does.
 fn from_numpy(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> {
     let np = obj.py().import("numpy")?;
-    let c = np.getattr("asarray")?.call((obj,), Some(&[("order", "C")].into_py_dict(obj.py())?))?;
+    let mut c = np.getattr("asarray")?.call((obj,), Some(&[("order", "C")].into_py_dict(obj.py())?))?;
+    if c.getattr("dtype")?.getattr("kind")?.extract::<String>()? == "c" {
+        // complex128 (and complex256) become complex64, as in mlx: kiln's one complex dtype.
+        c = c.call_method1("astype", (np.getattr("complex64")?,))?;
+    }
     let iface = c.getattr("__array_interface__")?.cast_into::<PyDict>()?;
     let item = |k: &str| -> PyResult<Bound<'_, PyAny>> {
         iface
@@ -269,7 +304,7 @@ fn from_numpy(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> {
     let type_str: String = item("typestr")?.extract()?;
     let dt = dtype_of_typestr(&type_str).ok_or_else(|| {
         PyTypeError::new_err(format!(
-            "array: numpy dtype '{type_str}' has no kiln dtype; kiln has bool, (u)int8-64, float16, bfloat16, float32 and float64 (convert with .astype first)"
+            "array: numpy dtype '{type_str}' has no kiln dtype; kiln has bool, (u)int8-64, float16, bfloat16, float32, float64 and complex64 (convert with .astype first)"
         ))
     })?;
     let shape: Vec<usize> = item("shape")?.extract()?;
@@ -290,12 +325,13 @@ fn from_numpy(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> {
     }
 }
 
-/// The values of an array as Python objects: bool, int or float per element.
+/// The values of an array as Python objects: bool, int, float or complex per element.
 pub enum Values {
     Bool(Vec<bool>),
     Int(Vec<i64>),
     UInt(Vec<u64>),
     Float(Vec<f64>),
+    Complex(Vec<Complex64>),
 }
 
 impl Values {
@@ -304,6 +340,7 @@ impl Values {
         Ok(match a.dtype() {
             Dtype::Bool => Values::Bool(a.to_vec().or_raise()?),
             Dtype::U64 => Values::UInt(a.to_vec().or_raise()?),
+            Dtype::C64 => Values::Complex(a.to_vec().or_raise()?),
             d if d.is_float() => {
                 Values::Float(ops::astype(a, Dtype::F64).or_raise()?.to_vec().or_raise()?)
             }
@@ -318,6 +355,7 @@ impl Values {
             Values::Int(v) => v[i].into_pyobject(py)?.into_any(),
             Values::UInt(v) => v[i].into_pyobject(py)?.into_any(),
             Values::Float(v) => v[i].into_pyobject(py)?.into_any(),
+            Values::Complex(v) => PyComplex::from_doubles(py, v[i].re as f64, v[i].im as f64).into_any(),
         })
     }
 }

@@ -68,6 +68,7 @@ fn dl_dtype(d: Dtype) -> DlDataType {
     let (code, bits) = match d {
         Dtype::Bool => (6, 8),
         Dtype::BF16 => (4, 16),
+        Dtype::C64 => (5, 64),
         d if d.is_float() => (2, 8 * d.size()),
         d if d.is_unsigned() => (1, 8 * d.size()),
         d => (0, 8 * d.size()),
@@ -83,6 +84,7 @@ fn from_dl_dtype(t: &DlDataType) -> PyResult<Dtype> {
         (2, 16, 1) => Dtype::F16,
         (2, 32, 1) => Dtype::F32,
         (2, 64, 1) => Dtype::F64,
+        (5, 64, 1) => Dtype::C64,
         (1, 8, 1) => Dtype::U8,
         (1, 16, 1) => Dtype::U16,
         (1, 32, 1) => Dtype::U32,

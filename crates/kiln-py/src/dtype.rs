@@ -56,10 +56,12 @@ pub enum PyDtypeCategory {
     Inexact,
     #[pyo3(name = "floating")]
     Floating,
+    #[pyo3(name = "complexfloating")]
+    ComplexFloating,
 }
 
 impl PyDtypeCategory {
-    const ALL: [(PyDtypeCategory, &'static str); 7] = [
+    const ALL: [(PyDtypeCategory, &'static str); 8] = [
         (PyDtypeCategory::Generic, "generic"),
         (PyDtypeCategory::Number, "number"),
         (PyDtypeCategory::Integer, "integer"),
@@ -67,6 +69,7 @@ impl PyDtypeCategory {
         (PyDtypeCategory::UnsignedInteger, "unsignedinteger"),
         (PyDtypeCategory::Inexact, "inexact"),
         (PyDtypeCategory::Floating, "floating"),
+        (PyDtypeCategory::ComplexFloating, "complexfloating"),
     ];
 
     /// True when `self` lies inside `other` in the category tree.
@@ -78,7 +81,7 @@ impl PyDtypeCategory {
                 Number => other == Generic,
                 Integer | Inexact => Number.within(other),
                 SignedInteger | UnsignedInteger => Integer.within(other),
-                Floating => Inexact.within(other),
+                Floating | ComplexFloating => Inexact.within(other),
             }
     }
 
@@ -89,6 +92,7 @@ impl PyDtypeCategory {
             Category::Unsigned => PyDtypeCategory::UnsignedInteger,
             Category::Signed => PyDtypeCategory::SignedInteger,
             Category::Float => PyDtypeCategory::Floating,
+            Category::Complex => PyDtypeCategory::ComplexFloating,
         }
     }
 }

@@ -30,7 +30,28 @@ macro_rules! unary_methods {
     };
 }
 
-unary_methods!(abs, exp, log, log1p, log2, log10, sin, cos, sqrt, rsqrt, square, reciprocal);
+unary_methods!(abs, exp, log, log1p, log2, log10, sin, cos, sqrt, rsqrt, square, reciprocal, conjugate);
+
+#[pymethods]
+impl PyArray {
+    /// The complex conjugate (`conjugate`'s short name, as mlx's and numpy's `conj`).
+    #[pyo3(signature = (*, stream = None))]
+    fn conj(&self, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+        math::conjugate(self.operand(), stream)
+    }
+
+    /// The real part (the array itself when it is not complex).
+    #[getter]
+    fn real(&self) -> PyResult<PyArray> {
+        math::real(self.operand(), None)
+    }
+
+    /// The imaginary part (zeros when the array is not complex).
+    #[getter]
+    fn imag(&self) -> PyResult<PyArray> {
+        math::imag(self.operand(), None)
+    }
+}
 
 macro_rules! reduction_methods {
     ($($name:ident),* $(,)?) => {

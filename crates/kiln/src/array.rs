@@ -372,8 +372,12 @@ impl Array {
         Ok((copy, ptr))
     }
 
-    /// Evaluates and copies the elements out as f64 whatever the dtype (handy for tests/printing).
+    /// Evaluates and copies the elements out as f64 whatever the real dtype (handy for tests and
+    /// printing); complex64 values, which have two parts, are an error (use `to_vec::<Complex64>`).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        if self.dtype().is_complex() {
+            return Err(Error::dtype("to_f64_vec", "complex64 values have two parts: read them with to_vec::<Complex64>()"));
+        }
         crate::with_dtype!(self.dtype(), T => Ok(self.to_vec::<T>()?.into_iter().map(Element::to_f64).collect()))
     }
 

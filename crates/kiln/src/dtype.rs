@@ -2,7 +2,8 @@
 //!
 //! Promotion follows mlx's table (itself after JAX): booleans give way to anything, unsigned and
 //! signed integers meet in the next wider signed type (uint64 with a signed type gives float32),
-//! integers with floats give the float, float16 with bfloat16 gives float32, float64 wins over all.
+//! integers with floats give the float, float16 with bfloat16 gives float32, float64 wins over
+//! every real dtype and complex64 over everything (float64 with complex64 gives complex64, as mlx).
 //! Rust and Python scalars are *weak*: they take the dtype of the array they meet (see [`promote`]).
 
 use half::{bf16, f16};
@@ -24,6 +25,8 @@ pub enum Dtype {
     BF16,
     F32,
     F64,
+    /// Complex numbers of two float32 parts (real, imaginary), as numpy's and mlx's complex64.
+    C64,
 }
 
 /// The coarse category of a dtype, used by promotion and by op validation.
@@ -33,11 +36,13 @@ pub enum Category {
     Unsigned,
     Signed,
     Float,
+    Complex,
 }
 
 impl Dtype {
-    /// Every dtype, in promotion-table order.
-    pub const ALL: [Dtype; 13] = [
+    /// Every real dtype (all but complex64), in promotion-table order: what the GPU's kernels
+    /// and fused kernels handle, and what values read as one f64 each.
+    pub const REAL: [Dtype; 13] = [
         Dtype::Bool,
         Dtype::U8,
         Dtype::U16,
@@ -53,6 +58,24 @@ impl Dtype {
         Dtype::F64,
     ];
 
+    /// Every dtype, in promotion-table order.
+    pub const ALL: [Dtype; 14] = [
+        Dtype::Bool,
+        Dtype::U8,
+        Dtype::U16,
+        Dtype::U32,
+        Dtype::U64,
+        Dtype::I8,
+        Dtype::I16,
+        Dtype::I32,
+        Dtype::I64,
+        Dtype::F16,
+        Dtype::BF16,
+        Dtype::F32,
+        Dtype::F64,
+        Dtype::C64,
+    ];
+
     /// The `<stdint.h>` name of an integer dtype (`uint8_t` ... `int64_t`), which the C and
     /// CUDA printers share; `None` for bool and floats.
     pub fn stdint_name(self) -> Option<&'static str> {
@@ -65,7 +88,7 @@ impl Dtype {
             Dtype::I16 => "int16_t",
             Dtype::I32 => "int32_t",
             Dtype::I64 => "int64_t",
-            Dtype::Bool | Dtype::F16 | Dtype::BF16 | Dtype::F32 | Dtype::F64 => return None,
+            Dtype::Bool | Dtype::F16 | Dtype::BF16 | Dtype::F32 | Dtype::F64 | Dtype::C64 => return None,
         })
     }
 
@@ -75,7 +98,7 @@ impl Dtype {
             Dtype::Bool | Dtype::U8 | Dtype::I8 => 1,
             Dtype::U16 | Dtype::I16 | Dtype::F16 | Dtype::BF16 => 2,
             Dtype::U32 | Dtype::I32 | Dtype::F32 => 4,
-            Dtype::U64 | Dtype::I64 | Dtype::F64 => 8,
+            Dtype::U64 | Dtype::I64 | Dtype::F64 | Dtype::C64 => 8,
         }
     }
 
@@ -95,6 +118,7 @@ impl Dtype {
             Dtype::BF16 => "bfloat16",
             Dtype::F32 => "float32",
             Dtype::F64 => "float64",
+            Dtype::C64 => "complex64",
         }
     }
 
@@ -110,6 +134,7 @@ impl Dtype {
             Dtype::U8 | Dtype::U16 | Dtype::U32 | Dtype::U64 => Category::Unsigned,
             Dtype::I8 | Dtype::I16 | Dtype::I32 | Dtype::I64 => Category::Signed,
             Dtype::F16 | Dtype::BF16 | Dtype::F32 | Dtype::F64 => Category::Float,
+            Dtype::C64 => Category::Complex,
         }
     }
 
@@ -121,6 +146,16 @@ impl Dtype {
     /// True for signed and unsigned integers (not bool).
     pub fn is_integer(self) -> bool {
         matches!(self.category(), Category::Signed | Category::Unsigned)
+    }
+
+    /// True for complex64.
+    pub fn is_complex(self) -> bool {
+        self == Dtype::C64
+    }
+
+    /// True for floats and complex64 (numpy's "inexact"): what ops that need fractions compute in.
+    pub fn is_inexact(self) -> bool {
+        self.is_float() || self.is_complex()
     }
 
     /// True for unsigned integers.
@@ -142,10 +177,10 @@ impl Dtype {
         }
     }
 
-    /// The float dtype an op that needs floats (exp, divide, mean...) computes an input of this dtype in:
-    /// floats keep their dtype, everything else becomes float32, as in mlx.
+    /// The dtype an op that needs floats (exp, divide, mean...) computes an input of this dtype in:
+    /// floats and complex64 keep their dtype, everything else becomes float32, as in mlx.
     pub fn to_float(self) -> Dtype {
-        if self.is_float() {
+        if self.is_inexact() {
             self
         } else {
             Dtype::F32
@@ -165,6 +200,9 @@ pub fn promote_types(a: Dtype, b: Dtype) -> Dtype {
     use Dtype::{BF16, F16, F32, F64};
     if a == b {
         return a;
+    }
+    if a.is_complex() || b.is_complex() {
+        return Dtype::C64;
     }
     match (a.category(), b.category()) {
         (Category::Bool, _) => b,
@@ -189,6 +227,7 @@ pub fn promote_types(a: Dtype, b: Dtype) -> Dtype {
         }
         (Unsigned, Signed) => promote_mixed_int(a, b),
         (Signed, Unsigned) => promote_mixed_int(b, a),
+        (Category::Complex, _) | (_, Category::Complex) => Dtype::C64,
     }
 }
 
@@ -218,8 +257,9 @@ pub fn promote(a: Dtype, a_weak: bool, b: Dtype, b_weak: bool) -> Dtype {
 
 fn adopt_weak(weak: Dtype, strong: Dtype) -> Dtype {
     match (weak.category(), strong.category()) {
-        (Category::Float, Category::Float) => strong,
+        (Category::Float, Category::Float | Category::Complex) => strong,
         (Category::Float, _) => Dtype::F32,
+        (Category::Complex, _) => Dtype::C64,
         (Category::Bool, _) => strong,
         (_, Category::Bool) => Dtype::I32,
         _ => strong,
@@ -332,6 +372,7 @@ macro_rules! with_dtype {
             $crate::Dtype::BF16 => { type $T = half::bf16; $body }
             $crate::Dtype::F32 => { type $T = f32; $body }
             $crate::Dtype::F64 => { type $T = f64; $body }
+            $crate::Dtype::C64 => { type $T = $crate::Complex64; $body }
         }
     };
 }

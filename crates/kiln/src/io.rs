@@ -49,6 +49,7 @@ fn npy_descr(op: &str, path: &Path, d: Dtype) -> Result<&'static str> {
         Dtype::F16 => "<f2",
         Dtype::F32 => "<f4",
         Dtype::F64 => "<f8",
+        Dtype::C64 => "<c8",
         Dtype::BF16 => {
             return Err(io_error(
                 op,
@@ -107,6 +108,7 @@ pub fn dtype_of_numpy_code(code: &str) -> Option<Dtype> {
         "f2" => Dtype::F16,
         "f4" => Dtype::F32,
         "f8" => Dtype::F64,
+        "c8" => Dtype::C64,
         _ => return None,
     })
 }
@@ -179,7 +181,9 @@ pub fn npy_from_bytes(data: &[u8], source: &str) -> Result<Array> {
 fn array_from_file_bytes(body: &[u8], shape: &[usize], dtype: Dtype, swap: bool, fortran: bool) -> Result<Array> {
     let mut bytes = body.to_vec();
     if swap {
-        bytes.chunks_exact_mut(dtype.size()).for_each(|e| e.reverse());
+        // A complex number's two parts are swapped each in place.
+        let part = if dtype.is_complex() { dtype.size() / 2 } else { dtype.size() };
+        bytes.chunks_exact_mut(part).for_each(|e| e.reverse());
     }
     if !fortran {
         return Array::from_bytes(&bytes, shape, dtype);
@@ -203,6 +207,7 @@ fn safetensors_dtype(d: Dtype) -> &'static str {
         Dtype::BF16 => "BF16",
         Dtype::F32 => "F32",
         Dtype::F64 => "F64",
+        Dtype::C64 => "C64",
     }
 }
 

@@ -15,6 +15,7 @@
 pub mod array;
 pub mod backend;
 pub mod buffer;
+pub mod complex;
 pub mod cuda_kernel;
 pub mod device;
 pub mod dot;
@@ -46,6 +47,7 @@ pub use device::{
     default_device, new_stream, set_default_device, synchronize, with_device, with_stream, Device, DeviceKind, Stream,
 };
 pub use dot::to_dot;
+pub use complex::Complex64;
 pub use dtype::{promote_types, Dtype, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::random;

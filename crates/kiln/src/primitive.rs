@@ -19,6 +19,12 @@ pub enum UnaryOp {
     Sin, Cos, Tan, ArcSin, ArcCos, ArcTan, Sinh, Cosh, Tanh, ArcSinh, ArcCosh, ArcTanh,
     Erf, ErfInv, Sigmoid, Floor, Ceil, Round, LogicalNot, IsNan, IsInf, IsPosInf, IsNegInf,
     IsFinite, BitwiseInvert,
+    /// The complex conjugate (complex64 only: the constructor returns real inputs unchanged).
+    Conjugate,
+    /// The real part of a complex64 input, as float32.
+    Real,
+    /// The imaginary part of a complex64 input, as float32.
+    Imag,
 }
 
 impl UnaryOp {
@@ -35,8 +41,30 @@ impl UnaryOp {
             Sigmoid => "sigmoid", Floor => "floor", Ceil => "ceil", Round => "round",
             LogicalNot => "logical_not", IsNan => "isnan", IsInf => "isinf",
             IsPosInf => "isposinf", IsNegInf => "isneginf", IsFinite => "isfinite",
-            BitwiseInvert => "bitwise_invert",
+            BitwiseInvert => "bitwise_invert", Conjugate => "conjugate", Real => "real", Imag => "imag",
         }
+    }
+
+    /// The output dtype on an input of `input`: bool for predicates; float32 for the magnitude and
+    /// parts of complex64 (abs, real, imag); the input's dtype otherwise.
+    pub fn out_dtype(self, input: Dtype) -> Dtype {
+        use UnaryOp::*;
+        match self {
+            _ if self.is_predicate() => Dtype::Bool,
+            Abs | Real | Imag if input.is_complex() => Dtype::F32,
+            _ => input,
+        }
+    }
+
+    /// Whether the op is defined on complex64 (see [`Op::check_complex`]).
+    pub fn takes_complex(self) -> bool {
+        use UnaryOp::*;
+        matches!(
+            self,
+            Abs | Negative | Sign | Exp | Log | Log1p | Log2 | Log10 | Sqrt | Rsqrt | Square | Reciprocal | Sin | Cos
+                | Tan | Sinh | Cosh | Tanh | ArcSin | ArcCos | ArcTan | Round | LogicalNot | IsNan | IsInf | IsPosInf
+                | IsNegInf | IsFinite | Conjugate | Real | Imag
+        )
     }
 
     /// Ops whose result is boolean whatever the input dtype.
@@ -88,6 +116,17 @@ impl BinaryOp {
         matches!(
             self,
             Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd | LogicalOr
+        )
+    }
+
+    /// Whether the op is defined on complex64: arithmetic and the power, and comparisons, which
+    /// order complex numbers by real part, then imaginary part, as numpy (maximum and minimum too).
+    pub fn takes_complex(self) -> bool {
+        use BinaryOp::*;
+        matches!(
+            self,
+            Add | Subtract | Multiply | Divide | Power | Maximum | Minimum | Equal | NotEqual | Less | LessEqual
+                | Greater | GreaterEqual | LogicalAnd | LogicalOr
         )
     }
 }
@@ -328,6 +367,37 @@ fn input_shapes_equal_except<A: ShapeDtype>(op: &str, inputs: &[&A], axis: usize
 }
 
 impl Op {
+    /// Whether the op is defined on complex64 inputs. The ops that only move, select or combine
+    /// elements are; of the rest, the arithmetic and functions numpy defines for complex numbers.
+    fn takes_complex(&self) -> bool {
+        match self {
+            Op::Unary(u) => u.takes_complex(),
+            Op::Binary(b) => b.takes_complex(),
+            Op::Reduce { op, .. } => matches!(op, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min | ReduceOp::All | ReduceOp::Any),
+            Op::Scan { op, .. } => matches!(op, ScanOp::Sum | ScanOp::Prod),
+            Op::Scatter { op, .. } => matches!(op, ScatterOp::Set | ScatterOp::Add | ScatterOp::Prod),
+            Op::Select | Op::AsType(_) | Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike
+            | Op::Slice { .. } | Op::Concatenate { .. } | Op::SliceUpdate { .. } | Op::Gather { .. } | Op::Matmul
+            | Op::StopGradient | Op::Custom { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_)
+            | Op::Count { .. } | Op::Kernel { .. } | Op::Sort { .. } | Op::ArgSort { .. } => true,
+            Op::Arange { .. } | Op::ArgReduce { .. } | Op::Partition { .. } | Op::ArgPartition { .. }
+            | Op::RandomBits { .. } => false,
+        }
+    }
+
+    /// A clear error for an op given complex64 inputs it is not defined on, so no kernel ever
+    /// sees a dtype it does not handle.
+    fn check_complex<A: ShapeDtype>(&self, inputs: &[&A]) -> Result<()> {
+        let complex = matches!(self, Op::Arange { dtype: Dtype::C64, .. }) || inputs.iter().any(|x| x.dtype().is_complex());
+        if complex && !self.takes_complex() {
+            return Err(Error::dtype(
+                self.name(),
+                "not defined for complex64 inputs; take the real part (mx.real) or the magnitude (mx.abs) first",
+            ));
+        }
+        Ok(())
+    }
+
     /// A short name for graphs, logs and errors.
     pub fn name(&self) -> &'static str {
         match self {
@@ -400,12 +470,10 @@ impl Op {
     pub fn infer<A: ShapeDtype>(&self, inputs: &[&A]) -> Result<(Shape, Dtype)> {
         let op = self.name();
         let first = || inputs[0];
+        self.check_complex(inputs)?;
         Ok(match self {
             Op::Arange { len, dtype, .. } => (Shape::from_slice(&[*len]), *dtype),
-            Op::Unary(u) => {
-                let dt = if u.is_predicate() { Dtype::Bool } else { first().dtype() };
-                (first().shape().into(), dt)
-            }
+            Op::Unary(u) => (first().shape().into(), u.out_dtype(first().dtype())),
             Op::Binary(b) => {
                 let shape = broadcast_shapes(op, inputs[0].shape(), inputs[1].shape())?;
                 let dt = if b.is_predicate() { Dtype::Bool } else { first().dtype() };

@@ -2,6 +2,7 @@
 //! summarised with `...` (first and last three entries per axis beyond 1000 elements).
 
 use crate::array::Array;
+use crate::complex::Complex64;
 use crate::dtype::Dtype;
 use std::fmt;
 
@@ -10,16 +11,29 @@ const EDGE: usize = 3;
 
 impl fmt::Display for Array {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let values = match self.to_f64_vec() {
-            Ok(v) => v,
-            Err(e) => return write!(f, "array(<unavailable: {e}>, dtype={})", self.dtype()),
-        };
         let dtype = self.dtype();
-        let summarize = values.len() > SUMMARIZE_ABOVE;
+        let summarize = self.size() > SUMMARIZE_ABOVE;
+        let indent = "array(".len() + 1;
         let mut body = String::new();
-        write_axis(&mut body, &values, self.shape(), dtype, summarize, "array(".len() + 1);
-        write!(f, "array({body}, dtype={dtype})")
+        let written = if dtype.is_complex() {
+            self.to_vec::<Complex64>().map(|v| write_axis(&mut body, &v, self.shape(), &format_complex, summarize, indent))
+        } else {
+            let format = |v: f64| format_value(v, dtype);
+            self.to_f64_vec().map(|v| write_axis(&mut body, &v, self.shape(), &format, summarize, indent))
+        };
+        match written {
+            Ok(()) => write!(f, "array({body}, dtype={dtype})"),
+            Err(e) => write!(f, "array(<unavailable: {e}>, dtype={dtype})"),
+        }
     }
+}
+
+/// A complex64 value as numpy prints it: `1+2j`, `0-1.5j`, `nan+infj`.
+fn format_complex(z: Complex64) -> String {
+    let re = format_value(z.re as f64, Dtype::F32);
+    let im = format_value(z.im as f64, Dtype::F32);
+    let sign = if im.starts_with('-') { "" } else { "+" };
+    format!("{re}{sign}{im}j")
 }
 
 fn format_value(v: f64, dtype: Dtype) -> String {
@@ -43,9 +57,9 @@ fn format_value(v: f64, dtype: Dtype) -> String {
     }
 }
 
-fn write_axis(out: &mut String, values: &[f64], shape: &[usize], dtype: Dtype, summarize: bool, indent: usize) {
+fn write_axis<T: Copy>(out: &mut String, values: &[T], shape: &[usize], format: &dyn Fn(T) -> String, summarize: bool, indent: usize) {
     if shape.is_empty() {
-        out.push_str(&format_value(values[0], dtype));
+        out.push_str(&format(values[0]));
         return;
     }
     let n = shape[0];
@@ -68,7 +82,7 @@ fn write_axis(out: &mut String, values: &[f64], shape: &[usize], dtype: Dtype, s
         }
         match item {
             None => out.push_str("..."),
-            Some(i) => write_axis(out, &values[i * inner..(i + 1) * inner], &shape[1..], dtype, summarize, indent + 1),
+            Some(i) => write_axis(out, &values[i * inner..(i + 1) * inner], &shape[1..], format, summarize, indent + 1),
         }
     }
     out.push(']');

@@ -175,7 +175,7 @@ fn full_zeros_like_and_arange_edges() {
         assert_eq!((e.op.as_str(), e.kind), ("full", ErrorKind::Shape), "{e}");
         assert!(e.to_string().contains("(3,)"), "{e}");
     }
-    for dtype in Dtype::ALL {
+    for dtype in Dtype::REAL {
         let x = ops::full(&[2, 2], 3.0, Some(dtype)).unwrap();
         let z = ops::zeros_like(&x).unwrap();
         assert_eq!((z.shape(), z.dtype(), z.to_f64_vec().unwrap()), (&[2, 2][..], dtype, vec![0.0; 4]));

@@ -106,7 +106,7 @@ fn same(what: &str, cpu: kiln::Result<Vec<f64>>, gpu: kiln::Result<Vec<f64>>, rt
 fn unary_ops_match_the_cpu_on_every_dtype() {
     let Some((g, _one)) = gpu("unary_ops_match_the_cpu_on_every_dtype") else { return };
     let mut rng = Rng::new(1);
-    for d in Dtype::ALL {
+    for d in Dtype::REAL {
         let x = array(&test_values(&mut rng, d, 257), &[257], d);
         for u in UNARY {
             let out_dtype_float = u.needs_float() || d.is_float();
@@ -121,7 +121,7 @@ fn unary_ops_match_the_cpu_on_every_dtype() {
 fn binary_ops_match_the_cpu_on_every_dtype() {
     let Some((g, _one)) = gpu("binary_ops_match_the_cpu_on_every_dtype") else { return };
     let mut rng = Rng::new(2);
-    for d in Dtype::ALL {
+    for d in Dtype::REAL {
         let a = array(&test_values(&mut rng, d, 301), &[301], d);
         let mut bv = test_values(&mut rng, d, 301);
         bv.reverse();
@@ -138,14 +138,14 @@ fn binary_ops_match_the_cpu_on_every_dtype() {
 fn casts_match_the_cpu_between_every_pair_of_dtypes() {
     let Some((g, _one)) = gpu("casts_match_the_cpu_between_every_pair_of_dtypes") else { return };
     let mut rng = Rng::new(3);
-    for from in Dtype::ALL {
+    for from in Dtype::REAL {
         let mut values = test_values(&mut rng, from, 200);
         if from.is_float() {
             // The last value rounds to float16 differently when rounded twice (through float32).
             values.extend([3e9, -3e9, 1e20, -1e20, 255.9, -128.5, 65535.5, 4294967296.0, 0.1, 1e-8, 1.0 + 2f64.powi(-11) + 2f64.powi(-40)]);
         }
         let x = array(&values, &[values.len()], from);
-        for to in Dtype::ALL {
+        for to in Dtype::REAL {
             let what = format!("astype {from} -> {to}");
             same(&what, on(Device::cpu(), || ops::astype(&x, to)), on(g, || ops::astype(&x, to)), None);
         }
@@ -269,7 +269,7 @@ fn scans_match_the_cpu_on_every_dtype_axis_and_direction() {
     ];
     // Rows of 5 and 3 (one thread each), 40 (a block), 70,000 with 3 rows (parts of rows).
     let shapes: [&[usize]; 2] = [&[5, 3, 40], &[3, 70_000]];
-    for d in Dtype::ALL {
+    for d in Dtype::REAL {
         for shape in shapes {
             let n: usize = shape.iter().product();
             let mut values: Vec<f64> = if d.is_float() { rng.vec(n, 0.5, 1.5) } else { random_values(&mut rng, n, d, -3.0, 3.0) };
@@ -309,7 +309,7 @@ fn sorts_and_partitions_match_the_cpu() {
     let mut rng = Rng::new(22);
     // Tiles of one block (6, 37, 50 along each axis; 8192), and rows merged from several tiles.
     let shapes: [&[usize]; 3] = [&[6, 37, 50], &[2, 8192], &[3, 20_000]];
-    for d in Dtype::ALL {
+    for d in Dtype::REAL {
         for shape in shapes {
             let n: usize = shape.iter().product();
             // Few distinct values: ties everywhere, which a stable sort keeps in order.
@@ -357,7 +357,7 @@ fn gathers_and_scatters_match_the_cpu_with_duplicate_and_out_of_range_indices() 
     let Some((g, _one)) = gpu("gathers_and_scatters_match_the_cpu_with_duplicate_and_out_of_range_indices") else { return };
     let mut rng = Rng::new(23);
     let index_values: [f64; 12] = [3.0, -1.0, 9.0, 0.0, 3.0, -8.0, 3.0, 1.0, 2.0, -2.0, 3.0, 4.0];
-    for d in Dtype::ALL {
+    for d in Dtype::REAL {
         let x = array(&random_values(&mut rng, 7 * 5 * 6, d, -9.0, 9.0), &[7, 5, 6], d);
         let xt = ops::transpose(&x, Some(&[2, 0, 1])).unwrap();
         for id in [Dtype::I32, Dtype::U8, Dtype::I64] {
@@ -458,7 +458,7 @@ fn matmul_matches_the_cpu_for_float_dtypes_layouts_and_batches() {
         }
     }
     // Integer and boolean products (sums that overflow narrow dtypes): the CPU's wrapping sums.
-    for d in Dtype::ALL.into_iter().filter(|d| !d.is_float()) {
+    for d in Dtype::REAL.into_iter().filter(|d| !d.is_float()) {
         let mut ints = |shape: &[usize]| array(&random_values(&mut rng, shape.iter().product(), d, -300.0, 300.0), shape, d);
         let (a, b, wa, wb, bt) = (ints(&[37, 70]), ints(&[70, 21]), ints(&[2, 1, 17, 9]), ints(&[3, 9, 5]), ints(&[21, 70]));
         let cases: Vec<(&str, Case)> = vec![
@@ -507,7 +507,7 @@ fn tf32_is_off_by_default_and_switchable() {
 #[test]
 fn arange_random_bits_and_arg_reductions_match_the_cpu() {
     let Some((g, _one)) = gpu("arange_random_bits_and_arg_reductions_match_the_cpu") else { return };
-    for d in Dtype::ALL {
+    for d in Dtype::REAL {
         for (start, stop, step) in [(-3.5, 17.0, 0.75), (0.0, 300.0, 1.0), (1e9, 5e9, 1.1e8), (2.0, -9.0, -0.3)] {
             let f = || ops::arange(start, stop, step, d);
             same(&format!("arange({start}, {stop}, {step}) of {d}"), on(Device::cpu(), f), on(g, f), None);
@@ -526,7 +526,7 @@ fn arange_random_bits_and_arg_reductions_match_the_cpu() {
     let f = || kiln::vmap(|a: &[Array]| Ok(vec![kiln::random::uniform(0.0, 1.0, &[9], Dtype::F32, Some(&a[0]))?]), &[Some(0)], &[Some(0)])(std::slice::from_ref(&keys)).map(|mut v| v.remove(0));
     same("uniform under vmap over 3 keys", on(Device::cpu(), f), on(g, f), None);
     let mut rng = Rng::new(13);
-    for d in Dtype::ALL {
+    for d in Dtype::REAL {
         // Few distinct values: ties everywhere, and the first must win.
         let mut values = random_values(&mut rng, 6 * 37 * 50, d, -3.0, 3.0);
         if d.is_float() {
@@ -548,7 +548,7 @@ fn arange_random_bits_and_arg_reductions_match_the_cpu() {
 fn concatenate_and_slice_update_match_the_cpu() {
     let Some((g, _one)) = gpu("concatenate_and_slice_update_match_the_cpu") else { return };
     let mut rng = Rng::new(14);
-    for d in Dtype::ALL {
+    for d in Dtype::REAL {
         let mut x = |shape: &[usize]| array(&random_values(&mut rng, shape.iter().product(), d, -9.0, 9.0), shape, d);
         let (a, b, c) = (x(&[4, 5, 6]), x(&[4, 3, 6]), x(&[6, 2, 4]));
         let f = || ops::concatenate(&[a.clone(), b.clone(), ops::transpose(&c, Some(&[2, 1, 0]))?], 1);
@@ -910,7 +910,7 @@ fn row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access() {
     let (e, r) = (Level::Element, Level::Row);
     let mut kernels = Vec::new();
     for op in REDUCE {
-        for d in Dtype::ALL {
+        for d in Dtype::REAL {
             // x -> fold(x) per row, then x - fold as an element output (where defined) in pass 1.
             let out = op.out_dtype(d);
             let mut insts = vec![inst(InstOp::Load(0), d, e, 0), inst(InstOp::Reduce(op, 0), out, r, 1)];
@@ -991,7 +991,7 @@ fn printed_kernels_build_with_nvrtc_for_every_op_dtype_and_access() {
     }
     use source::{Access, Variant};
     let mut kernels = Vec::new();
-    for d in Dtype::ALL {
+    for d in Dtype::REAL {
         let unary = UNARY
             .iter()
             .filter(|u| !u.needs_float() || d.is_float())
@@ -1000,7 +1000,7 @@ fn printed_kernels_build_with_nvrtc_for_every_op_dtype_and_access() {
         kernels.push(kernel_of(&[d], unary));
         let binary = BINARY.iter().map(|&b| (InstOp::Binary(b, 0, 1), if b.is_predicate() { Dtype::Bool } else { d })).collect();
         kernels.push(kernel_of(&[d, d], binary));
-        let casts = Dtype::ALL.iter().map(|&to| (InstOp::Cast(0), to)).collect();
+        let casts = Dtype::REAL.iter().map(|&to| (InstOp::Cast(0), to)).collect();
         kernels.push(kernel_of(&[d], casts));
     }
     kernels.push(kernel_of(&[Dtype::Bool, Dtype::F16, Dtype::BF16], vec![(InstOp::Select(0, 1, 2), Dtype::F16), (InstOp::Const(0x3c00), Dtype::F16)]));
@@ -1058,7 +1058,7 @@ fn reduction_kernels_build_with_nvrtc_for_every_op_and_dtype() {
         return;
     }
     for op in REDUCE {
-        for d in Dtype::ALL {
+        for d in Dtype::REAL {
             let text = kiln::backend::cuda::reduce::source(op, d, op.out_dtype(d));
             nvrtc::build("test", &text, "sm_90a").unwrap_or_else(|e| panic!("{op:?} on {d}: {}", e.message));
         }
@@ -1071,7 +1071,7 @@ fn reductions_match_the_cpu_over_any_axes() {
     let mut rng = Rng::new(7);
     let shape = [6, 1, 37, 50];
     let axes_cases: [&[i64]; 6] = [&[3], &[0], &[0, 2], &[1, 3], &[0, 1, 2, 3], &[2]];
-    for d in Dtype::ALL {
+    for d in Dtype::REAL {
         let values: Vec<f64> = if d.is_float() { rng.vec(11100, 0.5, 1.5) } else { random_values(&mut rng, 11100, d, -3.0, 3.0) };
         let x = array(&values, &shape, d);
         for op in REDUCE {
@@ -1334,4 +1334,19 @@ fn replayed_graphs_carry_the_random_state() {
     }
     assert!(how.contains("one CUDA graph launch"), "{how}");
     assert_ne!(compiled[3], compiled[4], "each call draws new numbers");
+}
+
+#[test]
+fn complex64_on_the_gpu_is_a_clear_error_and_computes_on_the_cpu_stream() {
+    let Some((g, _one)) = gpu("complex64_on_the_gpu_is_a_clear_error_and_computes_on_the_cpu_stream") else { return };
+    let z = Array::from_slice(&[kiln::Complex64::new(1.0, 2.0)], &[1]).unwrap();
+    let times_two = || -> kiln::Result<Array> {
+        let y = ops::multiply(&z, 2.0)?;
+        y.eval()?;
+        Ok(y)
+    };
+    let err = with_device(g, times_two).unwrap().unwrap_err();
+    assert!(err.to_string().contains("complex64") && err.to_string().contains("CPU"), "{err}");
+    let y = with_device(Device::cpu(), times_two).unwrap().unwrap();
+    assert_eq!(format!("{:?}", y.to_vec::<kiln::Complex64>().unwrap()), "[2+4j]");
 }

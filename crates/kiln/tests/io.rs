@@ -29,7 +29,7 @@ fn same(a: &Array, b: &Array) {
 #[test]
 fn npy_round_trips_every_numpy_dtype_and_view() {
     let path = temp("rt.npy");
-    for dtype in Dtype::ALL.into_iter().filter(|&d| d != Dtype::BF16) {
+    for dtype in Dtype::REAL.into_iter().filter(|&d| d != Dtype::BF16) {
         for shape in [&[][..], &[0][..], &[5][..], &[2, 3, 4][..]] {
             let a = sample(dtype, shape);
             save_npy(&path, &a).unwrap();
@@ -82,7 +82,7 @@ fn bad_npy_files_are_errors_naming_the_file() {
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (b"PK\x03\x04 not numpy".to_vec(), "not a .npy file"),
         (npy_bytes(1, header, &[0; 12]), "needs 16 bytes"),
-        (npy_bytes(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }\n", &[0; 8]), "not supported"),
+        (npy_bytes(1, "{'descr': '<c16', 'fortran_order': False, 'shape': (1,), }\n", &[0; 16]), "not supported"),
         (npy_bytes(1, "{'descr': '<f4', 'shape': (1,), }\n", &[0; 4]), "fortran_order"),
         (npy_bytes(7, header, &[0; 16]), "version 7"),
         (npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 9999999999), }", &[]), "bytes"),
@@ -102,7 +102,7 @@ fn bad_npy_files_are_errors_naming_the_file() {
 fn safetensors_round_trip_every_dtype_with_metadata() {
     let path = temp("rt.safetensors");
     let arrays: Vec<(String, Array)> =
-        Dtype::ALL.iter().enumerate().map(|(i, &d)| (format!("t{i}.{d}"), sample(d, &[2, i % 3 + 1]))).collect();
+        Dtype::REAL.iter().enumerate().map(|(i, &d)| (format!("t{i}.{d}"), sample(d, &[2, i % 3 + 1]))).collect();
     let meta = vec![("format".to_string(), "pt \"quoted\"\n".to_string())];
     save_safetensors(&path, &arrays, &meta).unwrap();
     let loaded = load_safetensors(&path).unwrap();
@@ -136,7 +136,7 @@ fn safetensors_written_by_hand_load_and_bad_ones_are_errors() {
     let cases = [
         (safetensors_bytes(r#"{"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,20]}}"#, &data[..16]), "fall outside"),
         (safetensors_bytes(r#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}}"#, &data[..16]), "does not fill"),
-        (safetensors_bytes(r#"{"w":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}}"#, &data[..8]), "not supported"),
+        (safetensors_bytes(r#"{"w":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}}"#, &data[..1]), "not supported"),
         (safetensors_bytes(r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}"#, &data[..4]), "bad header JSON"),
         (safetensors_bytes(&"[".repeat(100), &[]), "nested too deeply"),
         (vec![255; 8], "header length exceeds"),
@@ -254,7 +254,7 @@ fn fuzz_seed(format: u64) -> u64 {
 #[test]
 fn mutated_npy_files_are_errors_or_arrays_never_crashes() {
     let mut seeds = Vec::new();
-    for (i, dtype) in Dtype::ALL.into_iter().filter(|&d| d != Dtype::BF16).enumerate() {
+    for (i, dtype) in Dtype::REAL.into_iter().filter(|&d| d != Dtype::BF16).enumerate() {
         let path = temp(&format!("seed{i}.npy"));
         save_npy(&path, &sample(dtype, &[[0, 1, 3][i % 3], 2, 1 + i % 2][..1 + i % 3])).unwrap();
         seeds.push(std::fs::read(&path).unwrap());
@@ -274,7 +274,7 @@ fn mutated_npy_files_are_errors_or_arrays_never_crashes() {
 fn mutated_safetensors_files_are_errors_or_arrays_never_crashes() {
     let path = temp("seed.safetensors");
     let arrays: Vec<(String, Array)> =
-        Dtype::ALL.iter().enumerate().map(|(i, &d)| (format!("t{i}"), sample(d, &[[0, 1, 2][i % 3], 1 + i % 2]))).collect();
+        Dtype::REAL.iter().enumerate().map(|(i, &d)| (format!("t{i}"), sample(d, &[[0, 1, 2][i % 3], 1 + i % 2]))).collect();
     save_safetensors(&path, &arrays[..5], &[("format".into(), "mlx".into())]).unwrap();
     let mut seeds = vec![std::fs::read(&path).unwrap()];
     save_safetensors(&path, &arrays[5..], &[]).unwrap();

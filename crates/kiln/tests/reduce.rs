@@ -66,7 +66,7 @@ fn every_reduction_over_axis_sets_layouts_and_dtypes() {
     let mut rng = Rng::new(11);
     let shape = [3usize, 4, 5];
     let axis_sets: [Option<&[i64]>; 6] = [None, Some(&[0]), Some(&[-1]), Some(&[0, 2]), Some(&[1]), Some(&[])];
-    for dtype in Dtype::ALL {
+    for dtype in Dtype::REAL {
         let vals = random_values(&mut rng, 60, dtype, -3.0, 3.0);
         let exact = rounded(&vals, &shape, dtype);
         for layout in LAYOUTS {
@@ -244,7 +244,7 @@ fn var_and_std_with_every_ddof() {
 fn argmax_argmin_match_a_reference_in_every_dtype() {
     let mut rng = Rng::new(15);
     let shape = [4usize, 3, 5];
-    for dtype in Dtype::ALL {
+    for dtype in Dtype::REAL {
         let vals = random_values(&mut rng, 60, dtype, -4.0, 4.0);
         let exact = rounded(&vals, &shape, dtype);
         for layout in LAYOUTS {

@@ -90,7 +90,7 @@ const SCANS: [&str; 4] = ["cumsum", "cumprod", "cummax", "cummin"];
 fn scans_along_each_axis_with_every_flag() {
     let mut rng = Rng::new(21);
     let shape = [2usize, 3, 4];
-    for dtype in Dtype::ALL {
+    for dtype in Dtype::REAL {
         // Integers in -2..=2 keep cumprod of 24 elements within int32; floats get a NaN.
         let mut vals = random_values(&mut rng, 24, dtype, -2.0, 3.0);
         if dtype.is_float() {
@@ -182,7 +182,7 @@ fn sort_argsort_every_dtype_layout_axis_stable_nans_last() {
     assert!(s[5].is_nan());
     assert_eq!(ops::argsort(&x, None).unwrap().to_vec::<u32>().unwrap(), vec![2, 5, 4, 0, 3, 1]);
     let mut rng = Rng::new(5);
-    for dtype in Dtype::ALL {
+    for dtype in Dtype::REAL {
         let vals = test_values(&mut rng, 60, dtype);
         let exact = rounded(&vals, &SHAPE, dtype);
         for layout in LAYOUTS {

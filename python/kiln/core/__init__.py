@@ -54,3 +54,6 @@ from kiln.core._transforms import (  # noqa: E402,F401
     vjp,
     vmap,
 )
+
+#: The complex conjugate: mlx's short name for ``conjugate``.
+conj = conjugate  # noqa: F405

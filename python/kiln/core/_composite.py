@@ -305,7 +305,7 @@ def isdtype(dtype, kind) -> bool:
         "unsigned integer": lambda d: _c.issubdtype(d, _c.unsignedinteger),
         "integral": lambda d: _c.issubdtype(d, _c.integer),
         "real floating": lambda d: _c.issubdtype(d, _c.floating),
-        "complex floating": lambda d: False,
+        "complex floating": lambda d: _c.issubdtype(d, _c.complexfloating),
         "numeric": lambda d: d != _c.bool_,
     }
     if kind not in categories:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln._core import Dtype, array, bfloat16, issubdtype, floating, integer, where, zeros
+from kiln._core import Dtype, array, bfloat16, complex64, float32, issubdtype, floating, integer, where, zeros
 
 # numpy's name of each float dtype it shares with kiln; bfloat16 has none.
 _BFLOAT16_MAX = float.fromhex("0x1.fep127")
@@ -14,11 +14,13 @@ _BFLOAT16_MAX = float.fromhex("0x1.fep127")
 
 class finfo:
     """Limits of a floating point dtype: ``min``, ``max``, ``eps``, ``smallest_normal``,
-    ``bits`` and ``dtype``."""
+    ``bits`` and ``dtype``. complex64 gives the limits of its float32 parts, as numpy."""
 
     def __init__(self, dtype: Dtype):
+        if dtype == complex64:
+            dtype = float32
         if not isinstance(dtype, Dtype) or not issubdtype(dtype, floating):
-            raise ValueError(f"[finfo] dtype must be a floating point type, got {dtype}")
+            raise ValueError(f"[finfo] dtype must be a floating point or complex type, got {dtype}")
         self.dtype = dtype
         if dtype == bfloat16:
             self.bits, self.max, self.eps, self.smallest_normal = 16, _BFLOAT16_MAX, 2.0**-7, 2.0**-126

@@ -1,6 +1,6 @@
-# kiln's dtypes, in the order of its KILN_* codes (KILN_BOOL = 0 ... KILN_FLOAT64 = 12).
+# kiln's dtypes, in the order of its KILN_* codes (KILN_BOOL = 0 ... KILN_COMPLEX64 = 13).
 .dtypes <- c("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
-             "float16", "bfloat16", "float32", "float64")
+             "float16", "bfloat16", "float32", "float64", "complex64")
 
 # The kiln code of a dtype name.
 .dtype_code <- function(dtype) {

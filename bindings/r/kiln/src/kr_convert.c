@@ -23,7 +23,7 @@ SEXP kr_from_r(SEXP data, SEXP dim, SEXP dtype) {
 }
 
 /* The elements of `x` as an R vector in column-major order: logical for bool, integer for the
- * integer dtypes that fit, double otherwise. */
+ * integer dtypes that fit, complex for complex64, double otherwise. */
 SEXP kr_to_r(SEXP x) {
     kiln_array a = kr_get(x);
     kiln_dtype dt = 0;
@@ -33,6 +33,7 @@ SEXP kr_to_r(SEXP x) {
     if (dt == KILN_BOOL) to = KILN_BOOL, type = LGLSXP;
     else if (dt == KILN_INT8 || dt == KILN_INT16 || dt == KILN_INT32 || dt == KILN_UINT8 || dt == KILN_UINT16)
         to = KILN_INT32, type = INTSXP;
+    else if (dt == KILN_COMPLEX64) to = KILN_COMPLEX64, type = CPLXSXP;
 
     kiln_array t = kiln_array_new(), c = kiln_array_new();
     const void *data = NULL;
@@ -46,6 +47,11 @@ SEXP kr_to_r(SEXP x) {
     SEXP out = Rf_allocVector(type, (R_xlen_t)n);
     if (type == REALSXP) memcpy(REAL(out), data, n * sizeof(double));
     else if (type == INTSXP) memcpy(INTEGER(out), data, n * sizeof(int));
+    else if (type == CPLXSXP)
+        for (size_t i = 0; i < n; i++) {
+            COMPLEX(out)[i].r = ((const float *)data)[2 * i];
+            COMPLEX(out)[i].i = ((const float *)data)[2 * i + 1];
+        }
     else for (size_t i = 0; i < n; i++) LOGICAL(out)[i] = ((const unsigned char *)data)[i] != 0;
     kiln_array_free(c);
     return out;

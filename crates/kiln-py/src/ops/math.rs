@@ -61,7 +61,10 @@ unary_ops!(
     isposinf,
     isneginf,
     isfinite,
-    bitwise_invert
+    bitwise_invert,
+    real,
+    imag,
+    conjugate
 );
 
 macro_rules! binary_ops {

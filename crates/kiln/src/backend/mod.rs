@@ -28,8 +28,24 @@ pub struct Input {
 pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
     match stream.device.kind {
         DeviceKind::Cpu => run_on_host(op, inputs, shape, dtype),
-        DeviceKind::Gpu => cuda::run(stream, op, inputs, shape, dtype),
+        DeviceKind::Gpu => {
+            refuse_complex_on_gpu(op.name(), inputs.iter().map(|x| x.dtype).chain([dtype]))?;
+            cuda::run(stream, op, inputs, shape, dtype)
+        }
     }
+}
+
+/// The GPU has no complex64 kernels yet: a clear error instead of a kernel that reads the wrong
+/// type. (Fusion never groups complex ops, so fused kernels need no such check.)
+fn refuse_complex_on_gpu(op: &str, dtypes: impl IntoIterator<Item = Dtype>) -> Result<()> {
+    if dtypes.into_iter().any(Dtype::is_complex) {
+        return Err(crate::Error::new(
+            op,
+            crate::ErrorKind::Unsupported,
+            "complex64 arrays are computed on the CPU only for now; pass stream=mx.cpu (or set the default device to the CPU)",
+        ));
+    }
+    Ok(())
 }
 
 /// Runs `op` on the CPU, first copying to the host any input whose bytes are only on a GPU. An

@@ -54,6 +54,7 @@ type Body = fn(&mut KernelArgs, Batch) -> Result<()>;
 /// refused unless `promote`, which gives them float32 results.
 fn float_input(op: &str, a: &Array, promote: bool) -> Result<(Array, Dtype)> {
     match a.dtype() {
+        Dtype::C64 => Err(Error::dtype(op, format!("complex64 matrices are not supported yet (shape {})", fmt_shape(a.shape())))),
         d if d.is_float() => Ok((ops::astype(a, Dtype::F64)?, d)),
         _ if promote => Ok((ops::astype(a, Dtype::F64)?, Dtype::F32)),
         d => Err(Error::dtype(
@@ -225,7 +226,7 @@ fn symmetric_eigen(op: &'static str, a: &Array, uplo: &str, vectors: bool) -> Re
         "U" => true,
         other => return Err(Error::value(op, format!("UPLO must be \"L\" or \"U\", got {other:?}"))),
     };
-    call(op, &[a.clone()], move |a| {
+    call(op, std::slice::from_ref(a), move |a| {
         let (x, dtype) = float_input(op, &a[0], false)?;
         let b = Batch { flag: upper, ..matrices(op, &x, true)? };
         let w = (x.shape()[..x.ndim() - 1].to_vec(), None);
@@ -283,7 +284,7 @@ pub fn slogdet(a: impl AsArray) -> Result<(Array, Array)> {
 
 /// `outputs` arrays of the batch shape from the determinant body `body`.
 fn determinant(op: &'static str, a: &Array, body: Body, outputs: usize) -> Result<Vec<Array>> {
-    call(op, &[a.clone()], move |a| {
+    call(op, std::slice::from_ref(a), move |a| {
         let (x, dtype) = float_input(op, &a[0], true)?;
         let b = matrices(op, &x, true)?;
         let shape = (x.shape()[..x.ndim() - 2].to_vec(), None);

@@ -27,6 +27,33 @@ pub fn unary(op: UnaryOp, x: impl AsArray) -> Result<Array> {
     Array::from_op(Op::Unary(op), vec![x])
 }
 
+/// The complex conjugate; real inputs are returned unchanged.
+pub fn conjugate(x: impl AsArray) -> Result<Array> {
+    let x = x.as_array();
+    if !x.dtype().is_complex() {
+        return Ok(x);
+    }
+    unary(UnaryOp::Conjugate, x)
+}
+
+/// The real part, as float32 for complex64; real inputs are returned unchanged.
+pub fn real(x: impl AsArray) -> Result<Array> {
+    let x = x.as_array();
+    if !x.dtype().is_complex() {
+        return Ok(x);
+    }
+    unary(UnaryOp::Real, x)
+}
+
+/// The imaginary part, as float32 for complex64; zeros of the input's dtype for real inputs.
+pub fn imag(x: impl AsArray) -> Result<Array> {
+    let x = x.as_array();
+    if !x.dtype().is_complex() {
+        return super::zeros_like(&x);
+    }
+    unary(UnaryOp::Imag, x)
+}
+
 macro_rules! unary_fns {
     ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {$(
         $(#[$doc])*

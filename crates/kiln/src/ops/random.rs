@@ -210,6 +210,9 @@ pub fn uniform(low: f64, high: f64, shape: &[usize], dtype: Dtype, key: Option<&
 /// Normal samples with mean `loc` and standard deviation `scale`: sqrt(2) * erfinv(u) for u
 /// uniform in (-1, 1).
 pub fn normal(shape: &[usize], dtype: Dtype, loc: f64, scale: f64, key: Option<&Array>) -> Result<Array> {
+    if dtype.is_complex() {
+        return complex_normal(shape, loc, scale, key);
+    }
     check_float("normal", dtype)?;
     let work = if dtype == Dtype::F64 { Dtype::F64 } else { Dtype::F32 };
     let low = f64_next_up(-1.0, work);
@@ -217,6 +220,20 @@ pub fn normal(shape: &[usize], dtype: Dtype, loc: f64, scale: f64, key: Option<&
     let u = uniform(low, 1.0, shape, work, Some(&k))?;
     let z = super::multiply(super::erfinv(&u)?, std::f64::consts::SQRT_2)?;
     cast(&super::add(super::multiply(&z, scale)?, loc)?, dtype)
+}
+
+/// Standard complex normal samples, as mlx: real and imaginary parts independent normals of
+/// variance 1/2 each (so E|z|² = 1), drawn as the two halves of one float32 draw; then scaled by
+/// `scale` and shifted by the real `loc`.
+fn complex_normal(shape: &[usize], loc: f64, scale: f64, key: Option<&Array>) -> Result<Array> {
+    let mut pairs: Vec<usize> = shape.to_vec();
+    pairs.push(2);
+    let z = normal(&pairs, Dtype::F32, 0.0, std::f64::consts::FRAC_1_SQRT_2, key)?;
+    let part = |i: i32| super::astype(super::take(&z, Array::scalar(i), Some(-1))?, Dtype::C64);
+    // (b + 0i)·i = 0 + bi exactly, for the finite b drawn here.
+    let imaginary = super::multiply(part(1)?, Array::scalar(crate::Complex64::new(0.0, 1.0)))?;
+    let w = super::add(part(0)?, imaginary)?;
+    super::add(super::multiply(w, scale)?, loc)
 }
 
 fn f64_next_up(v: f64, dtype: Dtype) -> f64 {

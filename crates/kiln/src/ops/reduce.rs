@@ -5,7 +5,7 @@ use super::shape::{flatten, squeeze_axes};
 use super::{cast, AsArray};
 use crate::array::Array;
 use crate::dtype::Dtype;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::primitive::{ArgReduceOp, Op, ReduceOp};
 use crate::shape::{normalize_axes, normalize_axis};
 
@@ -93,8 +93,10 @@ pub fn mean(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<Arr
 pub fn var(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool, ddof: usize) -> Result<Array> {
     let x = x.as_array();
     let x = cast(&x, x.dtype().to_float())?;
-    let n = count_node(&x, axes, ddof, "var")?;
-    let dev = super::square(super::subtract(&x, mean(&x, axes, true)?)?)?;
+    let centred = super::subtract(&x, mean(&x, axes, true)?)?;
+    // Of complex values, the mean squared magnitude (a real variance, as numpy's).
+    let dev = super::square(if x.dtype().is_complex() { super::abs(&centred)? } else { centred })?;
+    let n = count_node(&dev, axes, ddof, "var")?;
     let s = sum(&dev, axes, keepdims)?;
     // As numpy and mlx: the divisor is clamped at 0, so n <= ddof gives inf (or nan for 0/0).
     super::divide(s, n)
@@ -108,6 +110,7 @@ pub fn std(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool, ddof: usize) -
 /// log(sum(exp(x))) over `axes`, computed stably by shifting by the maximum.
 pub fn logsumexp(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<Array> {
     let x = x.as_array();
+    refuse_complex("logsumexp", &x)?;
     let x = cast(&x, x.dtype().to_float())?;
     if count(&x, axes, "logsumexp")? == 0 {
         let s = sum(&x, axes, keepdims)?;
@@ -130,6 +133,7 @@ pub fn logsumexp(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Resul
 /// float16/bfloat16 inputs are computed in float32 and converted back.
 pub fn softmax(x: impl AsArray, axes: Option<&[i64]>, precise: bool) -> Result<Array> {
     let x = x.as_array();
+    refuse_complex("softmax", &x)?;
     let dt = x.dtype().to_float();
     if count(&x, axes, "softmax")? == 0 {
         return cast(&x, dt); // empty in, empty out
@@ -140,6 +144,15 @@ pub fn softmax(x: impl AsArray, axes: Option<&[i64]>, precise: bool) -> Result<A
     let e = super::exp(super::subtract(&xw, &m)?)?;
     let out = super::divide(&e, sum(&e, axes, true)?)?;
     cast(&out, dt)
+}
+
+/// Composites that shift by a maximum have no meaning for complex numbers (whose order is only
+/// numpy's lexicographic convention).
+fn refuse_complex(op: &str, x: &Array) -> Result<()> {
+    if x.dtype().is_complex() {
+        return Err(Error::dtype(op, "not defined for complex64 inputs; apply it to the real part or the magnitude"));
+    }
+    Ok(())
 }
 
 fn arg_reduce(op: ArgReduceOp, name: &str, x: impl AsArray, axis: Option<i64>, keepdims: bool) -> Result<Array> {

@@ -156,11 +156,11 @@ fn check_argnums(argnums: &[usize], args: &[Array]) -> Result<()> {
         if argnums[..k].contains(&i) {
             return Err(Error::value("grad", format!("argnums contains {i} twice")));
         }
-        if !args[i].dtype().is_float() {
+        if !args[i].dtype().is_inexact() {
             return Err(Error::dtype(
                 "grad",
                 format!(
-                    "argument {i} has dtype {}: gradients exist only for floating-point inputs (cast it with astype)",
+                    "argument {i} has dtype {}: gradients exist only for floating-point and complex inputs (cast it with astype)",
                     args[i].dtype()
                 ),
             ));
@@ -172,7 +172,7 @@ fn check_argnums(argnums: &[usize], args: &[Array]) -> Result<()> {
 /// `ct` made to fit `input`: summed over broadcast axes and cast to its dtype. `None` for inputs
 /// without gradients (integer and bool).
 fn fit_cotangent(ct: Array, input: &Array) -> Result<Option<Array>> {
-    if !input.dtype().is_float() {
+    if !input.dtype().is_inexact() {
         return Ok(None);
     }
     let ct = vjp_rules::unbroadcast(ct, input.shape())?;
@@ -237,7 +237,7 @@ pub(crate) fn backward(outputs: &[Array], leaves: &[Array], cotangents: &[Array]
             }
         }
         let Some(ct) = ct else { continue };
-        if !v.node.dtype().is_float() {
+        if !v.node.dtype().is_inexact() {
             continue;
         }
         let input_cts = vjp_rules::vjp(&v.op, &v.inputs, &v.node, &ct)?;
@@ -332,7 +332,7 @@ pub(crate) fn forward(outputs: &[Array], leaves: &[Array], tangents: &[Array]) -
     let mut tans: HashMap<usize, Array> = HashMap::new();
     // Integer values carry tangents too (mlx: the jvp of `sum` over integers is the sum of
     // their tangents); booleans do not vary.
-    let varies = |d: crate::dtype::Dtype| d.is_float() || d.is_integer();
+    let varies = |d: crate::dtype::Dtype| d.is_inexact() || d.is_integer();
     for (l, t) in leaves.iter().zip(tangents) {
         if varies(l.dtype()) {
             tans.insert(l.id(), fit_tangent(t.clone(), l)?);

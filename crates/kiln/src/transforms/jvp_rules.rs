@@ -23,6 +23,7 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
         Array::from_op(op.clone(), ins).map(Some)
     };
     match op {
+        Op::Unary(u) if vjp_rules::non_holomorphic(*u, x) => t[0].as_ref().map(|t| complex_unary_jvp(*u, x, t)).transpose(),
         Op::Unary(u) => along(&unary_partial(*u, x, y)?, &t[0]),
         Op::Binary(b) => {
             let (da, db) = binary_partials(*b, x, &inputs[1], y)?;
@@ -30,7 +31,7 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
         }
         Op::Select => Ok(Some(ops::where_(&inputs[0], tan(1)?, tan(2)?)?)),
         Op::AsType(d) => Ok(match &t[0] {
-            Some(t0) if x.dtype().is_float() && d.is_float() => Some(ops::astype(t0, *d)?),
+            Some(t0) if x.dtype().is_inexact() && d.is_inexact() => Some(ops::astype(t0, *d)?),
             _ => None,
         }),
         Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike | Op::Slice { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => same_op(),
@@ -85,6 +86,16 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
         | Op::RandomBits { .. }
         | Op::Count { .. }
         | Op::Arange { .. } => Ok(None),
+    }
+}
+
+/// The tangent of a complex op that is not holomorphic, for input tangent `t`: real, imag and
+/// conj apply themselves to it; |z| gives Re(conj(z)·t)/|z|, a real tangent.
+fn complex_unary_jvp(op: crate::primitive::UnaryOp, x: &Array, t: &Array) -> Result<Array> {
+    use crate::primitive::UnaryOp;
+    match op {
+        UnaryOp::Abs => ops::real(ops::multiply(ops::conjugate(ops::sign(x)?)?, t)?),
+        _ => Array::from_op(Op::Unary(op), vec![ops::astype(t, crate::Dtype::C64)?]),
     }
 }
 

@@ -2,6 +2,11 @@
 //! Elementwise ops share their partial derivatives with forward mode ([`unary_partial`],
 //! [`binary_partials`]). Results may still be broadcast or of a wider dtype: the walk sums them
 //! down to each input's shape and casts them ([`unbroadcast`]).
+//!
+//! Complex inputs follow mlx's (and PyTorch's) convention: the cotangent of a holomorphic op with
+//! derivative f'(z) is `g · conj(f'(z))`, so partials are conjugated in reverse mode only
+//! ([`Partial::times_conj`]); the ops that are not holomorphic (real, imag, conj, abs) have
+//! their own rules ([`complex_unary_vjp`]).
 
 use super::autodiff::{backward, tracers};
 use crate::array::Array;
@@ -29,6 +34,32 @@ impl Partial {
             Partial::MinusOne => Some(ops::negative(v)?),
             Partial::Of(d) => Some(ops::multiply(v, d)?),
         })
+    }
+
+    /// `conj(d) * v`: the reverse-mode product (the conjugate is the partial itself when real).
+    pub(crate) fn times_conj(&self, v: &Array) -> Result<Option<Array>> {
+        match self {
+            Partial::Of(d) if d.dtype().is_complex() => Partial::Of(ops::conjugate(d)?).times(v),
+            _ => self.times(v),
+        }
+    }
+}
+
+/// Whether `op` on complex64 input is not holomorphic (its rules are [`complex_unary_vjp`] and
+/// the jvp's counterpart).
+pub(crate) fn non_holomorphic(op: UnaryOp, x: &Array) -> bool {
+    x.dtype().is_complex() && matches!(op, UnaryOp::Real | UnaryOp::Imag | UnaryOp::Conjugate | UnaryOp::Abs)
+}
+
+/// The cotangent of complex input `x` of a [`non_holomorphic`] op, given the output's `g`:
+/// real(z) sends g back as g + 0i, imag(z) as g·i, conj(z) as conj(g), |z| as g·z/|z|.
+fn complex_unary_vjp(op: UnaryOp, x: &Array, g: &Array) -> Result<Array> {
+    let g_complex = ops::astype(g, Dtype::C64)?;
+    match op {
+        UnaryOp::Real => Ok(g_complex),
+        UnaryOp::Imag => ops::multiply(g_complex, Array::scalar(crate::Complex64::new(0.0, 1.0))),
+        UnaryOp::Conjugate => ops::conjugate(g),
+        _ => ops::multiply(g_complex, ops::sign(x)?),
     }
 }
 
@@ -65,8 +96,10 @@ pub(crate) fn unary_partial(op: UnaryOp, x: &Array, y: &Array) -> Result<Partial
         Erf => of(multiply(exp(negative(square(x)?)?)?, 2.0 / PI.sqrt())),
         ErfInv => of(multiply(exp(square(y)?)?, PI.sqrt() / 2.0)),
         Sigmoid => of(multiply(y, subtract(1.0, y)?)),
+        // On real inputs (complex ones have their own rules, see `non_holomorphic`).
+        Real | Conjugate => Ok(Partial::One),
         // Piecewise constant, or boolean/integer results: no gradient.
-        Sign | Floor | Ceil | Round | LogicalNot | IsNan | IsInf | IsPosInf | IsNegInf | IsFinite
+        Imag | Sign | Floor | Ceil | Round | LogicalNot | IsNan | IsInf | IsPosInf | IsNegInf | IsFinite
         | BitwiseInvert => Ok(Partial::Zero),
     }
 }
@@ -140,16 +173,17 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
     let x = &inputs[0];
     let one = |c: Result<Array>| c.map(|c| vec![Some(c)]);
     match op {
-        Op::Unary(u) => Ok(vec![unary_partial(*u, x, y)?.times(g)?]),
+        Op::Unary(u) if non_holomorphic(*u, x) => one(complex_unary_vjp(*u, x, g)),
+        Op::Unary(u) => Ok(vec![unary_partial(*u, x, y)?.times_conj(g)?]),
         Op::Binary(b) => {
             let (da, db) = binary_partials(*b, x, &inputs[1], y)?;
-            Ok(vec![da.times(g)?, db.times(g)?])
+            Ok(vec![da.times_conj(g)?, db.times_conj(g)?])
         }
         Op::Select => {
             let c = &inputs[0];
             Ok(vec![None, Some(ops::where_(c, g, 0.0)?), Some(ops::where_(c, 0.0, g)?)])
         }
-        Op::AsType(_) => Ok(vec![(x.dtype().is_float()).then(|| g.clone())]),
+        Op::AsType(_) => Ok(vec![(x.dtype().is_inexact()).then(|| g.clone())]),
         Op::Reshape { .. } | Op::Flatten { .. } => one(reshape_to(g, x.shape().into())),
         Op::Squeeze(axes) => one(Array::from_op(Op::ExpandDims(axes.clone()), vec![g.clone()])),
         Op::ExpandDims(axes) => one(Array::from_op(Op::Squeeze(axes.clone()), vec![g.clone()])),
@@ -202,8 +236,9 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
         Op::Scatter { axes, op: s } => scatter_vjp(*s, axes, inputs, y, g),
         Op::Matmul => {
             let b = &inputs[1];
-            let ga = ops::matmul(g, ops::swapaxes(b, -1, -2)?)?;
-            let gb = ops::matmul(ops::swapaxes(x, -1, -2)?, g)?;
+            // Conjugate transposes (plain transposes for real inputs).
+            let ga = ops::matmul(g, ops::conjugate(ops::swapaxes(b, -1, -2)?)?)?;
+            let gb = ops::matmul(ops::conjugate(ops::swapaxes(x, -1, -2)?)?, g)?;
             Ok(vec![Some(ga), Some(gb)])
         }
         Op::Custom { index, .. } => {
@@ -238,7 +273,7 @@ fn reduce_vjp(op: ReduceOp, axes: &[usize], x: &Array, y: &Array, g: &Array) -> 
     let g = ops::broadcast_like(g, x)?;
     match op {
         ReduceOp::Sum => Ok(g),
-        ReduceOp::Prod => ops::multiply(&g, prod_of_others(x, axes)?),
+        ReduceOp::Prod => ops::multiply(&g, ops::conjugate(prod_of_others(x, axes)?)?),
         ReduceOp::Max | ReduceOp::Min => {
             // Ties share the gradient equally, as in mlx.
             let mask = cast(&ops::equal(x, y)?, x.dtype())?;

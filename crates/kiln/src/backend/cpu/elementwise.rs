@@ -287,6 +287,9 @@ pub fn unary(op: UnaryOp, x: &Input, shape: &[usize], out_dtype: Dtype) -> Resul
         crate::with_dtype!(x.dtype, T => drive::<T, bool, 1>([x], shape, out_dtype, |[a], o, n| unsafe {
             <T as Compute>::C::predicate(op, a, o, n)
         }))
+    } else if out_dtype != x.dtype {
+        // abs, real and imag of complex64: float32 results.
+        drive::<crate::Complex64, f32, 1>([x], shape, out_dtype, |[a], o, n| unsafe { super::complex::to_real(op, a, o, n) })
     } else {
         crate::with_dtype!(x.dtype, T => drive::<T, T, 1>([x], shape, out_dtype, |[a], o, n| unsafe {
             <T as Compute>::C::unary(op, a, o, n)

@@ -37,7 +37,8 @@ pub const TILE: usize = 1024;
 /// values stay in registers, so only the call overhead bounds the run.
 const NATIVE_SPAN: usize = 16 * TILE;
 
-/// Runs `f` with `$T` bound to the type `dtype` computes in (float32 for the half types).
+/// Runs `f` with `$T` bound to the type `dtype` computes in (float32 for the half types). complex64
+/// never reaches a fused kernel (fusion leaves its ops single); its arm only completes the match.
 macro_rules! with_compute {
     ($dtype:expr, $T:ident => $body:expr) => {
         match $dtype {
@@ -52,6 +53,7 @@ macro_rules! with_compute {
             Dtype::I64 => { type $T = i64; $body }
             Dtype::F16 | Dtype::BF16 | Dtype::F32 => { type $T = f32; $body }
             Dtype::F64 => { type $T = f64; $body }
+            Dtype::C64 => { type $T = crate::Complex64; $body }
         }
     };
 }

@@ -1,6 +1,7 @@
 //! Matrix products through the `gemm` crate, which takes arbitrary row and column strides, so
 //! transposed and sliced operands are multiplied without copies. float16 and bfloat16 go through
-//! float32; integers and booleans through [`super::integer_matmul`].
+//! float32; complex64 through the crate's complex kernels; integers and booleans through
+//! [`super::integer_matmul`].
 
 use super::elementwise::astype;
 use super::integer_matmul::{self, batch_offset};
@@ -18,6 +19,7 @@ pub fn matmul(a: &Input, b: &Input, shape: &[usize], dtype: Dtype) -> Result<Buf
     match dtype {
         Dtype::F32 => Ok(gemm_batched::<f32>(a, b, shape)),
         Dtype::F64 => Ok(gemm_batched::<f64>(a, b, shape)),
+        Dtype::C64 => Ok(gemm_batched::<crate::Complex64>(a, b, shape)),
         // Half types multiply in float32 and round once, as on GPUs (the gemm crate's float16
         // kernels round partial sums to float16).
         Dtype::F16 | Dtype::BF16 => {
@@ -43,7 +45,31 @@ const SPLIT_WORK: usize = 1 << 26;
 /// The narrowest strip a thread takes (a few of the micro-kernels' tiles).
 const SPLIT_MIN: usize = 32;
 
-fn gemm_batched<T: Element>(a: &Input, b: &Input, shape: &[usize]) -> Buffer {
+/// An element type the gemm crate multiplies, with the crate's own type of the same layout.
+trait GemmElement: Element {
+    /// The gemm crate's type.
+    type G: Copy + 'static;
+    /// 0 and 1 in that type (the product's `alpha` and `beta`).
+    const ZERO_ONE: (Self::G, Self::G);
+}
+
+impl GemmElement for f32 {
+    type G = f32;
+    const ZERO_ONE: (f32, f32) = (0.0, 1.0);
+}
+
+impl GemmElement for f64 {
+    type G = f64;
+    const ZERO_ONE: (f64, f64) = (0.0, 1.0);
+}
+
+/// kiln's complex64 and the crate's `c32` are both two float32s, real part first.
+impl GemmElement for crate::Complex64 {
+    type G = gemm::c32;
+    const ZERO_ONE: (gemm::c32, gemm::c32) = (gemm::c32::new(0.0, 0.0), gemm::c32::new(1.0, 0.0));
+}
+
+fn gemm_batched<T: GemmElement>(a: &Input, b: &Input, shape: &[usize]) -> Buffer {
     let nd = shape.len();
     let (m, n, k) = (shape[nd - 2], shape[nd - 1], a.shape[nd - 1]);
     let out = alloc(shape, T::DTYPE);
@@ -55,11 +81,11 @@ fn gemm_batched<T: Element>(a: &Input, b: &Input, shape: &[usize]) -> Buffer {
     let block = |i: usize, (r0, rows): (usize, usize), (c0, cols): (usize, usize), par: Parallelism| unsafe {
         gemm::gemm(
             rows, cols, k,
-            (po as *mut T).add(i * m * n + r0 * n + c0), 1, n as isize,
+            (po as *mut T::G).add(i * m * n + r0 * n + c0), 1, n as isize,
             false,
-            (pa as *const T).offset(offset_of(sa, i) + r0 as isize * sa[nd - 2]), sa[nd - 1], sa[nd - 2],
-            (pb as *const T).offset(offset_of(sb, i) + c0 as isize * sb[nd - 1]), sb[nd - 1], sb[nd - 2],
-            T::from_f64(0.0), T::from_f64(1.0),
+            (pa as *const T::G).offset(offset_of(sa, i) + r0 as isize * sa[nd - 2]), sa[nd - 1], sa[nd - 2],
+            (pb as *const T::G).offset(offset_of(sb, i) + c0 as isize * sb[nd - 1]), sb[nd - 1], sb[nd - 2],
+            T::ZERO_ONE.0, T::ZERO_ONE.1,
             false, false, false,
             par,
         );

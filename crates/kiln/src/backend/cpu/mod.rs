@@ -13,6 +13,7 @@ pub mod stream;
 pub mod strided;
 pub mod views;
 
+mod complex;
 mod creation;
 mod index;
 pub(crate) mod lanes;

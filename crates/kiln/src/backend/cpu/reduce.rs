@@ -13,6 +13,7 @@ use super::parallel::{for_chunks, SERIAL_BELOW};
 use super::strided::{alloc, is_row_contiguous};
 use crate::backend::Input;
 use crate::buffer::Buffer;
+use crate::complex::{Complex64, Wide};
 use crate::dtype::{Dtype, Element};
 use crate::error::Result;
 use crate::primitive::{ArgReduceOp, ReduceOp};
@@ -234,6 +235,17 @@ fn reduce_in<T: Element, A: Domain>(
 pub fn reduce(op: ReduceOp, x: &Input, axes: &[usize], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
     let out = alloc(shape, dtype);
     let dst = out.ptr::<u8>() as usize;
+    if x.dtype.is_complex() {
+        // Sums, products and max/min stay complex; all/any give bool.
+        let store = |r: usize, a: Wide| unsafe {
+            match dtype {
+                Dtype::C64 => *(dst as *mut Complex64).add(r) = a.narrow(),
+                _ => *(dst as *mut bool).add(r) = a.re != 0.0,
+            }
+        };
+        reduce_in::<Complex64, Wide>(op, x, axes, Wide::of, store);
+        return Ok(out);
+    }
     crate::with_dtype!(x.dtype, T => {
         if x.dtype.is_float() {
             crate::with_dtype!(dtype, O => reduce_in::<T, f64>(op, x, axes, |v: T| Element::to_f64(v),

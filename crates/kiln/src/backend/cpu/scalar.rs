@@ -87,7 +87,7 @@ macro_rules! compare_ops {
         }
     }};
 }
-use compare_ops;
+pub(super) use compare_ops;
 
 /// `$o[i] = f($a[i], $s)` (or `f($s, $a[i])` when `$first`) for i < `$n`, with `f` the closure
 /// `$f` over `$t`: the loop of a binary op against one value.
@@ -101,7 +101,7 @@ macro_rules! against_scalar {
         }
     }};
 }
-use against_scalar;
+pub(super) use against_scalar;
 
 /// The `binary` and `binary_scalar` methods of [`Scalar`] from one table, `$table!($t, extra..,
 /// op, apply)`, that hands each op's closure to `apply`.
@@ -196,7 +196,7 @@ macro_rules! float_scalar {
                     Floor => map1(x, o, n, |v: $t| v.floor()),
                     Ceil => map1(x, o, n, |v: $t| v.ceil()),
                     Round => map1(x, o, n, |v: $t| v.round_ties_even()),
-                    BitwiseInvert | LogicalNot | IsNan | IsInf | IsPosInf | IsNegInf | IsFinite => {
+                    BitwiseInvert | LogicalNot | IsNan | IsInf | IsPosInf | IsNegInf | IsFinite | Conjugate | Real | Imag => {
                         return Err(not_defined(op.name(), <$t>::DTYPE))
                     }
                 }

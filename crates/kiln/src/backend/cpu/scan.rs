@@ -8,6 +8,7 @@ use super::reduce::{Domain, Int64};
 use super::strided::alloc;
 use crate::backend::Input;
 use crate::buffer::Buffer;
+use crate::complex::{Complex64, Wide};
 use crate::dtype::{Dtype, Element};
 use crate::error::Result;
 use crate::primitive::{ReduceOp, ScanOp};
@@ -66,7 +67,9 @@ pub fn scan(op: ScanOp, x: &Input, axis: usize, reverse: bool, inclusive: bool, 
     let out = alloc(&permuted, dtype);
     let (src, dst, rop) = (l.buffer.start_address(x.dtype.size()), out.ptr::<u8>() as usize, op.as_reduce());
     crate::with_dtype!(x.dtype, T => crate::with_dtype!(dtype, O => {
-        if x.dtype.is_float() {
+        if x.dtype.is_complex() {
+            scan_rows::<Complex64, Complex64, Wide>(rop, src, dst, l.rows, l.len, reverse, inclusive, Wide::of, Wide::narrow)
+        } else if x.dtype.is_float() {
             scan_rows::<T, O, f64>(rop, src, dst, l.rows, l.len, reverse, inclusive, |v: T| Element::to_f64(v), O::from_f64)
         } else if x.dtype.is_unsigned() {
             scan_rows::<T, O, u64>(rop, src, dst, l.rows, l.len, reverse, inclusive, |v| v.to_u64(), O::from_u64)

@@ -36,6 +36,7 @@ fn key_of(d: Dtype) -> (&'static str, String) {
         Dtype::I64 => ("u64", "((u64)(x) ^ 0x8000000000000000ull)".into()),
         Dtype::U64 => ("u64", "((u64)(x))".into()),
         Dtype::Bool | Dtype::U8 | Dtype::U16 | Dtype::U32 => ("u32", "((u32)(x))".into()),
+        Dtype::C64 => unreachable!("complex64 is refused before any GPU kernel (backend::run)"),
     }
 }
 

@@ -71,6 +71,8 @@ pub(super) fn compute_type(d: Dtype) -> &'static str {
         Dtype::I64 => "i64",
         Dtype::F16 | Dtype::BF16 | Dtype::F32 => "float",
         Dtype::F64 => "double",
+        // Never printed: complex64 is refused before any GPU kernel (`backend::run`).
+        Dtype::C64 => "float2",
     }
 }
 
@@ -132,6 +134,7 @@ fn unary(u: UnaryOp, d: Dtype, x: &str) -> Result<String> {
     let f32_math = d != Dtype::F64;
     let pick = |single: &str, double: &str| format!("{}({x})", if f32_math { single } else { double });
     Ok(match d.category() {
+        Category::Complex => return Err(undefined(u.name(), d)),
         Category::Float => match u {
             Abs => format!("fabs({x})"),
             Negative => format!("(-{x})"),
@@ -170,7 +173,7 @@ fn unary(u: UnaryOp, d: Dtype, x: &str) -> Result<String> {
             IsPosInf => format!("({x} == ({t})K_INF)"),
             IsNegInf => format!("({x} == -({t})K_INF)"),
             IsFinite => format!("isfinite({x})"),
-            BitwiseInvert => return Err(undefined(u.name(), d)),
+            BitwiseInvert | Conjugate | Real | Imag => return Err(undefined(u.name(), d)),
         },
         Category::Signed | Category::Unsigned => {
             let signed = d.category() == Category::Signed;
@@ -214,6 +217,7 @@ fn binary(b: BinaryOp, d: Dtype, x: &str, y: &str) -> Result<String> {
         _ => {}
     }
     Ok(match d.category() {
+        Category::Complex => return Err(undefined(b.name(), d)),
         Category::Float => match b {
             Add => format!("({x} + {y})"),
             Subtract => format!("({x} - {y})"),

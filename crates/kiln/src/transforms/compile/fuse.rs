@@ -160,7 +160,9 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
             }
         }
         deps[id] = d;
-        if !enabled {
+        // complex64 ops run alone: fused kernels (interpreted, native C, CUDA) have no complex type.
+        let complex = node.dtype.is_complex() || inputs.iter().any(|&i| tape.nodes[i].dtype.is_complex());
+        if !enabled || complex {
             continue;
         }
         // A group may take this node only if no other operand waits for that group.

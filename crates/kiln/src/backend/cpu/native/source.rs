@@ -185,7 +185,7 @@ fn unary(u: UnaryOp, d: Dtype, t: &str, x: &str) -> Option<Form> {
             IsFinite => Some(bool_of(&format!("{abs} < INFINITY"))),
             // float64 erf/erfinv are scalar series in Rust, and std's inverse hyperbolics are
             // its own formulas, not libm's.
-            Erf | ErfInv | ArcSinh | ArcCosh | ArcTanh | BitwiseInvert => None,
+            Erf | ErfInv | ArcSinh | ArcCosh | ArcTanh | BitwiseInvert | Conjugate | Real | Imag => None,
         };
     }
     let signed = d.category() == crate::dtype::Category::Signed;
