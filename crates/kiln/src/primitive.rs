@@ -179,6 +179,20 @@ impl ScanOp {
     }
 }
 
+/// Which discrete Fourier transform an [`Op::Fft`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FftKind {
+    /// Complex to complex, unnormalised: X[k] = Σ x[j] e^{-2πijk/n}.
+    Forward,
+    /// Complex to complex, the inverse of `Forward` (scaled by 1/n on each axis).
+    Inverse,
+    /// Real to complex: `Forward` of a real input, keeping n/2 + 1 entries of the last axis.
+    RealForward,
+    /// Complex to real: the inverse of `RealForward`, giving `n` real values along the last axis
+    /// from its n/2 + 1 (the rest follow by Hermitian symmetry).
+    RealInverse(usize),
+}
+
 /// How a scatter combines updates with the destination.
 #[allow(missing_docs)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -277,6 +291,10 @@ pub enum Op {
     Count { axes: Vec<usize>, ddof: usize, dtype: Dtype },
     /// Output `index` of a user kernel call (see [`crate::custom_kernel`]): opaque to fusion.
     Kernel { call: crate::kernel::KernelCall, index: usize },
+    /// A discrete Fourier transform over `axes` (distinct, in the caller's order: the real
+    /// transforms treat the last one as the real axis). Inputs are complex64, or real for
+    /// `RealForward`; the output is complex64, or float32 for `RealInverse`.
+    Fft { axes: Vec<usize>, kind: FftKind },
     /// Random bits from threefry2x32 keys (input [key], uint32 of shape (..., 2)): for each key,
     /// `shape` elements of `width` bytes (1, 2 or 4); the output is the key batch ++ `shape`.
     RandomBits { shape: Shape, width: usize },
@@ -315,6 +333,34 @@ impl ShapeDtype for (Shape, Dtype) {
     fn dtype(&self) -> Dtype {
         self.1
     }
+}
+
+/// The output shape and dtype of an [`Op::Fft`] on `input`.
+fn fft_output<A: ShapeDtype>(op: &str, input: &A, axes: &[usize], kind: FftKind) -> Result<(Shape, Dtype)> {
+    let mut shape: Shape = input.shape().into();
+    let last = *axes.last().expect("an fft has at least one axis");
+    let wants_complex = kind != FftKind::RealForward;
+    if input.dtype().is_complex() != wants_complex {
+        let want = if wants_complex { "a complex64" } else { "a real" };
+        return Err(Error::dtype(op, format!("needs {want} input, got {}", input.dtype())));
+    }
+    Ok(match kind {
+        FftKind::Forward | FftKind::Inverse => (shape, Dtype::C64),
+        FftKind::RealForward => {
+            shape[last] = shape[last] / 2 + 1;
+            (shape, Dtype::C64)
+        }
+        FftKind::RealInverse(n) => {
+            if shape[last] != n / 2 + 1 {
+                return Err(Error::shape(
+                    op,
+                    format!("an output of {n} along axis {last} needs {} input values there, got {}", n / 2 + 1, shape[last]),
+                ));
+            }
+            shape[last] = n;
+            (shape, Dtype::F32)
+        }
+    })
 }
 
 /// The shape a reshape of an input of `input` shape to `shape` gives: `shape`, with the axis
@@ -380,6 +426,8 @@ impl Op {
             | Op::Slice { .. } | Op::Concatenate { .. } | Op::SliceUpdate { .. } | Op::Gather { .. } | Op::Matmul
             | Op::StopGradient | Op::Custom { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_)
             | Op::Count { .. } | Op::Kernel { .. } | Op::Sort { .. } | Op::ArgSort { .. } => true,
+            // Real transforms read real inputs; the others need complex ones (checked in infer).
+            Op::Fft { kind, .. } => *kind != FftKind::RealForward,
             Op::Arange { .. } | Op::ArgReduce { .. } | Op::Partition { .. } | Op::ArgPartition { .. }
             | Op::RandomBits { .. } => false,
         }
@@ -444,6 +492,10 @@ impl Op {
             Op::ExpandDims(_) => "expand_dims",
             Op::Count { .. } => "count",
             Op::Kernel { .. } => "custom_kernel",
+            Op::Fft { kind: FftKind::Forward, .. } => "fft",
+            Op::Fft { kind: FftKind::Inverse, .. } => "ifft",
+            Op::Fft { kind: FftKind::RealForward, .. } => "rfft",
+            Op::Fft { kind: FftKind::RealInverse(_), .. } => "irfft",
         }
     }
 
@@ -598,6 +650,7 @@ impl Op {
             }
             Op::Count { dtype, .. } => (Shape::new(), *dtype),
             Op::Kernel { call, index } => call.output(*index),
+            Op::Fft { axes, kind } => fft_output(op, first(), axes, *kind)?,
             Op::RandomBits { shape, width } => {
                 let dt = match width {
                     1 => Dtype::U8,

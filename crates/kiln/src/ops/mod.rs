@@ -5,6 +5,7 @@
 pub mod conv;
 pub mod creation;
 pub mod elementwise;
+pub mod fft;
 pub mod index;
 pub mod linalg;
 pub mod random;

@@ -119,6 +119,7 @@ pub(crate) fn batch(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched>
             Ok((Array::from_op(Op::Scatter { axes: ax, op: *how }, all)?, Some(0)))
         }
         Op::Matmul => Ok((Array::from_op(Op::Matmul, vec![front(0)?, front(1)?])?, Some(0))),
+        Op::Fft { axes, kind } => front_op(Op::Fft { axes: shift(axes), kind: *kind }),
         Op::RandomBits { .. } => front_op(op.clone()),
         Op::Custom { .. } => unreachable!("vmap batches custom calls as a whole"),
         Op::Flatten { start, end } => front_op(Op::Flatten { start: start + 1, end: end + 1 }),

@@ -73,6 +73,8 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
             Array::from_op(op.clone(), ins).map(Some)
         }
         Op::Scan { .. } | Op::Scatter { .. } => jvp_by_transposition(op, inputs, y, t),
+        // Linear: the transform of the tangent.
+        Op::Fft { .. } => same_op(),
         Op::Matmul => {
             let ta = t[0].as_ref().map(|t0| ops::matmul(t0, &inputs[1])).transpose()?;
             let tb = t[1].as_ref().map(|t1| ops::matmul(x, t1)).transpose()?;

@@ -14,7 +14,7 @@ use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::ops::shape::reshape_to;
 use crate::ops::{self, cast};
-use crate::primitive::{BinaryOp, Op, ReduceOp, ScanOp, ScatterOp, UnaryOp};
+use crate::primitive::{BinaryOp, FftKind, Op, ReduceOp, ScanOp, ScatterOp, UnaryOp};
 use std::f64::consts::{LN_10, LN_2, PI};
 
 /// A partial derivative of an elementwise op: zero, ±1, or an array (broadcasting to the output).
@@ -144,6 +144,44 @@ pub(crate) fn binary_partials(op: BinaryOp, a: &Array, b: &Array, y: &Array) -> 
     })
 }
 
+/// The cotangent of the input `x` of a Fourier transform over `axes`, given the output's `g`: the
+/// adjoint (conjugate transpose) of the transform. The DFT matrix F of size n has F^H = n·F⁻¹,
+/// so the forward transform's adjoint is n times the inverse and the inverse's is the forward
+/// one over n; the real forward transform's is the real part of that for `g` padded back to the
+/// real length; the real inverse's is the real forward transform of `g` over n with the entries
+/// that stand for two conjugate terms (all but the first and, for even n, the last) doubled.
+fn fft_vjp(axes: &[usize], kind: FftKind, x: &Array, g: &Array) -> Result<Array> {
+    let transform = |kind: FftKind, v: Array| Array::from_op(Op::Fft { axes: axes.to_vec(), kind }, vec![v]);
+    let last = *axes.last().expect("an fft has at least one axis");
+    let others: f64 = axes[..axes.len() - 1].iter().map(|&a| x.shape()[a] as f64).product();
+    match kind {
+        FftKind::Forward | FftKind::Inverse => {
+            let n: f64 = axes.iter().map(|&a| x.shape()[a] as f64).product();
+            let g = ops::astype(g, Dtype::C64)?;
+            if kind == FftKind::Forward {
+                ops::multiply(transform(FftKind::Inverse, g)?, n)
+            } else {
+                ops::divide(transform(FftKind::Forward, g)?, n)
+            }
+        }
+        FftKind::RealForward => {
+            let n = x.shape()[last];
+            let mut widths = vec![(0, 0); g.ndim()];
+            widths[last] = (0, n - g.shape()[last]);
+            let padded = ops::pad(&ops::astype(g, Dtype::C64)?, &widths, 0.0)?;
+            ops::real(ops::multiply(transform(FftKind::Inverse, padded)?, others * n as f64)?)
+        }
+        FftKind::RealInverse(n) => {
+            let m = n / 2 + 1;
+            let doubled = |k: usize| if k == 0 || (n % 2 == 0 && k == m - 1) { 1.0 } else { 2.0 };
+            let mut shape = vec![1; x.ndim()];
+            shape[last] = m;
+            let mask = Array::from_slice(&(0..m).map(|k| (doubled(k) / (others * n as f64)) as f32).collect::<Vec<_>>(), &shape)?;
+            ops::multiply(transform(FftKind::RealForward, ops::astype(g, Dtype::F32)?)?, mask)
+        }
+    }
+}
+
 /// `x` summed down to `shape` over the axes broadcasting added or stretched.
 pub(crate) fn unbroadcast(x: Array, shape: &[usize]) -> Result<Array> {
     if x.shape() == shape {
@@ -234,6 +272,7 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
             Ok(out)
         }
         Op::Scatter { axes, op: s } => scatter_vjp(*s, axes, inputs, y, g),
+        Op::Fft { axes, kind } => one(fft_vjp(axes, *kind, x, g)),
         Op::Matmul => {
             let b = &inputs[1];
             // Conjugate transposes (plain transposes for real inputs).

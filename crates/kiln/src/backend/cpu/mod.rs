@@ -15,6 +15,7 @@ pub mod views;
 
 mod complex;
 mod creation;
+mod fft;
 mod index;
 pub(crate) mod lanes;
 mod random;
@@ -54,6 +55,7 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::Gather { axes, slice_sizes } => index::gather(inputs, axes, slice_sizes, shape),
         Op::Scatter { axes, op } => index::scatter(inputs, axes, *op),
         Op::Matmul => matmul::matmul(&inputs[0], &inputs[1], shape, dtype),
+        Op::Fft { axes, kind } => fft::fft(&inputs[0], axes, *kind, shape),
         Op::RandomBits { width, .. } => random::random_bits(&inputs[0], shape, *width),
         Op::StopGradient => Ok(inputs[0].buffer.clone()),
         Op::Custom { index, .. } => Ok(inputs[*index].buffer.clone()),

@@ -105,6 +105,9 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
         Op::Gather { axes, slice_sizes } => index::gather(gpu, cu_stream, inputs, axes, slice_sizes, shape),
         Op::Scatter { axes, op: s } => index::scatter(gpu, cu_stream, inputs, axes, *s),
         Op::Matmul => matmul::run(gpu, cu_stream, &inputs[0], &inputs[1], shape, dtype),
+        // Never reached: every transform reads or writes complex64, which `backend::run` refuses
+        // on the GPU.
+        Op::Fft { .. } => Err(crate::Error::new(name, crate::ErrorKind::Unsupported, "Fourier transforms run on the CPU only for now")),
         Op::Concatenate { axis } => copy::concatenate(gpu, cu_stream, inputs, *axis, shape),
         Op::SliceUpdate { start, step } => copy::slice_update(gpu, cu_stream, &inputs[0], &inputs[1], start, step),
         Op::Arange { start, step, .. } => creation::arange(gpu, cu_stream, start.get(), step.get(), shape, dtype),
