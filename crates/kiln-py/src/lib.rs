@@ -12,6 +12,7 @@ mod dlpack;
 mod dtype;
 mod errors;
 mod fast;
+mod fft;
 mod linalg;
 mod index;
 mod io;
@@ -90,6 +91,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     random::register(m)?;
     fast::register(m)?;
     linalg::register(m)?;
+    fft::register(m)?;
     io::register(m)?;
     m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add_function(wrap_pyfunction!(async_eval, m)?)?;

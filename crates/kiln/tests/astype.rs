@@ -95,9 +95,15 @@ fn real_values(a: &Array) -> Vec<f64> {
     z.iter().map(|z| z.re as f64).collect()
 }
 
+/// Every dtype the default device computes: complex64 only on the CPU (the GPU refuses it).
+fn dtypes() -> Vec<Dtype> {
+    let on_cpu = kiln::default_device().kind == kiln::DeviceKind::Cpu;
+    Dtype::ALL.into_iter().filter(|d| on_cpu || !d.is_complex()).collect()
+}
+
 #[test]
 fn every_pair_converts_like_the_reference() {
-    for src in Dtype::ALL {
+    for src in dtypes() {
         let vals = sources(src);
         // Build the source exactly: integers through i64/u64 arrays, floats through f64 (values
         // listed for float sources are first rounded to the source float type).
@@ -108,7 +114,7 @@ fn every_pair_converts_like_the_reference() {
         };
         let x = ops::astype(&base, src).unwrap();
         let exact: Vec<f64> = real_values(&x);
-        for dst in Dtype::ALL {
+        for dst in dtypes() {
             let got = real_values(&ops::astype(&x, dst).unwrap());
             for (i, (&g, &v)) in got.iter().zip(&exact).enumerate() {
                 let want = convert(v, src, dst);
