@@ -1,5 +1,5 @@
 """The bad-input fuzzer of kiln's Python boundary: every public function and class of
-``kiln.core`` (with ``kiln.core.random``, ``kiln.core.fast`` and ``kiln.core.linalg``), ``kiln.nn`` (with its losses and
+``kiln.core`` (with ``kiln.core.random``, ``kiln.core.fast``, ``kiln.core.linalg`` and ``kiln.core.fft``), ``kiln.nn`` (with its losses and
 init functions) and ``kiln.optimizers`` is called with random wrong arguments: wrong types, None,
 nested lists of mixed types, arrays of wrong shapes and dtypes, out-of-range and negative axes,
 empty arrays, huge sizes, NaN where an integer belongs, non-contiguous numpy arrays and numpy
@@ -47,7 +47,7 @@ KEYWORDS = ["axis", "axes", "keepdims", "dtype", "shape", "k", "stream", "kind",
 
 def targets():
     """(qualified name, callable) for every public function and class to fuzz."""
-    modules = [("kiln.core", mx), ("kiln.core.random", mx.random), ("kiln.core.fast", mx.fast), ("kiln.core.linalg", mx.linalg), ("kiln.nn", nn),
+    modules = [("kiln.core", mx), ("kiln.core.random", mx.random), ("kiln.core.fast", mx.fast), ("kiln.core.linalg", mx.linalg), ("kiln.core.fft", mx.fft), ("kiln.nn", nn),
                ("kiln.nn.losses", nn.losses), ("kiln.nn.init", nn.init), ("kiln.optimizers", optim)]
     out, seen = [], set()
     for prefix, module in modules:
@@ -79,6 +79,7 @@ def bad_values():
         mx.zeros((0,)), mx.zeros((2, 0, 3)), mx.ones((2, 3)), mx.ones((3, 2, 4)), mx.array([True, False]),
         mx.arange(6).reshape(2, 3), mx.zeros((2, 3), dtype=mx.float16), mx.array([1, 2], dtype=mx.uint8),
         mx.array([-1, 7], dtype=mx.int64), mx.array([[0.5, math.nan], [math.inf, -0.0]]), mx.zeros((1, 1, 1, 1, 1)),
+        mx.array([[1 + 2j, -0.5j], [math.nan, 3]]), mx.complex64,
         np.zeros((2, 3)), strided, np.array([1 + 2j]), np.array(["a", "b"]), np.array([object()], dtype=object),
         np.zeros(2, dtype=np.longdouble), np.array(["2020-01-01"], dtype="datetime64[D]"), np.float64(2.5),
         np.int64(-3), np.zeros((0, 4), dtype=np.int32),

@@ -63,6 +63,7 @@ def test_arithmetic_and_functions_match_numpy(on_cpu, rng):
     close(ma * mb, a * b)
     close(ma / mb, a / b, 1e-4)
     close(ma ** mb, a ** b, 1e-4)
+    close(mx.logaddexp(ma, mb), np.log(np.exp(a.astype(np.complex128)) + np.exp(b.astype(np.complex128))), 1e-4)
     close(2.5 * ma, 2.5 * a)
     close(ma * 1j, a * 1j)
     close(-ma, -a)
@@ -190,7 +191,9 @@ def test_complex_normal_samples(on_cpu):
 def test_ops_without_complex_meaning_raise(on_cpu):
     z = mx.array([1 + 2j])
     # expm1 too, as in mlx (numpy has it)
-    for f in (mx.floor, mx.erf, mx.sigmoid, mx.expm1, lambda v: mx.argmax(v), lambda v: v % 2):
+    for f in (mx.floor, mx.erf, mx.sigmoid, mx.expm1, lambda v: mx.argmax(v), lambda v: v % 2,
+              lambda v: mx.fast.rms_norm(v, None, 1e-5), lambda v: mx.fast.layer_norm(v, None, None, 1e-5),
+              mx.softmax, mx.logsumexp, mx.linalg.inv):
         with pytest.raises(ValueError, match="complex64"):
             f(z)
 

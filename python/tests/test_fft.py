@@ -82,6 +82,8 @@ def test_shifts_and_frequencies_match_numpy(on_cpu, rng):
         mx.fft.fftshift(mx.array(x), axes=[2])
     with pytest.raises(ValueError):
         mx.fft.fftfreq(0)
+    with pytest.raises(ValueError):
+        mx.fft.rfftfreq(4, d=0.0)
     empty = mx.array([])
     assert mx.fft.fftshift(empty).shape == (0,)
 

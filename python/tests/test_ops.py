@@ -518,3 +518,11 @@ def test_diff_of_order_past_the_axis_length_is_empty_like_numpy():
     for n in (3, 4, 2**31):
         got = mx.diff(mx.array(x), n=n)
         assert got.shape == np.diff(x, n=min(n, 10)).shape
+
+
+def test_round_of_integers_keeps_the_dtype_and_rounds_to_tens_like_numpy():
+    x = np.array([15, 122, -25, 7], dtype=np.int32)
+    for decimals in (0, 2, -1, -2):
+        got = mx.round(mx.array(x), decimals=decimals)
+        assert got.dtype == mx.int32
+        np.testing.assert_array_equal(np.array(got), np.round(x, decimals))

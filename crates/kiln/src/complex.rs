@@ -240,6 +240,17 @@ impl Complex64 {
         }
         Wide::of(e).mul(Wide::of(self).ln()).exp().narrow()
     }
+    /// ln(e^self + e^o), shifted by the operand of larger real part so the exponentials cannot
+    /// overflow.
+    pub fn logaddexp(self, o: Complex64) -> Complex64 {
+        let (big, small) = if self.re >= o.re || o.is_nan() { (self, o) } else { (o, self) };
+        if big.re.is_infinite() || big.is_nan() {
+            return if self.is_nan() || o.is_nan() { Complex64::new(f32::NAN, f32::NAN) } else { big };
+        }
+        let (b, s) = (Wide::of(big), Wide::of(small));
+        let e = s.sub(b).exp();
+        Wide { re: 1.0 + e.re, im: e.im }.ln().add(b).narrow()
+    }
     /// True when either part is NaN.
     pub fn is_nan(self) -> bool {
         self.re.is_nan() || self.im.is_nan()

@@ -125,7 +125,7 @@ impl BinaryOp {
         use BinaryOp::*;
         matches!(
             self,
-            Add | Subtract | Multiply | Divide | Power | Maximum | Minimum | Equal | NotEqual | Less | LessEqual
+            Add | Subtract | Multiply | Divide | Power | LogAddExp | Maximum | Minimum | Equal | NotEqual | Less | LessEqual
                 | Greater | GreaterEqual | LogicalAnd | LogicalOr
         )
     }

@@ -24,12 +24,20 @@ def _check_last_axis(op: str, x, name: str, p) -> None:
         )
 
 
+def _check_real(op: str, *arrays) -> None:
+    """The norms compute in float32: a complex input would lose its imaginary part there."""
+    for a in arrays:
+        if a is not None and a.dtype == mx.complex64:
+            raise ValueError(f"[{op}] complex64 inputs are not supported (the norm computes in float32); pass a real array")
+
+
 def rms_norm(x, weight, eps: float, *, stream=None):
     """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis (``weight`` may be None),
     computed in float32; the result has ``x``'s dtype promoted with ``weight``'s."""
     if require_array("[rms_norm]", "x", x).ndim == 0:
         raise ValueError("[rms_norm] x must have at least one dimension, got a scalar")
     _check_last_axis("rms_norm", x, "weight", weight)
+    _check_real("rms_norm", x, weight)
     with on_stream(stream):
         out_type = mx.result_type(x, weight) if weight is not None else x.dtype
         xf = x.astype(mx.float32)
@@ -45,6 +53,7 @@ def layer_norm(x, weight, bias, eps: float, *, stream=None):
         raise ValueError("[layer_norm] x must have at least one dimension, got a scalar")
     _check_last_axis("layer_norm", x, "weight", weight)
     _check_last_axis("layer_norm", x, "bias", bias)
+    _check_real("layer_norm", x, weight, bias)
     with on_stream(stream):
         params = [p for p in (weight, bias) if p is not None]
         out_type = mx.result_type(x, *params) if params else x.dtype

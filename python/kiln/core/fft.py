@@ -91,10 +91,16 @@ def _check_length(name, n):
         raise ValueError(f"[{name}] n must be a positive integer, got {n!r}")
 
 
+def _check_spacing(name, d):
+    if float(d) == 0.0:
+        raise ValueError(f"[{name}] the sample spacing d must be non-zero")
+
+
 def fftfreq(n, d=1.0, *, stream=None):
     """The sample frequencies of an ``n``-point transform with spacing ``d``: 0, 1, ...,
     then the negative ones, over d * n (float32, each value rounded once from float64)."""
     _check_length("fftfreq", n)
+    _check_spacing("fftfreq", d)
     k = _c.arange(n, dtype=_c.int64, stream=_c.cpu)
     k = _c.where(k < (n + 1) // 2, k, k - n, stream=_c.cpu)
     return _c.divide(k.astype(_c.float64, stream=_c.cpu), float(d) * n, stream=_c.cpu).astype(_c.float32, stream=stream)
@@ -103,5 +109,6 @@ def fftfreq(n, d=1.0, *, stream=None):
 def rfftfreq(n, d=1.0, *, stream=None):
     """The sample frequencies of an ``n``-point real transform: 0 ... n // 2, over d * n."""
     _check_length("rfftfreq", n)
+    _check_spacing("rfftfreq", d)
     k = _c.arange(n // 2 + 1, dtype=_c.float64, stream=_c.cpu)
     return _c.divide(k, float(d) * n, stream=_c.cpu).astype(_c.float32, stream=stream)

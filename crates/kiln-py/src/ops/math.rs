@@ -116,6 +116,15 @@ binary_ops!(
 #[pyo3(signature = (a, /, decimals = 0, *, stream = None))]
 pub fn round(a: Operand, decimals: i32, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
     on(stream.as_ref(), || {
+        let dtype = a.0.dtype();
+        if dtype.is_integer() || dtype == kiln::Dtype::Bool {
+            // Integers are whole already; negative decimals round to tens, hundreds..., as mlx.
+            if decimals >= 0 {
+                return Ok(a.0);
+            }
+            let scale = 10f64.powi(-decimals);
+            return ops::astype(ops::multiply(ops::round(ops::divide(&a.0, scale)?)?, scale)?, dtype);
+        }
         if decimals == 0 {
             return ops::round(a.0);
         }

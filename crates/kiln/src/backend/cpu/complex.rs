@@ -25,6 +25,7 @@ macro_rules! complex_binary_ops {
             Multiply => $apply!(|x: $t, y: $t| x * y),
             Divide => $apply!(|x: $t, y: $t| x / y),
             Power => $apply!(|x: $t, y: $t| x.powc(y)),
+            LogAddExp => $apply!(|x: $t, y: $t| x.logaddexp(y)),
             // Lexicographic, NaN propagating, as numpy's maximum and minimum of complex numbers.
             Maximum => $apply!(|x: $t, y: $t| if x.is_nan() || y.is_nan() { NAN } else if x >= y { x } else { y }),
             Minimum => $apply!(|x: $t, y: $t| if x.is_nan() || y.is_nan() { NAN } else if x <= y { x } else { y }),
