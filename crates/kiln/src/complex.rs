@@ -142,18 +142,6 @@ impl Complex64 {
     pub fn abs(self) -> f32 {
         (self.re as f64).hypot(self.im as f64) as f32
     }
-    /// The angle of z in (-π, π], atan2(im, re).
-    pub fn arg(self) -> f32 {
-        (self.im as f64).atan2(self.re as f64) as f32
-    }
-    /// e^z.
-    pub fn exp(self) -> Complex64 {
-        Wide::of(self).exp().narrow()
-    }
-    /// The principal natural logarithm.
-    pub fn ln(self) -> Complex64 {
-        Wide::of(self).ln().narrow()
-    }
     /// ln(1 + z), accurate for small z (1 + z is exact in float64 for float32 parts of z).
     pub fn ln_1p(self) -> Complex64 {
         Wide { re: 1.0 + self.re as f64, im: self.im as f64 }.ln().narrow()
@@ -163,10 +151,6 @@ impl Complex64 {
         let l = Wide::of(self).ln();
         let k = base.ln();
         Complex64::new((l.re / k) as f32, (l.im / k) as f32)
-    }
-    /// The principal square root.
-    pub fn sqrt(self) -> Complex64 {
-        Wide::of(self).sqrt().narrow()
     }
     /// 1 / sqrt(z).
     pub fn rsqrt(self) -> Complex64 {
@@ -179,42 +163,6 @@ impl Complex64 {
     /// z².
     pub fn square(self) -> Complex64 {
         self * self
-    }
-    /// sin z.
-    pub fn sin(self) -> Complex64 {
-        Wide::of(self).sin().narrow()
-    }
-    /// cos z.
-    pub fn cos(self) -> Complex64 {
-        Wide::of(self).cos().narrow()
-    }
-    /// tan z.
-    pub fn tan(self) -> Complex64 {
-        Wide::of(self).tan().narrow()
-    }
-    /// sinh z.
-    pub fn sinh(self) -> Complex64 {
-        Wide::of(self).sinh().narrow()
-    }
-    /// cosh z.
-    pub fn cosh(self) -> Complex64 {
-        Wide::of(self).cosh().narrow()
-    }
-    /// tanh z.
-    pub fn tanh(self) -> Complex64 {
-        Wide::of(self).tanh().narrow()
-    }
-    /// arcsin z (principal value; branch cuts on the real axis beyond ±1).
-    pub fn asin(self) -> Complex64 {
-        Wide::of(self).asin().narrow()
-    }
-    /// arccos z (principal value; branch cuts on the real axis beyond ±1).
-    pub fn acos(self) -> Complex64 {
-        Wide::of(self).acos().narrow()
-    }
-    /// arctan z (principal value; branch cuts on the imaginary axis beyond ±i).
-    pub fn atan(self) -> Complex64 {
-        Wide::of(self).atan().narrow()
     }
     /// Each part rounded to the nearest integer, ties to even (numpy's `round` of complex).
     pub fn round(self) -> Complex64 {
@@ -263,6 +211,47 @@ impl Complex64 {
     pub fn is_finite(self) -> bool {
         self.re.is_finite() && self.im.is_finite()
     }
+}
+
+/// Complex64 methods that compute a [`Wide`] function and round its parts once.
+macro_rules! in_float64 {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        impl Complex64 {
+            $(
+                $(#[$doc])*
+                pub fn $name(self) -> Complex64 {
+                    Wide::of(self).$name().narrow()
+                }
+            )*
+        }
+    };
+}
+
+in_float64! {
+    /// e^z.
+    exp,
+    /// The principal natural logarithm.
+    ln,
+    /// The principal square root.
+    sqrt,
+    /// sin z.
+    sin,
+    /// cos z.
+    cos,
+    /// tan z.
+    tan,
+    /// sinh z.
+    sinh,
+    /// cosh z.
+    cosh,
+    /// tanh z.
+    tanh,
+    /// arcsin z (principal value; branch cuts on the real axis beyond ±1).
+    asin,
+    /// arccos z (principal value; branch cuts on the real axis beyond ±1).
+    acos,
+    /// arctan z (principal value; branch cuts on the imaginary axis beyond ±i).
+    atan,
 }
 
 impl Add for Complex64 {

@@ -23,6 +23,9 @@ test_that("dtypes default to float32 and bool, and others are kept", {
   expect_equal(as.numeric(as_mlx(pi)), pi, tolerance = 1e-7)
   expect_equal(mlx_dtype(as_mlx(as_mlx(1:2), dtype = "float64")), "float64")
   expect_error(as_mlx(1, dtype = "complex128"), "unknown dtype")
+  z <- as_mlx(c(1.5, -2), dtype = "complex64")
+  expect_equal(mlx_dtype(z), "complex64")
+  expect_identical(as.vector(z), complex(real = c(1.5, -2), imaginary = 0))
   expect_error(as_mlx("a"), "numeric or logical")
 })
 

@@ -28,7 +28,7 @@ fn definitions(dtype: Dtype) -> String {
 
 /// The file for every output dtype, as (what, CUDA C).
 pub(super) fn variants() -> Vec<(String, String)> {
-    Dtype::ALL.iter().map(|&d| (format!("arange and random bits into {d}"), nvrtc::handwritten_source(BODY, &definitions(d)))).collect()
+    Dtype::REAL.iter().map(|&d| (format!("arange and random bits into {d}"), nvrtc::handwritten_source(BODY, &definitions(d)))).collect()
 }
 
 /// `start + i * step` for i below `shape[0]`, converted to `dtype` as on the CPU.

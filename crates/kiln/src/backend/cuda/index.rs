@@ -70,7 +70,7 @@ pub(super) fn variants() -> Vec<(String, String)> {
         .flat_map(|i| [1, 2, 4, 8].map(move |size| (format!("gather of {size}-byte elements by {i}"), definitions(2, size == 8, i, bits_type(size), size, "0"))))
         .collect();
     for op in [ScatterOp::Add, ScatterOp::Prod, ScatterOp::Max, ScatterOp::Min] {
-        for d in Dtype::ALL {
+        for d in Dtype::REAL {
             if let Ok(combine) = combine_stored(combining(op).expect("a combining op"), d, "(a)", "(b)") {
                 all.push((format!("{op:?} scatter of {d}"), definitions(1, d.size() == 8, Dtype::I32, storage_type(d), d.size(), &combine)));
             }

@@ -48,7 +48,7 @@ fn definitions(d: Dtype) -> String {
 
 /// The sort kernels for every dtype, as (what, CUDA C).
 pub(super) fn variants() -> Vec<(String, String)> {
-    Dtype::ALL.iter().map(|&d| (format!("sort of {d}"), nvrtc::handwritten_source(BODY, &definitions(d)))).collect()
+    Dtype::REAL.iter().map(|&d| (format!("sort of {d}"), nvrtc::handwritten_source(BODY, &definitions(d)))).collect()
 }
 
 /// The most elements a block sorts in shared memory: 64 KiB of 4-byte keys and positions, 48 KiB
