@@ -234,10 +234,18 @@ pub enum Op {
     Transpose(Vec<usize>),
     /// View broadcast to a shape (zero strides on new or size-1 axes).
     BroadcastTo(Shape),
-    /// View of the first input broadcast to the second input's shape; the second input's data
-    /// is never read. Unlike `BroadcastTo` it follows shapes, so gradients of reductions stay
-    /// correct under shapeless compile.
-    BroadcastLike,
+    /// View of the first input broadcast against the shapes of the other inputs (whose data is
+    /// never read), its last `kept` axes left as they are (a matmul's matrix axes, while its
+    /// batch axes broadcast). Unlike `BroadcastTo` it follows shapes, so broadcasts derived
+    /// from inputs (gradients of reductions, `broadcast_arrays`, batched matmul) stay correct
+    /// under shapeless compile.
+    BroadcastLike { kept: usize },
+    /// The first input summed down to the second input's shape (whose data is never read), over
+    /// the axes a broadcast from that shape added or stretched: the cotangent of a broadcast.
+    /// The summed axes follow each run's shapes, so a shapeless compiled gradient stays right
+    /// when which axes broadcast changes; compile's simplification turns it into a plain
+    /// reduction at concrete shapes, where it fuses.
+    SumLike,
     /// Strided slice view: per axis a start, a step (non-zero, may be negative) and a length.
     Slice { start: Vec<usize>, step: Vec<isize>, len: Vec<usize> },
     /// Joins inputs of equal dtype and equal shape except along `axis`.
@@ -422,10 +430,10 @@ impl Op {
             Op::Reduce { op, .. } => matches!(op, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min | ReduceOp::All | ReduceOp::Any),
             Op::Scan { op, .. } => matches!(op, ScanOp::Sum | ScanOp::Prod),
             Op::Scatter { op, .. } => matches!(op, ScatterOp::Set | ScatterOp::Add | ScatterOp::Prod),
-            Op::Select | Op::AsType(_) | Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike
+            Op::Select | Op::AsType(_) | Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike { .. }
             | Op::Slice { .. } | Op::Concatenate { .. } | Op::SliceUpdate { .. } | Op::Gather { .. } | Op::Matmul
             | Op::StopGradient | Op::Custom { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_)
-            | Op::Count { .. } | Op::Kernel { .. } | Op::Sort { .. } | Op::ArgSort { .. } => true,
+            | Op::Count { .. } | Op::Kernel { .. } | Op::Sort { .. } | Op::ArgSort { .. } | Op::SumLike => true,
             // Real transforms read real inputs; the others need complex ones (checked in infer).
             Op::Fft { kind, .. } => *kind != FftKind::RealForward,
             Op::Arange { .. } | Op::ArgReduce { .. } | Op::Partition { .. } | Op::ArgPartition { .. }
@@ -457,7 +465,8 @@ impl Op {
             Op::Reshape { .. } => "reshape",
             Op::Transpose(_) => "transpose",
             Op::BroadcastTo(_) => "broadcast_to",
-            Op::BroadcastLike => "broadcast_like",
+            Op::BroadcastLike { .. } => "broadcast_like",
+            Op::SumLike => "sum_like",
             Op::Slice { .. } => "slice",
             Op::Concatenate { .. } => "concatenate",
             Op::SliceUpdate { .. } => "slice_update",
@@ -506,7 +515,7 @@ impl Op {
             Op::Reshape { .. }
                 | Op::Transpose(_)
                 | Op::BroadcastTo(_)
-                | Op::BroadcastLike
+                | Op::BroadcastLike { .. }
                 | Op::Slice { .. }
                 | Op::StopGradient
                 | Op::Custom { .. }
@@ -541,12 +550,8 @@ impl Op {
                 let s = first().shape();
                 (perm.iter().map(|&p| s[p]).collect(), first().dtype())
             }
-            Op::BroadcastTo(_) | Op::BroadcastLike => {
-                let target: &[usize] = match self {
-                    Op::BroadcastTo(s) => s,
-                    _ => inputs[1].shape(),
-                };
-                if broadcast_shapes(op, first().shape(), target)?.as_slice() != target {
+            Op::BroadcastTo(target) => {
+                if broadcast_shapes(op, first().shape(), target)?.as_slice() != target.as_slice() {
                     return Err(Error::shape(
                         op,
                         format!(
@@ -556,7 +561,23 @@ impl Op {
                         ),
                     ));
                 }
-                (target.into(), first().dtype())
+                (target.clone(), first().dtype())
+            }
+            Op::BroadcastLike { kept } => (broadcast_against(inputs, *kept)?, first().dtype()),
+            Op::SumLike => {
+                let (from, to) = (first().shape(), inputs[1].shape());
+                if broadcast_shapes(op, to, from)?.as_slice() != from {
+                    return Err(Error::shape(
+                        op,
+                        format!(
+                            "cannot sum shape {} down to {}: {} does not broadcast to it",
+                            crate::shape::fmt_shape(from),
+                            crate::shape::fmt_shape(to),
+                            crate::shape::fmt_shape(to)
+                        ),
+                    ));
+                }
+                (to.into(), ReduceOp::Sum.out_dtype(first().dtype()))
             }
             Op::Slice { len, .. } => (len.iter().copied().collect(), first().dtype()),
             Op::Concatenate { axis } => (input_shapes_equal_except(op, inputs, *axis)?, first().dtype()),
@@ -663,4 +684,25 @@ impl Op {
             }
         })
     }
+}
+
+/// The shape of [`Op::BroadcastLike`]: the broadcast of every input's shape but its last `kept`
+/// axes, followed by the first input's last `kept` axes.
+fn broadcast_against<A: ShapeDtype>(inputs: &[&A], kept: usize) -> Result<Shape> {
+    let lead = |s: &[usize]| -> Result<Shape> {
+        if s.len() < kept {
+            return Err(Error::shape(
+                "broadcast_like",
+                format!("shape {} has fewer than the {kept} trailing axes kept", crate::shape::fmt_shape(s)),
+            ));
+        }
+        Ok(s[..s.len() - kept].into())
+    };
+    let mut out = lead(inputs[0].shape())?;
+    for other in &inputs[1..] {
+        out = broadcast_shapes("broadcast_like", &out, &lead(other.shape())?)?;
+    }
+    let x = inputs[0].shape();
+    out.extend_from_slice(&x[x.len() - kept..]);
+    Ok(out)
 }

@@ -53,6 +53,13 @@ pub fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Result<Shape> {
     Ok(out)
 }
 
+/// The axes of `from` that a broadcast from `to` added or stretched: summing them (keeping
+/// axes) brings an array of shape `from` back to `to`'s size.
+pub fn unbroadcast_axes(from: &[usize], to: &[usize]) -> Vec<usize> {
+    let extra = from.len() - to.len();
+    (0..from.len()).filter(|&i| i < extra || (to[i - extra] == 1 && from[i] != 1)).collect()
+}
+
 /// Resolves a possibly negative axis against `ndim`, naming `op` in the error.
 pub fn normalize_axis(op: &str, axis: i64, ndim: usize) -> Result<usize> {
     let n = ndim as i64;

@@ -1000,6 +1000,56 @@ fn shapeless_broadcast_to_a_traced_shape_fails() {
     assert_f32(&out, &[2, 3], &[1.0, 1.0, 2.0, 1.0, 1.0, 2.0], "traced shape again");
 }
 
+/// Broadcasts derived from the operands' shapes (a batched matmul's batch axes, `broadcast_arrays`,
+/// the gradient of a broadcasting matmul) follow each shapeless call's shapes, as in mlx: every
+/// call equals the eager function at that call's shapes, with one trace.
+#[test]
+fn shapeless_operand_broadcasts_follow_new_shapes() {
+    let _g = serial();
+    let fun = |a: &[Array]| -> Outputs {
+        let mut out = vec![ops::matmul(&a[0], &a[1])?];
+        out.extend(ops::broadcast_arrays(&[a[2].clone(), a[3].clone()])?);
+        let loss = |p: &[Array]| Ok(vec![ops::sum(ops::matmul(&p[0], &p[1])?, None, false)?]);
+        out.extend(grad(loss, &[0, 1])(&[a[0].clone(), a[1].clone()])?);
+        // Per-example gradients of a broadcasting product, batched over the rows of a[2].
+        let scaled = |p: &[Array]| Ok(vec![ops::sum(ops::multiply(&p[0], &p[1])?, None, false)?]);
+        out.extend(vmap(grad(scaled, &[0, 1]), &[Some(0), Some(0)], &[Some(0), Some(0)])(&[a[4].clone(), a[5].clone()])?);
+        Ok(out)
+    };
+    let c = compile_with(fun, CompileOptions::new().shapeless(true));
+    let mut rng = Rng::new(17);
+    let mut random = |shape: &[usize]| {
+        let n = shape.iter().product();
+        f32a(&common::random_values(&mut rng, n, Dtype::F32, -1.0, 1.0), shape)
+    };
+    let calls: [[&[usize]; 6]; 3] = [
+        [&[2, 1, 4, 2], &[3, 2, 5], &[1, 3], &[2, 1], &[4, 3], &[4, 2, 1]],
+        [&[3, 1, 4, 2], &[2, 2, 5], &[4, 1], &[1, 2], &[2, 1], &[2, 1, 2]],
+        [&[1, 5, 3, 2], &[1, 2, 1], &[1, 1], &[3, 3], &[3, 3], &[3, 1, 1]],
+    ];
+    for shapes in calls {
+        let args: Vec<Array> = shapes.iter().map(|s| random(s)).collect();
+        let want = fun(&args).unwrap();
+        let got = c.call(&args).unwrap();
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_f32(g, w.shape(), &vals(w), &format!("output {k} at {shapes:?}"));
+        }
+    }
+    assert_eq!(c.trace_count(), 1);
+    // The gradient of an unbatched vmap input follows the batch size too (traced at batch 1).
+    let per_example = |a: &[Array]| {
+        let scaled = |p: &[Array]| Ok(vec![ops::sum(ops::multiply(&p[0], &p[1])?, None, false)?]);
+        vmap(grad(scaled, &[1]), &[Some(0), None], &[Some(0)])(a)
+    };
+    let c = compile_with(per_example, CompileOptions::new().shapeless(true));
+    for shapes in [[&[1usize, 3][..], &[2, 1]], [&[4, 3], &[2, 1]], [&[3, 1], &[1, 2]]] {
+        let args: Vec<Array> = shapes.iter().map(|s| random(s)).collect();
+        let want = only(per_example(&args));
+        assert_f32(&only(c.call(&args)), want.shape(), &vals(&want), &format!("per-example gradient at {shapes:?}"));
+    }
+    assert_eq!(c.trace_count(), 1);
+}
+
 /// Reductions without keepdims, expand_dims and squeeze with axes follow each call's shapes under
 /// shapeless (they are ops of their own, not reshapes to a traced shape).
 #[test]
@@ -1714,3 +1764,4 @@ fn shapeless_like_constructors_follow_the_call_shape() {
     }
     assert_eq!(zeros.trace_count(), 1, "one trace serves both shapes");
 }
+

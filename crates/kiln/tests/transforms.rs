@@ -272,6 +272,19 @@ fn integer_and_boolean_results_carry_no_gradient() {
     check_err_mentions(grad(int_loss, &[0])(&[xa.clone()]), ErrorKind::Dtype, "grad", &["int32"]);
     let bool_loss = single(|a: &[Array]| ops::all(ops::greater(&a[0], -10.0)?, None, false));
     check_err_mentions(value_and_grad(bool_loss, &[0])(&[xa]), ErrorKind::Dtype, "grad", &["bool"]);
+
+    // Integer arguments have gradients computed in their dtype (mlx): d/dx sum(10x + x²) = 10 + 2x.
+    let xi = Array::from_slice(&[-3i32, 0, 2, 5], &[4]).unwrap();
+    let poly = single(|a: &[Array]| sum(ops::add(ops::multiply(&a[0], 10)?, ops::multiply(&a[0], &a[0])?)?));
+    let gi = only(grad(poly, &[0])(&[xi.clone()]));
+    assert_eq!(gi.dtype(), Dtype::I32, "an integer argument's gradient keeps its dtype");
+    assert_array(&gi, &[4], &[4.0, 10.0, 14.0, 20.0], "gradient of an integer argument");
+    // Through a float computation it is cast back: d/dx sum(1.5 x) = 1.5, truncated to 1.
+    let scaled = single(|a: &[Array]| sum(ops::multiply(ops::astype(&a[0], Dtype::F32)?, 1.5)?));
+    assert_array(&only(grad(scaled, &[0])(&[xi.clone()])), &[4], &[1.0; 4], "gradient through an int-to-float cast");
+    let flags = Array::from_slice(&[true, false], &[2]).unwrap();
+    let of_flags = single(|a: &[Array]| sum(ops::astype(&a[0], Dtype::F32)?));
+    check_err_mentions(grad(of_flags, &[0])(&[flags]), ErrorKind::Dtype, "grad", &["bool"]);
 }
 
 #[test]
@@ -1075,8 +1088,8 @@ fn bad_arguments_give_clear_errors() {
     check_err_mentions(grad(&total, &[0, 0])(&[x.clone()]), ErrorKind::Value, "grad", &["twice"]);
     check_err(grad(&total, &[])(&[x.clone()]), ErrorKind::Value, "grad");
     check_err(value_and_grad(&total, &[3])(&[x.clone()]), ErrorKind::Value, "grad");
-    let ints = ops::astype(&x, Dtype::I32).unwrap();
-    check_err_mentions(grad(&total, &[0])(&[ints]), ErrorKind::Dtype, "grad", &["int32"]);
+    let flags = ops::greater(&x, 1.5).unwrap();
+    check_err_mentions(grad(&total, &[0])(&[flags]), ErrorKind::Dtype, "grad", &["bool"]);
 
     let matrix = arr(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
     let doubled = single(|a: &[Array]| ops::multiply(&a[0], 2.0));

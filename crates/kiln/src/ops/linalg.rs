@@ -1,6 +1,6 @@
 //! Matrix products.
 
-use super::shape::{broadcast_to, expand_dims, squeeze};
+use super::shape::{broadcast_against, expand_dims, squeeze};
 use super::{promote_pair, AsArray};
 use crate::array::Array;
 use crate::error::{Error, Result};
@@ -30,11 +30,12 @@ pub fn matmul(a: impl AsArray, b: impl AsArray) -> Result<Array> {
         ));
     }
     let batch = broadcast_shapes("matmul", &a.shape()[..na - 2], &b.shape()[..nb - 2])?;
+    let operands = [a.clone(), b.clone()];
     let with_batch = |x: &Array| -> Result<Array> {
         let n = x.ndim();
         let mut s = batch.clone();
         s.extend_from_slice(&x.shape()[n - 2..]);
-        broadcast_to(x, &s)
+        broadcast_against(x, &operands, 2, &s)
     };
     let out = Array::from_op(Op::Matmul, vec![with_batch(&a)?, with_batch(&b)?])?;
     let out = if a1 { squeeze(&out, Some(&[-2]))? } else { out };

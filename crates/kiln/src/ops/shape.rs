@@ -42,10 +42,18 @@ pub fn reshape(x: impl AsArray, shape: &[i64]) -> Result<Array> {
 
 /// Reshape to a fully known shape, skipping the node when it is unchanged.
 pub(crate) fn reshape_to(x: &Array, shape: Shape) -> Result<Array> {
-    if x.shape() == shape.as_slice() {
+    if x.shape() == shape.as_slice() && !keeps_identities() {
         return Ok(x.clone());
     }
     Array::from_op(Op::Reshape { shape, inferred: None }, vec![x.clone()])
+}
+
+/// Whether a reshape or broadcast to the shape its input has now must still be a node: while
+/// compile traces, the target shape is fixed but the input's may change in a shapeless replay,
+/// which then reports the stale shape instead of passing the input through. Simplification
+/// removes the node again at each concrete shape where it is an identity.
+fn keeps_identities() -> bool {
+    crate::transforms::compile::is_compile_tracing()
 }
 
 /// Merges axes `start..=end` into one.
@@ -187,13 +195,13 @@ pub(crate) fn broadcast_like(x: impl AsArray, reference: &Array) -> Result<Array
     if x.same_node(reference) {
         return Ok(x);
     }
-    Array::from_op(Op::BroadcastLike, vec![x, reference.clone()])
+    Array::from_op(Op::BroadcastLike { kept: 0 }, vec![x, reference.clone()])
 }
 
 /// Broadcasts to `shape` (a view with zero strides).
 pub fn broadcast_to(x: impl AsArray, shape: &[usize]) -> Result<Array> {
     let x = x.as_array();
-    if x.shape() == shape {
+    if x.shape() == shape && !keeps_identities() {
         return Ok(x);
     }
     Array::from_op(Op::BroadcastTo(shape.into()), vec![x])
@@ -205,7 +213,23 @@ pub fn broadcast_arrays(arrays: &[Array]) -> Result<Vec<Array>> {
     for a in arrays {
         shape = crate::shape::broadcast_shapes("broadcast_arrays", &shape, a.shape())?;
     }
-    arrays.iter().map(|a| broadcast_to(a, &shape)).collect()
+    arrays.iter().map(|a| broadcast_against(a, arrays, 0, &shape)).collect()
+}
+
+/// `x` broadcast against the shapes of `others` (their data is not read), its last `kept` axes
+/// left alone; `shape` is the result's shape now. While compile traces this is an
+/// [`Op::BroadcastLike`] node, which a shapeless replay re-infers from the operands' new shapes
+/// (mlx's rule for `broadcast_arrays` and batched matmul); otherwise a plain broadcast view.
+pub(crate) fn broadcast_against(x: &Array, others: &[Array], kept: usize, shape: &[usize]) -> Result<Array> {
+    if !crate::transforms::compile::is_compile_tracing() {
+        return broadcast_to(x, shape);
+    }
+    let mut inputs = vec![x.clone()];
+    inputs.extend(others.iter().filter(|o| !o.same_node(x)).cloned());
+    if inputs.len() == 1 {
+        return Ok(x.clone());
+    }
+    Array::from_op(Op::BroadcastLike { kept }, inputs)
 }
 
 /// Python-style slice bounds of one axis: `start:stop:step` with `None` for omitted bounds.

@@ -130,7 +130,10 @@ pub fn value_and_grad(
                 ),
             ));
         }
-        if !loss.dtype().is_float() {
+        // An integer loss has gradients with respect to integer arguments only (computed in
+        // integer arithmetic, as mlx does); a float argument's path through it was cast away.
+        let integer_args = wrt.iter().any(|a| a.dtype().is_integer());
+        if !(loss.dtype().is_float() || (loss.dtype().is_integer() && integer_args)) {
             return Err(Error::dtype(
                 "grad",
                 format!("the loss has dtype {}: only floating-point outputs have gradients", loss.dtype()),
@@ -156,11 +159,11 @@ fn check_argnums(argnums: &[usize], args: &[Array]) -> Result<()> {
         if argnums[..k].contains(&i) {
             return Err(Error::value("grad", format!("argnums contains {i} twice")));
         }
-        if !args[i].dtype().is_inexact() {
+        if !carries_cotangent(args[i].dtype()) {
             return Err(Error::dtype(
                 "grad",
                 format!(
-                    "argument {i} has dtype {}: gradients exist only for floating-point and complex inputs (cast it with astype)",
+                    "argument {i} has dtype {}: booleans have no gradient (cast it to a float dtype with astype)",
                     args[i].dtype()
                 ),
             ));
@@ -169,13 +172,20 @@ fn check_argnums(argnums: &[usize], args: &[Array]) -> Result<()> {
     Ok(())
 }
 
+/// Whether values of `dtype` carry cotangents: floats and complex numbers, and integers (as in
+/// mlx, an integer argument's gradient is computed in its dtype; a float value's path through an
+/// integer cast carries nothing, see the cast's vjp); booleans never do.
+fn carries_cotangent(dtype: crate::dtype::Dtype) -> bool {
+    dtype.is_inexact() || dtype.is_integer()
+}
+
 /// `ct` made to fit `input`: summed over broadcast axes and cast to its dtype. `None` for inputs
-/// without gradients (integer and bool).
+/// without gradients (bool).
 fn fit_cotangent(ct: Array, input: &Array) -> Result<Option<Array>> {
-    if !input.dtype().is_inexact() {
+    if !carries_cotangent(input.dtype()) {
         return Ok(None);
     }
-    let ct = vjp_rules::unbroadcast(ct, input.shape())?;
+    let ct = vjp_rules::unbroadcast(ct, input)?;
     Ok(Some(ops::astype(&ct, input.dtype())?))
 }
 
@@ -237,7 +247,7 @@ pub(crate) fn backward(outputs: &[Array], leaves: &[Array], cotangents: &[Array]
             }
         }
         let Some(ct) = ct else { continue };
-        if !v.node.dtype().is_inexact() {
+        if !carries_cotangent(v.node.dtype()) {
             continue;
         }
         let input_cts = vjp_rules::vjp(&v.op, &v.inputs, &v.node, &ct)?;

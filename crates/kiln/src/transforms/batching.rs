@@ -26,6 +26,15 @@ pub(crate) fn to_front(x: &Batched, size: usize) -> Result<Array> {
     }
 }
 
+/// `x` with its batch axis first, or a size-1 one where it is unbatched (for ops that broadcast
+/// it along the batch themselves).
+fn batch_first(x: &Batched) -> Result<Array> {
+    match x.1 {
+        None => ops::expand_dims(&x.0, &[0]),
+        Some(_) => to_front(x, 1),
+    }
+}
+
 /// The per-example rank of a batched input.
 fn example_rank(x: &Batched) -> usize {
     x.0.ndim() - usize::from(x.1.is_some())
@@ -71,10 +80,35 @@ pub(crate) fn batch(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched>
             shape.extend_from_slice(s);
             Ok((Array::from_op(Op::BroadcastTo(shape.into()), vec![x])?, Some(0)))
         }
-        Op::BroadcastLike => {
-            // Front-batch both; x gains size-1 axes so it broadcasts against the reference.
-            let x = align_rank(front(0)?, example_rank(&inputs[0]), example_rank(&inputs[1]))?;
-            Ok((Array::from_op(Op::BroadcastLike, vec![x, front(1)?])?, Some(0)))
+        Op::BroadcastLike { kept } => {
+            // Every input gets its batch axis first (size 1 where unbatched, so the broadcast
+            // itself stretches it and follows the batch size in shapeless replay) and as many
+            // broadcast (leading) axes as the longest, so their batch axes line up.
+            let lead = inputs.iter().map(|x| example_rank(x) - kept).max().unwrap_or(0);
+            let aligned = inputs
+                .iter()
+                .map(|x| align_rank(batch_first(x)?, example_rank(x), lead + kept))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((Array::from_op(op.clone(), aligned)?, Some(0)))
+        }
+        Op::SumLike => {
+            let (from, to) = (example_rank(&inputs[0]), example_rank(&inputs[1]));
+            let summed = front(0)?;
+            let (summed, like) = match inputs[1].1 {
+                // The reference gains size-1 axes after the batch axis to line up with the
+                // summed array; the axes it gained are summed like any other, then dropped.
+                Some(_) => (summed, align_rank(front(1)?, to, from)?),
+                // An unbatched reference: the axes the broadcast added are summed first, then the
+                // reference is stretched along the batch axis by a broadcast that follows it.
+                None => {
+                    let added: Vec<i64> = (1..=(from - to) as i64).collect();
+                    let summed = if added.is_empty() { summed } else { ops::sum(&summed, Some(&added), false)? };
+                    let like = Array::from_op(Op::BroadcastLike { kept: to }, vec![batch_first(&inputs[1])?, summed.clone()])?;
+                    return Ok((Array::from_op(Op::SumLike, vec![summed, like])?, Some(0)));
+                }
+            };
+            let summed = Array::from_op(Op::SumLike, vec![summed, like])?;
+            Ok((ops::squeeze_axes(&summed, (1..=from - to).collect())?, Some(0)))
         }
         Op::Slice { start, step, len } => front_op(Op::Slice {
             start: [0].into_iter().chain(start.iter().copied()).collect(),

@@ -34,7 +34,7 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
             Some(t0) if x.dtype().is_inexact() && d.is_inexact() => Some(ops::astype(t0, *d)?),
             _ => None,
         }),
-        Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike | Op::Slice { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => same_op(),
+        Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike { .. } | Op::SumLike | Op::Slice { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => same_op(),
         Op::Kernel { call, .. } => Err(call.no_transform("jvp")),
         Op::Concatenate { .. } => {
             let ts = (0..inputs.len()).map(tan).collect::<Result<Vec<_>>>()?;
@@ -122,7 +122,7 @@ fn jvp_by_transposition(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>
     let mut total: Option<Array> = None;
     for ((ct, tangent), input) in input_cts.into_iter().zip(t).zip(inputs) {
         if let (Some(ct), Some(tangent)) = (ct, tangent) {
-            let ct = vjp_rules::unbroadcast(ct, input.shape())?;
+            let ct = vjp_rules::unbroadcast(ct, input)?;
             let term = ops::sum(&ops::multiply(&ct, tangent)?, None, false)?;
             total = sum_of(total, Some(term))?;
         }

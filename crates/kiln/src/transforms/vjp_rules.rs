@@ -182,11 +182,11 @@ fn fft_vjp(axes: &[usize], kind: FftKind, x: &Array, g: &Array) -> Result<Array>
     }
 }
 
-/// `x` summed down to `shape` over the axes broadcasting added or stretched.
-pub(crate) fn unbroadcast(x: Array, shape: &[usize]) -> Result<Array> {
-    if x.shape() == shape {
-        return Ok(x);
-    }
+/// `x` summed down to `like`'s shape (the cotangent of a broadcast of `like`). While compile
+/// traces it is an [`Op::SumLike`] node, whose summed axes follow the shapes of a shapeless
+/// replay; otherwise a sum over the axes the broadcast added or stretched.
+pub(crate) fn unbroadcast(x: Array, like: &Array) -> Result<Array> {
+    let shape = like.shape();
     if x.ndim() < shape.len() {
         return Err(crate::error::Error::shape(
             "vjp",
@@ -197,11 +197,14 @@ pub(crate) fn unbroadcast(x: Array, shape: &[usize]) -> Result<Array> {
             ),
         ));
     }
-    let extra = x.ndim() - shape.len();
-    let axes: Vec<i64> = (0..x.ndim())
-        .filter(|&i| i < extra || (shape[i - extra] == 1 && x.shape()[i] != 1))
-        .map(|i| i as i64)
-        .collect();
+    if crate::transforms::compile::is_compile_tracing() {
+        return Array::from_op(Op::SumLike, vec![x, like.clone()]);
+    }
+    if x.shape() == shape {
+        return Ok(x);
+    }
+    let axes = crate::shape::unbroadcast_axes(x.shape(), shape);
+    let axes: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
     reshape_to(&ops::sum(&x, Some(&axes), true)?, shape.into())
 }
 
@@ -221,14 +224,17 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
             let c = &inputs[0];
             Ok(vec![None, Some(ops::where_(c, g, 0.0)?), Some(ops::where_(c, 0.0, g)?)])
         }
-        Op::AsType(_) => Ok(vec![(x.dtype().is_inexact()).then(|| g.clone())]),
+        // A float value cast to an integer or bool carries no gradient back; an integer one
+        // (an integer argument, as mlx differentiates them) does.
+        Op::AsType(d) => Ok(vec![(x.dtype().is_integer() || d.is_inexact()).then(|| g.clone())]),
         Op::Reshape { .. } | Op::Flatten { .. } => one(reshape_to(g, x.shape().into())),
         Op::Squeeze(axes) => one(Array::from_op(Op::ExpandDims(axes.clone()), vec![g.clone()])),
         Op::ExpandDims(axes) => one(Array::from_op(Op::Squeeze(axes.clone()), vec![g.clone()])),
         Op::Kernel { call, .. } => Err(call.no_transform("vjp")),
         Op::Transpose(perm) => one(Array::from_op(Op::Transpose(inverse(perm)), vec![g.clone()])),
         Op::BroadcastTo(_) => Ok(vec![Some(g.clone())]),
-        Op::BroadcastLike => Ok(vec![Some(g.clone()), None]),
+        Op::BroadcastLike { .. } => Ok([Some(g.clone())].into_iter().chain(inputs[1..].iter().map(|_| None)).collect()),
+        Op::SumLike => Ok(vec![Some(ops::broadcast_like(g, x)?), None]),
         Op::Slice { start, step, .. } => one(Array::from_op(
             Op::SliceUpdate { start: start.clone(), step: step.clone() },
             vec![ops::zeros_like(x)?, g.clone()],

@@ -39,11 +39,15 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::AsType(d) => elementwise::astype(&inputs[0], *d),
         Op::Reshape { .. } => views::reshape(op.name(), &inputs[0], shape),
         Op::Transpose(perm) => Ok(views::transpose(&inputs[0], perm)),
-        Op::BroadcastTo(_) | Op::BroadcastLike => Ok(views::broadcast_to(&inputs[0], shape)),
+        Op::BroadcastTo(_) | Op::BroadcastLike { .. } => Ok(views::broadcast_to(&inputs[0], shape)),
         Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),
         Op::Concatenate { axis } => index::concatenate(inputs, *axis, shape),
         Op::SliceUpdate { start, step } => index::slice_update(&inputs[0], &inputs[1], start, step),
         Op::Reduce { op, axes, .. } => reduce::reduce(*op, &inputs[0], axes, shape, dtype),
+        Op::SumLike => match crate::shape::unbroadcast_axes(&inputs[0].shape, shape) {
+            axes if axes.is_empty() => elementwise::astype(&inputs[0], dtype),
+            axes => reduce::reduce(crate::primitive::ReduceOp::Sum, &inputs[0], &axes, shape, dtype),
+        },
         Op::ArgReduce { op, axis } => reduce::arg_reduce(*op, &inputs[0], *axis, shape),
         Op::Scan { op, axis, reverse, inclusive } => {
             scan::scan(*op, &inputs[0], *axis, *reverse, *inclusive, dtype)

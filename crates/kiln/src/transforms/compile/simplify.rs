@@ -64,6 +64,11 @@ pub(crate) fn simplify(tape: &Tape, merge: bool) -> Tape {
             },
             _ => value,
         };
+        // A sum down to a shape is a plain reduction once shapes are known; it then fuses.
+        let value = match &value {
+            Value::Op(Op::SumLike, inputs) if merge => sum_as_reduction(inputs[0], node, &mut out, &mut exprs),
+            _ => value,
+        };
         let found = match (&value, merge) {
             (_, false) | (Value::Input(_), _) => None,
             (Value::Constant(a), true) => match scalar_bits(a) {
@@ -107,6 +112,28 @@ pub(crate) fn simplify(tape: &Tape, merge: bool) -> Tape {
     }
     let outputs = tape.outputs.iter().map(|&o| map[o]).collect();
     eliminate_dead(Tape { nodes: out, outputs, inputs: tape.inputs })
+}
+
+/// [`Op::SumLike`] of `from` into `node`'s shape as the reduction it is at these shapes: a cast
+/// (an identity when the dtype agrees) when no axis broadcast, else a keepdims sum, whose added
+/// leading axes are squeezed.
+#[allow(clippy::mutable_key_type)]
+fn sum_as_reduction(from: usize, node: &TapeNode, out: &mut Vec<TapeNode>, exprs: &mut HashMap<(Op, Vec<usize>), usize>) -> Value {
+    let axes = crate::shape::unbroadcast_axes(&out[from].shape, &node.shape);
+    if axes.is_empty() {
+        return Value::Op(Op::AsType(node.dtype), vec![from]);
+    }
+    let extra = out[from].shape.len() - node.shape.len();
+    let reduce = Op::Reduce { op: crate::primitive::ReduceOp::Sum, axes: axes.clone(), identity_if_empty: false };
+    if extra == 0 {
+        return Value::Op(reduce, vec![from]);
+    }
+    let kept: Shape = out[from].shape.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
+    let id = *exprs.entry((reduce.clone(), vec![from])).or_insert_with(|| {
+        out.push(TapeNode { value: Value::Op(reduce, vec![from]), shape: kept, dtype: node.dtype });
+        out.len() - 1
+    });
+    Value::Op(Op::Squeeze((0..extra).collect()), vec![id])
 }
 
 /// The node of the evaluated scalar constant `c`: an equal one already in `out`, or `c` added.
