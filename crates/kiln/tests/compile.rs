@@ -1303,6 +1303,28 @@ fn a_traced_array_kept_by_an_impure_function_is_an_uncaptured_input() {
     assert_eq!(g.cache_len(), 0);
 }
 
+/// A function that reaches one of its call's arguments directly (captured from the enclosing
+/// scope, or inside an array computed from it before the call) is refused, as in mlx: the value
+/// would otherwise be frozen into the trace as a constant.
+#[test]
+fn an_argument_used_directly_instead_of_through_its_parameter_is_refused() {
+    let _g = serial();
+    let x = ops::add(f32a(&[1.0, 2.0], &[2]), 1.0).unwrap();
+    let captured = x.clone();
+    let f = compile(move |a: &[Array]| Ok(vec![ops::add(&a[0], ops::add(&captured, 1.0)?)?]));
+    let e = f.call(&[x.clone()]).expect_err("x used from the closure");
+    assert_eq!((e.op.as_str(), e.kind), ("compile", ErrorKind::Value), "{e}");
+    assert!(e.message.contains("argument 0") && e.message.contains("(2,)"), "{e}");
+    let derived = ops::multiply(&x, 2.0).unwrap();
+    let g = compile(move |a: &[Array]| Ok(vec![ops::add(&a[0], &derived)?]));
+    let e = g.call(&[x.clone()]).expect_err("an array computed from x before the call");
+    assert!(e.message.contains("argument 0"), "{e}");
+    // The same closure called with another array uses x as the constant it is.
+    let captured = x.clone();
+    let h = compile(move |a: &[Array]| Ok(vec![ops::add(&a[0], &captured)?]));
+    assert_f32(&only(h.call(&[f32a(&[10.0, 20.0], &[2])])), &[2], &[12.0, 23.0], "x as a constant");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Threads
 // ---------------------------------------------------------------------------------------------

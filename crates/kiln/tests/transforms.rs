@@ -285,6 +285,17 @@ fn integer_and_boolean_results_carry_no_gradient() {
     let flags = Array::from_slice(&[true, false], &[2]).unwrap();
     let of_flags = single(|a: &[Array]| sum(ops::astype(&a[0], Dtype::F32)?));
     check_err_mentions(grad(of_flags, &[0])(&[flags]), ErrorKind::Dtype, "grad", &["bool"]);
+
+    // Indices taken from a differentiated argument have no vjp: the error names stop_gradient.
+    let taken = |a: &[Array]| -> Outputs { Ok(vec![ops::take(&a[0], &a[1], Some(0))?]) };
+    let (x, idx) = (arr(&[1.0, 2.0, 3.0], &[3]), Array::from_slice(&[2i32, 0], &[2]).unwrap());
+    let ones = arr(&[1.0, 1.0], &[2]);
+    let r = vjp(taken, &[x.clone(), idx.clone()], std::slice::from_ref(&ones));
+    check_err_mentions(r, ErrorKind::Value, "gather", &["stop_gradient"]);
+    let stopped = |a: &[Array]| -> Outputs { Ok(vec![ops::take(&a[0], stop_gradient(&a[1])?, Some(0))?]) };
+    let (_, g) = vjp(stopped, &[x, idx], &[ones]).unwrap();
+    assert_array(&g[0], &[3], &[1.0, 0.0, 1.0], "vjp of take with stopped indices");
+    assert_array(&g[1], &[2], &[0.0, 0.0], "no gradient for the stopped indices");
 }
 
 #[test]

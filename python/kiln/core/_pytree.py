@@ -77,6 +77,54 @@ def _walk(tree, leaves):
     return ("const", tree, type(tree), repr(tree) if isinstance(tree, float) else None)
 
 
+def fill_in_place(tree: Any, leaves: List[array]) -> Any:
+    """``tree`` with ``leaves`` in its array positions (in ``flatten``'s order), its lists and
+    dicts written in place and its tuples rebuilt: the differentiating transforms hand their
+    tracers to a function inside the caller's own containers, as mlx does, so writes the function
+    makes into them stay (see ``restore_in_place``)."""
+    return _fill(tree, iter(leaves))
+
+
+def _fill(tree, it):
+    if isinstance(tree, array):
+        return next(it)
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            tree[k] = _fill(v, it)
+        return tree
+    if isinstance(tree, list):
+        for i, v in enumerate(tree):
+            tree[i] = _fill(v, it)
+        return tree
+    if isinstance(tree, tuple):
+        return rebuild_tuple(type(tree), [_fill(v, it) for v in tree])
+    return tree
+
+
+def restore_in_place(tree: Any, placed: List[array], originals: List[array]) -> None:
+    """Undoes ``fill_in_place`` in the lists and dicts of ``tree``: each array position that
+    still holds the array placed there gets its original back; a position the function wrote
+    keeps what it wrote."""
+    _restore(tree, placed, originals, [0])
+
+
+def _restore(tree, placed, originals, at):
+    if isinstance(tree, dict):
+        items = list(tree.items())
+    elif isinstance(tree, (list, tuple)):
+        items = list(enumerate(tree))
+    else:
+        return
+    for k, v in items:
+        if isinstance(v, array):
+            i = at[0]
+            at[0] += 1
+            if i < len(placed) and v is placed[i] and not isinstance(tree, tuple):
+                tree[k] = originals[i]
+        else:
+            _restore(v, placed, originals, at)
+
+
 def rebuild_tuple(kind: type, items: list) -> tuple:
     """A tuple of type ``kind`` (a tuple, a NamedTuple or another tuple subclass) holding ``items``."""
     if kind is tuple:

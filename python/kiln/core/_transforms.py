@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from kiln import _core
 from kiln._core import array
-from kiln.core._pytree import flatten
+from kiln.core._pytree import fill_in_place, flatten, restore_in_place
 
 
 def _as_list(out: Any) -> list:
@@ -117,13 +117,18 @@ def _value_and_grad(fun: Callable, argnums: Any, argnames: Any, tag: str, scalar
             raise ValueError(f"{tag}: the differentiated arguments must be arrays or trees of arrays only")
 
         def call(xs):
-            trees = treedef.unflatten(xs)
-            a, kw = list(args), dict(kwargs)
-            for tree, i in zip(trees, positions):
-                a[i] = tree
-            for tree, k in zip(trees[len(positions) :], names):
-                kw[k] = tree
-            return _loss_of(fun(*a, **kw), tag, scalar_only)
+            # The tracers go into the caller's own lists and dicts (mlx's rule): entries the
+            # function overwrites keep the new value, the others get their arrays back.
+            trees = fill_in_place(list(selected), xs)
+            try:
+                a, kw = list(args), dict(kwargs)
+                for tree, i in zip(trees, positions):
+                    a[i] = tree
+                for tree, k in zip(trees[len(positions) :], names):
+                    kw[k] = tree
+                return _loss_of(fun(*a, **kw), tag, scalar_only)
+            finally:
+                restore_in_place(selected, xs, leaves)
 
         flat = _Flat(call, f"{tag}: the function must return a scalar array (or a tuple starting with one)")
         outs, grads = _core._value_and_grad(flat, leaves, list(range(len(leaves))))

@@ -16,7 +16,7 @@ use crate::ops;
 use crate::primitive::Op;
 use crate::shape::fmt_shape;
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// New identity nodes over `primals`: the leaves a derivative is taken with respect to. They
@@ -54,7 +54,7 @@ pub fn vjp(f: impl Function, primals: &[Array], cotangents: &[Array]) -> Result<
     let leaves = tracers(primals)?;
     let outputs = trace("vjp", &f, &leaves)?;
     check_one_each("vjp", "got", cotangents, "cotangent", &outputs, "output")?;
-    let grads = backward(&outputs, &leaves, cotangents)?;
+    let grads = backward(&outputs, &leaves, cotangents, true)?;
     Ok((outputs, grads))
 }
 
@@ -140,7 +140,7 @@ pub fn value_and_grad(
             ));
         }
         let seed = ops::ones_like(loss)?;
-        let grads = backward(std::slice::from_ref(loss), &leaves, &[seed])?;
+        let grads = backward(std::slice::from_ref(loss), &leaves, &[seed], true)?;
         Ok((outputs, grads))
     }
 }
@@ -210,6 +210,45 @@ impl Cotangents {
     }
 }
 
+/// A gather's or scatter's indices computed from a differentiated integer argument (not through
+/// `stop_gradient`) have no gradient: an error naming the fix, as in mlx, rather than a silent
+/// zero.
+fn refuse_differentiated_indices(op: &Op, inputs: &[Array], integer_leaves: &HashSet<usize>) -> Result<()> {
+    let indices = match op {
+        Op::Gather { .. } => &inputs[1..],
+        Op::Scatter { .. } => &inputs[1..inputs.len() - 1],
+        _ => return Ok(()),
+    };
+    if indices.iter().any(|i| reaches_unstopped(i, integer_leaves)) {
+        return Err(Error::value(
+            op.name(),
+            "cannot compute the vjp with respect to the indices (they come from a differentiated \
+             argument); apply stop_gradient to the indices, or leave that argument out of the \
+             differentiated ones",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `a` is or depends on one of `leaves` along a path without `stop_gradient`.
+fn reaches_unstopped(a: &Array, leaves: &HashSet<usize>) -> bool {
+    let mut stack = vec![a.clone()];
+    let mut seen = HashSet::new();
+    while let Some(x) = stack.pop() {
+        if leaves.contains(&x.id()) {
+            return true;
+        }
+        if !seen.insert(x.id()) {
+            continue;
+        }
+        match x.op_and_inputs() {
+            Some((Op::StopGradient, _)) | None => {}
+            Some((_, inputs)) => stack.extend(inputs),
+        }
+    }
+    false
+}
+
 /// Cotangents of the outputs of one custom call gathered until its last output is reached.
 struct PendingCall {
     remaining: usize,
@@ -218,8 +257,12 @@ struct PendingCall {
 
 /// Reverse-mode walk: the cotangent of each leaf given the outputs' cotangents (zeros for leaves
 /// the outputs do not depend on).
-pub(crate) fn backward(outputs: &[Array], leaves: &[Array], cotangents: &[Array]) -> Result<Vec<Array>> {
+/// With `refuse_integer_indices` (the user's vjp and grad), a gather's or scatter's indices
+/// computed from an integer leaf are an error (see [`refuse_differentiated_indices`]).
+pub(crate) fn backward(outputs: &[Array], leaves: &[Array], cotangents: &[Array], refuse_integer_indices: bool) -> Result<Vec<Array>> {
     let section = Section::between(outputs, leaves);
+    let integer_leaves: HashSet<usize> =
+        leaves.iter().filter(|l| refuse_integer_indices && l.dtype().is_integer()).map(Array::id).collect();
     let mut cts = Cotangents(HashMap::new());
     for (o, c) in outputs.iter().zip(cotangents) {
         if section.reaches(o) {
@@ -249,6 +292,9 @@ pub(crate) fn backward(outputs: &[Array], leaves: &[Array], cotangents: &[Array]
         let Some(ct) = ct else { continue };
         if !carries_cotangent(v.node.dtype()) {
             continue;
+        }
+        if !integer_leaves.is_empty() {
+            refuse_differentiated_indices(&v.op, &v.inputs, &integer_leaves)?;
         }
         let input_cts = vjp_rules::vjp(&v.op, &v.inputs, &v.node, &ct)?;
         for (input, ict) in v.inputs.iter().zip(input_cts) {
@@ -294,7 +340,7 @@ fn custom_vjp(
             let mut leaves = tracers(args)?;
             let again = forward(&leaves)?;
             leaves.extend(captured.iter().cloned());
-            (rest, backward(&again, &leaves, &output_cts)?)
+            (rest, backward(&again, &leaves, &output_cts, false)?)
         }
         (None, Some(rule)) => {
             let (args, captured) = rest.split_at(counts.1);

@@ -129,5 +129,5 @@ fn jvp_by_transposition(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>
     }
     let Some(total) = total else { return Ok(None) };
     let seed = ops::ones_like(&total)?;
-    Ok(Some(backward(&[total], &u, &[seed])?.remove(0)))
+    Ok(Some(backward(&[total], &u, &[seed], false)?.remove(0)))
 }

@@ -412,7 +412,7 @@ fn cumprod_vjp(axis: usize, x: &Array, y: &Array, g: &Array) -> Result<Array> {
 fn vjp_of(f: impl Fn(&[Array]) -> Result<Array>, x: &Array, g: &Array) -> Result<Array> {
     let leaves = tracers(std::slice::from_ref(x))?;
     let y = f(&leaves)?;
-    Ok(backward(&[y], &leaves, std::slice::from_ref(g))?.remove(0))
+    Ok(backward(&[y], &leaves, std::slice::from_ref(g), false)?.remove(0))
 }
 
 fn scatter_vjp(op: ScatterOp, axes: &[usize], inputs: &[Array], y: &Array, g: &Array) -> Result<Vec<Option<Array>>> {

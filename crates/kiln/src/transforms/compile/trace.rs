@@ -144,13 +144,16 @@ pub(crate) fn trace(
         list.replace(original);
     }
     let (explicit, _) = result?;
-    let tape = record(&outputs, &all_ph)?;
+    let tape = record(&outputs, &all_ph, args)?;
     Ok(Traced { tape, explicit: explicit.len(), implicit })
 }
 
 /// Copies the graph between `leaves` (the placeholders) and `outputs` into a tape; everything
-/// that does not depend on a leaf is evaluated and kept as a constant.
-fn record(outputs: &[Array], leaves: &[Array]) -> Result<Tape> {
+/// that does not depend on a leaf is evaluated and kept as a constant. Reaching one of the call's
+/// `arguments` themselves (rather than its placeholder) is an error, as in mlx: the function
+/// used the argument from its enclosing scope, and its value would be frozen as a constant.
+fn record(outputs: &[Array], leaves: &[Array], arguments: &[Array]) -> Result<Tape> {
+    let arguments: HashMap<usize, usize> = arguments.iter().enumerate().map(|(i, a)| (a.id(), i)).collect();
     let mut ids: HashMap<usize, usize> = HashMap::new();
     let mut nodes: Vec<TapeNode> = Vec::new();
     for (i, p) in leaves.iter().enumerate() {
@@ -163,6 +166,9 @@ fn record(outputs: &[Array], leaves: &[Array]) -> Result<Tape> {
     while let Some((a, expanded)) = stack.pop() {
         if ids.contains_key(&a.id()) {
             continue;
+        }
+        if let Some(&i) = arguments.get(&a.id()) {
+            return Err(argument_reached(&a, i));
         }
         let graph = match &*a.lock() {
             State::Pending { op, inputs } | State::Traced { op, inputs, .. } => Some((op.clone(), inputs.clone())),
@@ -206,6 +212,21 @@ fn record(outputs: &[Array], leaves: &[Array]) -> Result<Tape> {
     crate::eval(&refs)?;
     let outputs = outputs.iter().map(|o| ids[&o.id()]).collect();
     Ok(Tape { nodes, outputs, inputs: leaves.len() })
+}
+
+fn argument_reached(a: &Array, i: usize) -> Error {
+    Error::new(
+        "compile",
+        ErrorKind::Value,
+        format!(
+            "the function uses argument {i} (shape {}, dtype {}) directly, not through its \
+             parameter (for example captured from the enclosing scope, or inside an array computed \
+             from it before the call): its value would be frozen into the compiled function; use \
+             the parameter, or pass the derived array as an argument",
+            fmt_shape(a.shape()),
+            a.dtype()
+        ),
+    )
 }
 
 fn uncaptured(a: &Array, transform: &str) -> Error {
