@@ -437,3 +437,26 @@ def test_compiled_functions_share_a_cache_only_while_one_lives():
     gc.collect()
     assert mx.compile(f)(mx.array([1.0])).tolist() == [2.0]
     assert len(traces) == 2, "with every compiled function released, compiling again traces again"
+
+
+def test_shapeless_batched_matmul_and_its_gradient_follow_new_batch_shapes(rng):
+    f = mx.compile(lambda a, b: a @ b, shapeless=True)
+    g = mx.compile(mx.grad(lambda args: (args[0] @ args[1]).sum()), shapeless=True)
+    for sa, sb in [((2, 1, 4, 2), (3, 2, 5)), ((3, 1, 4, 2), (2, 2, 5)), ((1, 5, 3, 2), (1, 2, 1))]:
+        a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+        np.testing.assert_allclose(np.array(f(mx.array(a), mx.array(b))), a @ b, rtol=1e-5, atol=1e-5)
+        ga, gb = g((mx.array(a), mx.array(b)))
+        ones = np.ones(np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]), np.float32)
+        # d/da sum(a @ b) = ones @ b^T summed over a's broadcast axes (and likewise for b).
+        want_a = (ones @ np.swapaxes(b, -1, -2)).sum(axis=tuple(i for i, d in enumerate(sa) if d == 1 and ones.shape[i] != 1), keepdims=True)
+        np.testing.assert_allclose(np.array(ga), want_a.reshape(sa), rtol=1e-4, atol=1e-4)
+        assert gb.shape == sb
+    xs, ys = mx.compile(lambda x, y: mx.broadcast_arrays(x, y), shapeless=True)(mx.zeros((1, 3)), mx.zeros((2, 1)))
+    assert xs.shape == ys.shape == (2, 3)
+
+
+def test_compile_refuses_a_function_that_uses_its_argument_directly():
+    x = mx.array([1, 2, 3]) + 2
+    with pytest.raises(ValueError, match="argument 0"):
+        mx.compile(lambda a: a + (x + 1))(x)
+    assert mx.compile(lambda a: a + x)(mx.array([1, 1, 1])).tolist() == [4, 5, 6]

@@ -218,3 +218,64 @@ def test_jvp_of_a_comparison_is_zero_in_the_tangents_dtype():
         (out,), (t,) = mx.jvp(lambda v, op=op: op(v, 0.0), [x], [mx.ones_like(x)])
         assert out.dtype == mx.bool_ and t.dtype == mx.float32
         assert t.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_grad_puts_tracers_in_the_callers_containers_and_keeps_its_writes():
+    # Entries the function leaves alone get their original arrays back; one it overwrites keeps
+    # the new value (mlx's rule).
+    arrs = [mx.array(1.0), mx.array(2.0), mx.array(3.0)]
+    a0, a1, a2 = arrs
+
+    def overwrite_middle(xs):
+        xs[1] = xs[0] * xs[2]
+        return xs[1] + xs[0]
+
+    g = mx.grad(overwrite_middle)(arrs)
+    # d/dx0 (x0*x2 + x0) = x2 + 1, d/dx1 = 0, d/dx2 = x0.
+    assert [v.item() for v in g] == [4.0, 0.0, 1.0]
+    assert arrs[0] is a0 and arrs[2] is a2 and arrs[1] is not a1
+    assert arrs[1].item() == 3.0
+    model = {"w": mx.array(2.0), "step": [mx.array(0.0)]}
+
+    def counting_loss(m):
+        m["step"][0] = m["step"][0] + 1
+        return m["w"] * m["w"]
+
+    g = mx.grad(counting_loss)(model)
+    assert g["w"].item() == 4.0 and model["step"][0].item() == 1.0
+
+
+def test_integer_arguments_have_gradients_in_their_dtype():
+    x = mx.array([1, 2, 3])
+    g = mx.grad(lambda v: (v * 10 + v * v).sum())(x)
+    assert g.dtype == mx.int32 and g.tolist() == [12, 14, 16]
+    with pytest.raises(ValueError, match="bool"):
+        mx.grad(lambda v: v.astype(mx.float32).sum())(mx.array([True, False]))
+
+
+def test_vjp_with_respect_to_gather_indices_names_stop_gradient():
+    x, idx = mx.array([1.0, 2.0, 3.0]), mx.array([2, 0])
+    with pytest.raises(ValueError, match="stop_gradient"):
+        mx.vjp(lambda a, i: mx.take(a, i), [x, idx], [mx.ones((2,))])
+    with pytest.raises(ValueError, match="stop_gradient"):
+        mx.vjp(lambda a, i, u: a.at[i].add(u), [x, idx, mx.ones((2,))], [mx.ones((3,))])
+    _, (gx, gi) = mx.vjp(lambda a, i: mx.take(a, mx.stop_gradient(i)), [x, idx], [mx.ones((2,))])
+    assert gx.tolist() == [1.0, 0.0, 1.0] and gi.tolist() == [0, 0]
+
+
+def test_vmap_of_pad_batches_its_constant_values():
+    x = mx.arange(8, dtype=mx.float32).reshape(2, 2, 2)
+    v = mx.array([3.0, 4.0])
+    out = mx.vmap(lambda a, c: mx.pad(a, ((1, 1), (0, 1)), constant_values=c))(x, v)
+    want = np.stack([np.pad(np.array(x[i]), ((1, 1), (0, 1)), constant_values=float(v[i].item())) for i in range(2)])
+    np.testing.assert_array_equal(np.array(out), want)
+
+
+def test_a_failed_async_eval_is_reported_by_synchronize():
+    a = mx.linalg.inv(mx.array([[1.0, 2.0], [2.0, 4.0]]), stream=mx.cpu)
+    mx.async_eval(a)
+    with pytest.raises(RuntimeError, match="singular"):
+        mx.synchronize(mx.cpu)
+    mx.synchronize(mx.cpu)  # reported once
+    with pytest.raises(ValueError, match="singular"):
+        a.item()

@@ -401,8 +401,10 @@ pub fn eval(arrays: &[&Array]) -> Result<()> {
 
 /// Starts evaluating arrays without waiting for their results, as mlx's `async_eval`: on a GPU
 /// the kernels are queued and this returns at once (a later read waits for them); on the CPU the
-/// work is done before it returns. Inside grad, vjp, jvp, vmap or a compile trace it is an error,
-/// since the arrays there stand for values the transform has not computed.
+/// work is done before it returns. A failure of that work is reported by the next
+/// [`crate::synchronize`] (and again by any read of the arrays). Inside grad, vjp, jvp, vmap or a
+/// compile trace it is an error, since the arrays there stand for values the transform has not
+/// computed.
 pub fn async_eval(arrays: &[&Array]) -> Result<()> {
     let inside = |why: &str| {
         Error::value(
@@ -414,7 +416,31 @@ pub fn async_eval(arrays: &[&Array]) -> Result<()> {
         return Err(inside(""));
     }
     // vmap's arrays have no data: evaluating them is the placeholder's error.
-    eval(arrays).map_err(|e| if e.kind == ErrorKind::NoData { inside(&format!(" ({})", e.message)) } else { e })
+    match eval(arrays) {
+        Err(e) if e.kind == ErrorKind::NoData => Err(inside(&format!(" ({})", e.message))),
+        // A failure of the work itself surfaces at the next synchronize, as in mlx (the arrays
+        // stay unevaluated, so reading one raises it again).
+        Err(e) => {
+            *DEFERRED.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
+}
+
+/// The failure of the last [`async_eval`] whose work failed, until a synchronize reports it.
+static DEFERRED: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
+
+/// The failure an [`async_eval`] left for the next synchronize, as a device error (taken).
+pub(crate) fn take_deferred_failure() -> Result<()> {
+    match DEFERRED.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        Some(e) => Err(Error::new(
+            "synchronize",
+            ErrorKind::Device,
+            format!("work started by async_eval failed: {}", e),
+        )),
+        None => Ok(()),
+    }
 }
 
 impl std::fmt::Debug for Array {

@@ -152,10 +152,12 @@ pub fn with_device<R>(device: Device, f: impl FnOnce() -> R) -> Result<R> {
     with_stream(Stream::default_for(device), f)
 }
 
-/// Waits until all work queued on `stream` is done. The CPU backend runs work synchronously
-/// inside `eval`, so there is nothing to wait for; a GPU stream is waited for.
+/// Waits until all work queued on `stream` is done, and reports a failure of work an
+/// [`crate::async_eval`] started. The CPU backend runs work synchronously inside `eval`, so there
+/// is nothing to wait for; a GPU stream is waited for.
 pub fn synchronize(stream: Stream) -> Result<()> {
     check_available("synchronize", stream.device)?;
+    crate::array::take_deferred_failure()?;
     match stream.device.kind {
         DeviceKind::Cpu => Ok(()),
         DeviceKind::Gpu => crate::backend::cuda::synchronize(stream),

@@ -1286,4 +1286,14 @@ fn async_eval_computes_outside_transforms_and_fails_inside_them() {
     for e in [in_vmap, in_grad, in_compile] {
         assert_eq!((e.op.as_str(), e.kind), ("async_eval", ErrorKind::Value), "{e}");
     }
+    // Work that fails (inverting a singular matrix) is reported by the next synchronize, once,
+    // as in mlx; reading the array raises the failure again.
+    let singular = kiln::linalg::inv(Array::from_slice(&[1f32, 2.0, 2.0, 4.0], &[2, 2]).unwrap()).unwrap();
+    kiln::async_eval(&[&singular]).unwrap();
+    let cpu = kiln::Stream::default_for(kiln::Device::cpu());
+    let e = kiln::synchronize(cpu).expect_err("the failed inversion");
+    assert_eq!((e.op.as_str(), e.kind), ("synchronize", ErrorKind::Device), "{e}");
+    assert!(e.message.contains("singular"), "{e}");
+    kiln::synchronize(cpu).unwrap();
+    assert!(singular.to_vec::<f32>().is_err());
 }
