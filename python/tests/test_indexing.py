@@ -144,3 +144,38 @@ def test_dynamic_slice_and_slice_update_match_numpy():
     assert f.trace_count == 1
     with pytest.raises(ValueError, match="start_indices"):
         mx.slice(a, mx.array([1.0]), [0], [2])
+
+
+def test_assignment_through_a_boolean_mask_matches_numpy():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    mask = np.array([True, False, True, True])
+    for v in [np.float32(7.0), rng.standard_normal((3, 3)).astype(np.float32), rng.standard_normal((3,)).astype(np.float32)]:
+        want = a.copy()
+        want[mask] = v
+        got = mx.array(a)
+        got[mx.array(mask)] = mx.array(v)
+        np.testing.assert_array_equal(np.array(got), want)
+    # A full-shape mask from numpy, and a list of bools, with one value per true element.
+    full = a > 0
+    want = a.copy()
+    want[full] = np.arange(full.sum(), dtype=np.float32)
+    got = mx.array(a)
+    got[full] = mx.arange(int(full.sum()), dtype=mx.float32)
+    np.testing.assert_array_equal(np.array(got), want)
+    got = mx.array([1, 2, 3])
+    got[[False, True, True]] = mx.array([9, 8])
+    assert got.tolist() == [1, 9, 8]
+    # Differentiable in the values (gradient 1 where a value landed) and batched by vmap.
+    g = mx.grad(lambda v: _masked(mx.zeros(4), mx.array([True, False, True, False]), v).sum())(mx.ones(2))
+    assert g.tolist() == [1.0, 1.0]
+    out = mx.vmap(lambda m, v: _masked(mx.zeros(3), m, v))(mx.array([[True, False, True], [False, True, False]]), mx.array([[1.0, 2.0], [3.0, 4.0]]))
+    assert out.tolist() == [[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]
+    with pytest.raises(ValueError, match="leading axes"):
+        b = mx.zeros((2, 3))
+        b[mx.array([True, False, True])] = 1.0
+
+
+def _masked(dst, mask, values):
+    dst[mask] = values
+    return dst

@@ -70,10 +70,7 @@ fn parse_entry(obj: &Bound<'_, PyAny>) -> PyResult<Entry> {
     if obj.is_instance_of::<PyInt>() {
         return Ok(Entry::Int(obj.extract()?));
     }
-    let is_array_like = obj.cast::<PyArray>().is_ok()
-        || obj.is_instance_of::<PyList>()
-        || obj.hasattr("__array_interface__")?;
-    if !is_array_like {
+    if !is_array_like(obj)? {
         return Err(PyTypeError::new_err(format!(
             "cannot index with a {}; use ints, slices, ..., None or integer arrays",
             obj.get_type().name()?
@@ -82,11 +79,25 @@ fn parse_entry(obj: &Bound<'_, PyAny>) -> PyResult<Entry> {
     let a = operand(obj)?;
     match a.dtype() {
         Dtype::Bool => Err(PyTypeError::new_err(
-            "boolean mask indices are not supported (the result's shape would depend on the data); use kiln.core.where",
+            "boolean mask indices are not supported for reading (the result's shape would depend on the data); use kiln.core.where (assigning through a mask, a[mask] = v, is supported)",
         )),
         d if d.is_float() => Err(PyTypeError::new_err(format!("array indices must be integers, got {d}"))),
         _ => Ok(Entry::Array(a)),
     }
+}
+
+/// Whether an index entry is an array or something that converts to one (a list, a numpy array).
+fn is_array_like(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(obj.cast::<PyArray>().is_ok() || obj.is_instance_of::<PyList>() || obj.hasattr("__array_interface__")?)
+}
+
+/// The key as a boolean mask when it is one (a kiln or numpy bool array, or a list of bools).
+fn boolean_mask(key: &Bound<'_, PyAny>) -> PyResult<Option<Array>> {
+    if !is_array_like(key)? {
+        return Ok(None);
+    }
+    let a = operand(key)?;
+    Ok((a.dtype() == Dtype::Bool).then_some(a))
 }
 
 fn parse_key(key: &Bound<'_, PyAny>) -> PyResult<Vec<Entry>> {
@@ -389,7 +400,11 @@ impl PyArray {
 
     /// `a[key] = v`: the array object now holds the updated value (as in mlx).
     fn __setitem__(&mut self, key: &Bound<'_, PyAny>, v: Operand) -> PyResult<()> {
-        self.array = update(&self.array, key, &v.0, Update::Set)?;
+        self.array = match boolean_mask(key)? {
+            // `a[mask] = v`: mlx's masked scatter (the result keeps a's shape).
+            Some(mask) => ops::masked_scatter(&self.array, &mask, &v.0).or_raise()?,
+            None => update(&self.array, key, &v.0, Update::Set)?,
+        };
         Ok(())
     }
 

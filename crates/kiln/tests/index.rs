@@ -702,3 +702,75 @@ fn roll_over_several_axes() {
     check_err(ops::roll_axes(&x, &[1, 2, 3], &[0, 1]), ErrorKind::Value, "roll");
     check_err(ops::roll_axes(&x, &[1], &[3]), ErrorKind::Axis, "roll");
 }
+
+/// `a[mask] = values` written as a loop: the k-th true position (row-major) takes row k of
+/// `rows` (rows of `row_len` values; the last row repeats past the end).
+fn masked_scatter_reference(a: &[f64], mask: &[bool], rows: &[f64], row_len: usize) -> Vec<f64> {
+    let mut out = a.to_vec();
+    let n_rows = rows.len() / row_len;
+    let mut k = 0;
+    for (p, &m) in mask.iter().enumerate() {
+        if m {
+            let r = k.min(n_rows - 1);
+            out[p * row_len..(p + 1) * row_len].copy_from_slice(&rows[r * row_len..(r + 1) * row_len]);
+            k += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn masked_scatter_writes_consecutive_rows_at_true_positions() {
+    let mut rng = Rng::new(31);
+    // (array shape, mask axes, values shape)
+    let cases: [(&[usize], usize, &[usize]); 5] = [
+        (&[6], 1, &[6]),
+        (&[2, 3], 2, &[6]),
+        (&[4, 3], 1, &[4, 3]),
+        (&[4, 3], 1, &[4, 1]),
+        (&[3, 2, 2], 1, &[2]),
+    ];
+    for (shape, k, vshape) in cases {
+        let n: usize = shape.iter().product();
+        let m: usize = shape[..k].iter().product();
+        let row_len = n / m;
+        let a: Vec<f64> = random_values(&mut rng, n, Dtype::F32, -5.0, 5.0).iter().map(|&x| x as f32 as f64).collect();
+        let mask: Vec<bool> = (0..m).map(|i| (i * 7 + 3) % 3 != 0).collect();
+        let v = random_values(&mut rng, vshape.iter().product(), Dtype::F32, -5.0, 5.0);
+        let varr = Array::from_slice(&v.iter().map(|&x| x as f32).collect::<Vec<_>>(), vshape).unwrap();
+        // The values as rows of the remaining axes (broadcast as the op does).
+        let rows_shape: Vec<usize> =
+            std::iter::once(if vshape.len() == shape.len() - k + 1 { vshape[0] } else { m }).chain(shape[k..].iter().copied()).collect();
+        let rows = ops::broadcast_to(&varr, &rows_shape).unwrap().to_f64_vec().unwrap();
+        let got = ops::masked_scatter(
+            Array::from_slice(&a.iter().map(|&x| x as f32).collect::<Vec<_>>(), shape).unwrap(),
+            Array::from_slice(&mask, &shape[..k]).unwrap(),
+            &varr,
+        )
+        .unwrap();
+        assert_eq!(got.shape(), shape);
+        let want = masked_scatter_reference(&a, &mask, &rows, row_len);
+        assert_eq!(got.to_f64_vec().unwrap(), want, "masked_scatter {shape:?} mask axes {k} values {vshape:?}");
+    }
+    // Gradients of both the array and the values, against finite differences.
+    let mask = Array::from_slice(&[true, false, true, true, false], &[5]).unwrap();
+    let f = move |x: &[Array]| ops::masked_scatter(&x[0], &mask, &x[1]);
+    let x = Array::from_slice(&random_values(&mut rng, 5, Dtype::F64, -1.0, 1.0), &[5]).unwrap();
+    let v = Array::from_slice(&random_values(&mut rng, 3, Dtype::F64, -1.0, 1.0), &[3]).unwrap();
+    common::derivatives::check("masked_scatter", &f, &[x, v], 4);
+    // Batched masks and values under vmap equal a loop over the batch.
+    let a = Array::from_slice(&[10f32, 20.0, 30.0, 40.0], &[4]).unwrap();
+    let masks = Array::from_slice(&[true, false, false, true, false, true, true, false], &[2, 4]).unwrap();
+    let vals = Array::from_slice(&[1f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    let batched = kiln::vmap(|x: &[Array]| Ok(vec![ops::masked_scatter(&x[0], &x[1], &x[2])?]), &[None, Some(0), Some(0)], &[Some(0)])(&[
+        a, masks, vals,
+    ])
+    .unwrap();
+    assert_eq!(batched[0].to_f64_vec().unwrap(), vec![1.0, 20.0, 30.0, 2.0, 10.0, 3.0, 4.0, 40.0]);
+    // Errors: a non-boolean mask, a mask that is not the leading axes, too many value axes.
+    let a = Array::from_slice(&[0f32; 6], &[2, 3]).unwrap();
+    check_err(ops::masked_scatter(&a, Array::from_slice(&[1i32, 0], &[2]).unwrap(), 1.0), ErrorKind::Dtype, "masked_scatter");
+    check_err(ops::masked_scatter(&a, Array::from_slice(&[true; 3], &[3]).unwrap(), 1.0), ErrorKind::Shape, "masked_scatter");
+    let deep = Array::from_slice(&[0f32; 12], &[2, 2, 3]).unwrap();
+    check_err(ops::masked_scatter(&a, Array::from_slice(&[true; 2], &[2]).unwrap(), &deep), ErrorKind::Shape, "masked_scatter");
+}

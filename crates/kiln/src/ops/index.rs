@@ -501,3 +501,51 @@ pub fn diag(x: impl AsArray, k: i64) -> Result<Array> {
         _ => Err(Error::shape("diag", format!("needs a 1-d or 2-d array, got {}", fmt_shape(x.shape())))),
     }
 }
+
+/// `a` with the positions where `mask` is true replaced, in row-major order, by consecutive rows
+/// of `values` (mlx's `a[mask] = values`). `mask` is boolean with the shape of `a`'s leading
+/// axes; `values` has one row per replaced position along its first axis (its other axes
+/// broadcast to `a`'s remaining ones), or broadcasts to every position (a scalar, say). With
+/// fewer rows than true positions the last row repeats, as out-of-range gather indices clamp.
+/// Composed of an exclusive cumulative sum, a take and a where, so it differentiates, batches and
+/// compiles as they do.
+pub fn masked_scatter(a: impl AsArray, mask: impl AsArray, values: impl AsArray) -> Result<Array> {
+    let (a, mask, values) = (a.as_array(), mask.as_array(), values.as_array());
+    let op = "masked_scatter";
+    if mask.dtype() != Dtype::Bool {
+        return Err(Error::dtype(op, format!("the mask must be boolean, got {}", mask.dtype())));
+    }
+    let k = mask.ndim();
+    if k > a.ndim() || mask.shape() != &a.shape()[..k] {
+        return Err(Error::shape(
+            op,
+            format!(
+                "the mask's shape {} must be the leading axes of the array's shape {}",
+                fmt_shape(mask.shape()),
+                fmt_shape(a.shape())
+            ),
+        ));
+    }
+    let rest = &a.shape()[k..];
+    if values.ndim() > rest.len() + 1 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "values of shape {} have more axes than one per replaced position plus the array's remaining axes {}",
+                fmt_shape(values.shape()),
+                fmt_shape(rest)
+            ),
+        ));
+    }
+    let count = if values.ndim() == rest.len() + 1 { values.shape()[0] } else { mask.size() };
+    let rows_shape: Vec<usize> = std::iter::once(count).chain(rest.iter().copied()).collect();
+    let rows = broadcast_to(cast(&values, a.dtype())?, &rows_shape).map_err(|e| Error::shape(op, e.message))?;
+    if count == 0 && mask.size() > 0 {
+        return Err(Error::value(op, "no values to write: give at least one row of values"));
+    }
+    let flat = reshape_to(&mask, Shape::from_slice(&[mask.size()]))?;
+    let position = super::cumsum(cast(&flat, Dtype::I32)?, Some(0), false, false)?;
+    let taken = take(&rows, where_(&flat, &position, 0)?, Some(0))?;
+    let mask_shape: Vec<usize> = mask.shape().iter().copied().chain(rest.iter().map(|_| 1)).collect();
+    where_(reshape_to(&mask, mask_shape.into())?, reshape_to(&taken, a.shape().into())?, &a)
+}
