@@ -218,3 +218,15 @@ def test_complex_on_the_gpu_is_a_clear_error(device):
         (mx.array([1j]) * 2).eval()
     # on the CPU stream it computes
     assert mx.multiply(mx.array([1j]), 2, stream=mx.cpu).tolist() == [2j]
+
+
+def test_vecdot_conjugates_its_first_argument_as_numpy(on_cpu, rng):
+    a, b = c64(rng, (3, 4)), c64(rng, (3, 4))
+    close(mx.vecdot(mx.array(a), mx.array(b)), np.vecdot(a, b))
+    close(mx.vecdot(mx.array(a), mx.array(b), axis=0), np.vecdot(a, b, axis=0))
+
+
+def test_array_equal_with_equal_nan_treats_complex_nans_as_equal(on_cpu):
+    a = mx.array([1 + 1j, complex(float("nan"), 2)])
+    assert mx.array_equal(a, a, equal_nan=True).item()
+    assert not mx.array_equal(a, a).item()

@@ -171,6 +171,9 @@ def test_assignment_through_a_boolean_mask_matches_numpy():
     assert g.tolist() == [1.0, 1.0]
     out = mx.vmap(lambda m, v: _masked(mx.zeros(3), m, v))(mx.array([[True, False, True], [False, True, False]]), mx.array([[1.0, 2.0], [3.0, 4.0]]))
     assert out.tolist() == [[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]
+    empty = mx.zeros((0,))
+    empty[mx.zeros((0,), dtype=mx.bool_)] = mx.zeros((0,))
+    assert empty.shape == (0,)
     with pytest.raises(ValueError, match="leading axes"):
         b = mx.zeros((2, 3))
         b[mx.array([True, False, True])] = 1.0

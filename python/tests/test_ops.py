@@ -526,3 +526,10 @@ def test_round_of_integers_keeps_the_dtype_and_rounds_to_tens_like_numpy():
         got = mx.round(mx.array(x), decimals=decimals)
         assert got.dtype == mx.int32
         np.testing.assert_array_equal(np.array(got), np.round(x, decimals))
+
+
+def test_split_refuses_non_positive_section_counts():
+    a = mx.arange(6)
+    for n in (0, -1):
+        with pytest.raises(ValueError, match="split"):
+            mx.split(a, n)

@@ -172,7 +172,8 @@ def unstack(x, /, *, axis: int = 0, stream=None):
 
 
 def vecdot(a, b, /, *, axis: int = -1, stream=None):
-    """The dot products of ``a`` and ``b`` along ``axis`` (other axes broadcast)."""
+    """The dot products of ``a`` and ``b`` along ``axis`` (other axes broadcast), with ``a``
+    conjugated as numpy's ``vecdot`` (a no-op for real inputs)."""
     a, b = _as_array(a), _as_array(b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("[vecdot] the inputs must have at least one dimension")
@@ -180,7 +181,7 @@ def vecdot(a, b, /, *, axis: int = -1, stream=None):
     if a.shape[ax_a] != b.shape[ax_b]:
         raise ValueError(f"[vecdot] a and b differ in size along axis {axis}: {a.shape} and {b.shape}")
     with on_stream(stream):
-        return _c.sum(_c.multiply(a, b), axis=axis)
+        return _c.sum(_c.multiply(_c.conjugate(a), b), axis=axis)
 
 
 def logical_xor(a, b, /, *, stream=None):

@@ -231,7 +231,7 @@ pub fn array_equal(
             return Ok(Array::scalar(false));
         }
         let mut eq = ops::equal(&a.0, &b.0)?;
-        if equal_nan && (a.0.dtype().is_float() || b.0.dtype().is_float()) {
+        if equal_nan && (a.0.dtype().is_inexact() || b.0.dtype().is_inexact()) {
             eq = ops::logical_or(eq, both_nan(&a.0, &b.0)?)?;
         }
         ops::all(eq, None, false)

@@ -168,7 +168,10 @@ pub fn split(
     stream: Option<StreamOrDevice>,
 ) -> PyResult<Vec<PyArray>> {
     let spec = if indices_or_sections.is_instance_of::<PyInt>() {
-        SplitSpec::Sections(indices_or_sections.extract()?)
+        let n: i64 = indices_or_sections.extract()?;
+        let n = usize::try_from(n)
+            .map_err(|_| PyValueError::new_err(format!("split: the number of sections must be positive, got {n}")))?;
+        SplitSpec::Sections(n)
     } else {
         SplitSpec::Indices(indices_or_sections.extract().map_err(|_| {
             PyTypeError::new_err("split: indices_or_sections must be an int or a sequence of ints")

@@ -540,7 +540,10 @@ pub fn masked_scatter(a: impl AsArray, mask: impl AsArray, values: impl AsArray)
     let count = if values.ndim() == rest.len() + 1 { values.shape()[0] } else { mask.size() };
     let rows_shape: Vec<usize> = std::iter::once(count).chain(rest.iter().copied()).collect();
     let rows = broadcast_to(cast(&values, a.dtype())?, &rows_shape).map_err(|e| Error::shape(op, e.message))?;
-    if count == 0 && mask.size() > 0 {
+    if mask.size() == 0 {
+        return Ok(a);
+    }
+    if count == 0 {
         return Err(Error::value(op, "no values to write: give at least one row of values"));
     }
     let flat = reshape_to(&mask, Shape::from_slice(&[mask.size()]))?;
