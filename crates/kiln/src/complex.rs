@@ -291,15 +291,23 @@ impl Neg for Complex64 {
 
 /// Complex numbers order by real part, then imaginary part, as numpy sorts and compares them; a
 /// NaN in either part is unordered.
-impl PartialOrd for Complex64 {
-    fn partial_cmp(&self, o: &Complex64) -> Option<std::cmp::Ordering> {
-        if self.is_nan() || o.is_nan() {
+/// numpy's lexicographic order (real parts first); a NaN in either part is unordered.
+impl PartialOrd for Wide {
+    fn partial_cmp(&self, o: &Wide) -> Option<std::cmp::Ordering> {
+        if self.re.is_nan() || self.im.is_nan() || o.re.is_nan() || o.im.is_nan() {
             return None;
         }
         match self.re.partial_cmp(&o.re)? {
             std::cmp::Ordering::Equal => self.im.partial_cmp(&o.im),
             unequal => Some(unequal),
         }
+    }
+}
+
+/// The order of the exactly widened values ([`Wide`]'s lexicographic order).
+impl PartialOrd for Complex64 {
+    fn partial_cmp(&self, o: &Complex64) -> Option<std::cmp::Ordering> {
+        Wide::of(*self).partial_cmp(&Wide::of(*o))
     }
 }
 

@@ -109,6 +109,18 @@ fn casts_comparisons_and_special_values_follow_numpy() {
     assert_eq!(ops::equal(&z, &w).unwrap().to_f64_vec().unwrap(), vec![0.0, 1.0, 0.0, 0.0, 1.0]);
     let sorted = ops::sort(complex_array(&[(1.0, 2.0), (-1.0, 5.0), (1.0, -1.0)], &[3]), Some(0)).unwrap();
     assert_eq!(flat(&sorted), vec![-1.0, 5.0, 1.0, -1.0, 1.0, 2.0]);
+    // maximum/minimum and the max/min reductions return the NaN operand itself (numpy), the
+    // first one where both are NaN: its other part tells which.
+    let x = complex_array(&[(f64::NAN, 1.0), (2.0, 0.0), (f64::NAN, 3.0), (1.0, 1.0)], &[4]);
+    let y = complex_array(&[(0.0, 0.0), (f64::NAN, 2.0), (f64::NAN, 4.0), (1.0, 2.0)], &[4]);
+    let parts = |a: Array| flat(&a).chunks(2).map(|p| (p[0].is_nan(), p[1])).collect::<Vec<_>>();
+    let want = vec![(true, 1.0), (true, 2.0), (true, 3.0), (false, 2.0)];
+    assert_eq!(parts(ops::maximum(&x, &y).unwrap()), want, "maximum");
+    let want = vec![(true, 1.0), (true, 2.0), (true, 3.0), (false, 1.0)];
+    assert_eq!(parts(ops::minimum(&x, &y).unwrap()), want, "minimum");
+    let row = complex_array(&[(1.0, 0.0), (f64::NAN, 7.0), (5.0, 0.0)], &[3]);
+    assert_eq!(parts(ops::max(&row, None, false).unwrap()), vec![(true, 7.0)], "max reduction");
+    assert_eq!(parts(ops::min(&row, None, false).unwrap()), vec![(true, 7.0)], "min reduction");
 }
 
 #[test]

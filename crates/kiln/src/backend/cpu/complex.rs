@@ -13,7 +13,6 @@ use crate::dtype::Element;
 use crate::error::Result;
 use crate::primitive::{BinaryOp, ReduceOp, UnaryOp};
 
-const NAN: Complex64 = Complex64::new(f32::NAN, f32::NAN);
 
 /// Runs `$apply!(closure)` with the closure of complex binary op `$op`.
 macro_rules! complex_binary_ops {
@@ -26,9 +25,10 @@ macro_rules! complex_binary_ops {
             Divide => $apply!(|x: $t, y: $t| x / y),
             Power => $apply!(|x: $t, y: $t| x.powc(y)),
             LogAddExp => $apply!(|x: $t, y: $t| x.logaddexp(y)),
-            // Lexicographic, NaN propagating, as numpy's maximum and minimum of complex numbers.
-            Maximum => $apply!(|x: $t, y: $t| if x.is_nan() || y.is_nan() { NAN } else if x >= y { x } else { y }),
-            Minimum => $apply!(|x: $t, y: $t| if x.is_nan() || y.is_nan() { NAN } else if x <= y { x } else { y }),
+            // Lexicographic, as numpy's maximum and minimum of complex numbers: a NaN operand
+            // (the first if both are) is the result.
+            Maximum => $apply!(|x: $t, y: $t| if x.is_nan() || (!y.is_nan() && x >= y) { x } else { y }),
+            Minimum => $apply!(|x: $t, y: $t| if x.is_nan() || (!y.is_nan() && x <= y) { x } else { y }),
             _ => return Err(not_defined($op.name(), <$t>::DTYPE)),
         }
     }};
@@ -193,14 +193,13 @@ impl Domain for Wide {
     #[inline(always)]
     fn combine(op: ReduceOp, a: Wide, b: Wide) -> Wide {
         let nan = |w: Wide| w.re.is_nan() || w.im.is_nan();
-        let less = |x: Wide, y: Wide| x.re < y.re || (x.re == y.re && x.im < y.im);
         let truth = |t: bool| Wide { re: t as u8 as f64, im: 0.0 };
         let nonzero = |w: Wide| w.re != 0.0 || w.im != 0.0;
         match op {
             ReduceOp::Sum => a.add(b),
             ReduceOp::Prod => a.mul(b),
-            ReduceOp::Max => if nan(a) || less(b, a) { a } else { b },
-            ReduceOp::Min => if nan(a) || less(a, b) { a } else { b },
+            ReduceOp::Max => if nan(a) || b < a { a } else { b },
+            ReduceOp::Min => if nan(a) || a < b { a } else { b },
             ReduceOp::All => truth(nonzero(a) && nonzero(b)),
             ReduceOp::Any => truth(nonzero(a) || nonzero(b)),
         }
