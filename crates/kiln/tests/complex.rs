@@ -219,7 +219,7 @@ fn compiled_functions_of_complex_arrays_match_eager_ones() {
     let eager = f(std::slice::from_ref(&z)).unwrap();
     let compiled = kiln::compile(f);
     for _ in 0..2 {
-        let got = compiled.call(&[z.clone()]).unwrap();
+        let got = compiled.call(std::slice::from_ref(&z)).unwrap();
         assert_eq!(flat(&got[0]), flat(&eager[0]));
         assert_eq!(got[1].to_f64_vec().unwrap(), eager[1].to_f64_vec().unwrap());
     }

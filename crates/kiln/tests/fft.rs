@@ -189,7 +189,7 @@ fn vmap_and_compile_agree_with_eager_transforms() {
     let z = complex_array(&random(&mut rng, 24), &[2, 3, 4]);
     let f = |x: &[Array]| -> kiln::Result<Vec<Array>> { Ok(vec![fftn(&x[0], None, Some(&[-1, 0]), FftNorm::Backward)?]) };
     let per_example: Vec<f64> = (0..2)
-        .flat_map(|i| flat(&f(&[ops::take(&z, Array::scalar(i as i32), Some(0)).unwrap()]).unwrap()[0]))
+        .flat_map(|i| flat(&f(&[ops::take(&z, Array::scalar(i), Some(0)).unwrap()]).unwrap()[0]))
         .collect();
     let batched = kiln::vmap(f, &[Some(0)], &[Some(0)])(std::slice::from_ref(&z)).unwrap();
     assert_close(&flat(&batched[0]), &per_example, 1e-6, 1e-6, "vmapped fftn");

@@ -83,10 +83,10 @@ fn triangular_inverses_read_one_triangle_and_zero_the_other() {
             let t: Vec<f64> = nth(&av, i, 4, 4).iter().enumerate().map(|(e, &v)| if (e % 4 >= e / 4) == upper || e % 4 == e / 4 { v } else { 0.0 }).collect();
             let m = nth(&inv, i, 4, 4);
             assert_close(&product(&t, &m, 4, 4, 4), &identity(4), 0.0, 1e-10, "T·tri_inv(T)");
-            for e in 0..16 {
+            for (e, &v) in m.iter().enumerate() {
                 let (r, c) = (e / 4, e % 4);
                 if (upper && c < r) || (!upper && c > r) {
-                    assert_eq!(m[e], 0.0, "entry ({r}, {c}) outside the triangle");
+                    assert_eq!(v, 0.0, "entry ({r}, {c}) outside the triangle");
                 }
             }
         }
@@ -320,10 +320,10 @@ fn linalg_inside_compiled_functions_matches_eager() {
         let l = linalg::cholesky(ops::multiply(&x[0], 2.0)?, false)?;
         Ok(vec![ops::add(linalg::inv(&l)?, 1.0)?])
     };
-    let eager = values(&f(&[a.clone()]).unwrap()[0]);
+    let eager = values(&f(std::slice::from_ref(&a)).unwrap()[0]);
     let compiled = kiln::compile(f);
     for _ in 0..2 {
-        assert_close(&values(&compiled.call(&[a.clone()]).unwrap()[0]), &eager, 0.0, 0.0, "compiled linalg");
+        assert_close(&values(&compiled.call(std::slice::from_ref(&a)).unwrap()[0]), &eager, 0.0, 0.0, "compiled linalg");
     }
 }
 
@@ -332,7 +332,7 @@ fn vmap_batches_along_any_axis_and_inverse_has_a_gradient() {
     let mut rng = Rng::new(12);
     // (4, 3, 4): vmapped over axis 1, three 4 × 4 matrices.
     let (a, av) = random(&mut rng, &[4, 3, 4], Dtype::F64);
-    let invs = kiln::vmap(|x: &[Array]| Ok(vec![linalg::inv(&x[0])?]), &[Some(1)], &[Some(0)])(&[a.clone()]).unwrap();
+    let invs = kiln::vmap(|x: &[Array]| Ok(vec![linalg::inv(&x[0])?]), &[Some(1)], &[Some(0)])(std::slice::from_ref(&a)).unwrap();
     assert_eq!(invs[0].shape(), &[3, 4, 4]);
     let iv = values(&invs[0]);
     for i in 0..3 {
@@ -350,7 +350,7 @@ fn vmap_batches_along_any_axis_and_inverse_has_a_gradient() {
     }
     // d/dA sum(inv(A)) = -(A⁻ᵀ 1 A⁻ᵀ), against central differences.
     let loss = |x: &[Array]| Ok(vec![ops::sum(linalg::inv(&x[0])?, None, false)?]);
-    let g = values(&kiln::grad(loss, &[0])(&[m.clone()]).unwrap()[0]);
+    let g = values(&kiln::grad(loss, &[0])(std::slice::from_ref(&m)).unwrap()[0]);
     for e in 0..9 {
         let at = |d: f64| {
             let mut p = mv.clone();
