@@ -230,3 +230,20 @@ def test_array_equal_with_equal_nan_treats_complex_nans_as_equal(on_cpu):
     a = mx.array([1 + 1j, complex(float("nan"), 2)])
     assert mx.array_equal(a, a, equal_nan=True).item()
     assert not mx.array_equal(a, a).item()
+
+
+def test_median_of_complex_values_keeps_both_parts(on_cpu):
+    z = np.array([3 + 1j, -1 + 2j, 2 - 5j, 0 + 0j], np.complex64)
+    close(mx.median(mx.array(z)), np.median(z))
+    close(mx.median(mx.array(z[:3])), np.median(z[:3]))
+    assert mx.isnan(mx.median(mx.array([1 + 0j, complex(float("nan"), 0), 0j]))).item()
+
+
+def test_norms_and_nan_to_num_of_complex_values_use_both_parts(on_cpu, rng):
+    z = c64(rng, (3, 4))
+    np.testing.assert_allclose(np.array(mx.linalg.norm(mx.array(z))), np.linalg.norm(z), rtol=1e-5)
+    for ord in (None, 1, 2, np.inf):
+        np.testing.assert_allclose(np.array(mx.linalg.norm(mx.array(z[0]), ord=ord)), np.linalg.norm(z[0], ord=ord), rtol=1e-5)
+    np.testing.assert_allclose(np.array(mx.linalg.norm(mx.array(z), ord="fro")), np.linalg.norm(z, "fro"), rtol=1e-5)
+    w = np.array([complex(np.nan, 1), complex(2, np.inf), complex(-np.inf, np.nan)], np.complex64)
+    close(mx.nan_to_num(mx.array(w), nan=0.5, posinf=9.0, neginf=-9.0), np.nan_to_num(w, nan=0.5, posinf=9.0, neginf=-9.0))

@@ -70,6 +70,10 @@ def nan_to_num(a, nan: float = 0.0, posinf: Optional[float] = None, neginf: Opti
     """NaN replaced by ``nan`` and infinities by ``posinf``/``neginf`` (default: the dtype's
     largest and smallest finite values)."""
     a = _as_array(a)
+    if _c.issubdtype(a.dtype, _c.complexfloating):
+        # Each part is replaced on its own, as numpy does.
+        parts = [nan_to_num(p, nan, posinf, neginf, stream=stream) for p in (_c.real(a), _c.imag(a))]
+        return _c.add(parts[0], _c.multiply(parts[1], 1j, stream=stream), stream=stream)
     if not _c.issubdtype(a.dtype, _c.floating):
         return a
     big = {_c.float16: 65504.0, _c.bfloat16: 3.3895313892515355e38, _c.float32: 3.4028234663852886e38}.get(a.dtype, 1.7976931348623157e308)
@@ -207,14 +211,17 @@ def empty_like(a, /, dtype=None, *, stream=None):
 
 def median(a, /, axis=None, keepdims: bool = False, *, stream=None):
     """The median along ``axis`` (all axes when None): the middle of the sorted values, or the
-    mean of the two middle ones; NaN where a NaN is among them. At least float32."""
+    mean of the two middle ones; NaN where a NaN is among them. At least float32; complex
+    values keep their dtype."""
     a = _as_array(a)
     axes = sorted(_axes("median", axis, a.ndim))
     rest = [i for i in range(a.ndim) if i not in axes]
     n = math.prod(a.shape[i] for i in axes)
     if n == 0:
         raise ValueError("[median] cannot take the median along an empty axis")
-    floating = _c.issubdtype(a.dtype, _c.floating)
+    # Floats and complex numbers keep their dtype (complex in numpy's lexicographic order);
+    # integers and bools give float32.
+    floating = _c.issubdtype(a.dtype, _c.inexact)
     dtype = a.dtype if floating else _c.float32
     with on_stream(stream):
         flat = _c.transpose(a, rest + axes) if a.ndim else a

@@ -30,8 +30,10 @@ solve_triangular = _native.solve_triangular
 
 
 def _as_float(a):
+    # Integers and bools become float32; floats and complex numbers stay as they are (the norms
+    # of complex arrays go through abs, the factorizations refuse them clearly).
     a = a if isinstance(a, _c.array) else _c.array(a)
-    return a if _c.issubdtype(a.dtype, _c.floating) else a.astype(_c.float32)
+    return a if _c.issubdtype(a.dtype, _c.inexact) else a.astype(_c.float32)
 
 
 def _axes(op, axis, ndim):
