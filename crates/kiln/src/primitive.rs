@@ -563,7 +563,7 @@ impl Op {
                 }
                 (target.clone(), first().dtype())
             }
-            Op::BroadcastLike { kept } => (broadcast_against(inputs, *kept)?, first().dtype()),
+            Op::BroadcastLike { kept } => (broadcast_like_shape(inputs, *kept)?, first().dtype()),
             Op::SumLike => {
                 let (from, to) = (first().shape(), inputs[1].shape());
                 if broadcast_shapes(op, to, from)?.as_slice() != from {
@@ -688,7 +688,7 @@ impl Op {
 
 /// The shape of [`Op::BroadcastLike`]: the broadcast of every input's shape but its last `kept`
 /// axes, followed by the first input's last `kept` axes.
-fn broadcast_against<A: ShapeDtype>(inputs: &[&A], kept: usize) -> Result<Shape> {
+fn broadcast_like_shape<A: ShapeDtype>(inputs: &[&A], kept: usize) -> Result<Shape> {
     let lead = |s: &[usize]| -> Result<Shape> {
         if s.len() < kept {
             return Err(Error::shape(
