@@ -411,6 +411,52 @@ def test_shapeless_compiled_grad_follows_new_batch_sizes(rng):
     assert g.trace_count == 1
 
 
+def test_shapeless_indexing_written_as_numbers_follows_new_shapes(rng):
+    def fun(x):
+        y = x[1:, :-1] * 2 + x[-1, :-1]  # a slice, and part of the last row broadcast over it
+        x[2] = mx.array([3.0])
+        x[:, 0] += 1
+        return y, x
+
+    def ref(x):
+        y = x[1:, :-1] * 2 + x[-1, :-1]
+        x = x.copy()
+        x[2] = 3.0
+        x[:, 0] += 1
+        return y, x
+
+    c = mx.compile(fun, shapeless=True)
+    for shape in [(4, 3), (6, 5), (3, 2)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        for got, want in zip(c(mx.array(x)), ref(x)):
+            np.testing.assert_allclose(np.array(got), want, rtol=1e-6)
+    assert c.trace_count == 1
+    with pytest.raises(ValueError, match="out of bounds"):
+        c(mx.zeros((2, 3)))  # x[2] needs three rows
+
+    # The gradient of a slice follows new shapes too (next-token style shift).
+    g = mx.compile(mx.grad(lambda x: ((x[:, 1:] - x[:, :-1]) ** 2).sum()), shapeless=True)
+    for shape in [(2, 5), (3, 8)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        d = np.diff(x, axis=1)
+        want = np.zeros_like(x)
+        want[:, 1:] += 2 * d
+        want[:, :-1] -= 2 * d
+        np.testing.assert_allclose(np.array(g(mx.array(x))), want, rtol=1e-5, atol=1e-6)
+    assert g.trace_count == 1
+
+
+def test_shapeless_slice_bounds_computed_from_a_shape_are_refused_at_new_shapes():
+    c = mx.compile(lambda x: x[: x.shape[0] // 2], shapeless=True)
+    assert c(mx.arange(4.0)).tolist() == [0.0, 1.0]
+    with pytest.raises(ValueError, match="read a shape"):
+        c(mx.arange(6.0))  # eager gives 3 elements; a replay with the traced bound would give 2
+    rows = mx.compile(lambda x: sum(r for r in x), shapeless=True)  # iterating reads len(x)
+    assert rows(mx.ones((2, 3))).tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(ValueError, match="shapeless"):
+        rows(mx.ones((3, 3)))
+
+
 def test_vmap_and_jvp_of_a_compiled_function(rng):
     c = mx.compile(lambda x: mx.sum(mx.sin(x) * x))
     xs = rng.standard_normal((4, 3)).astype(np.float32)

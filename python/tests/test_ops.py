@@ -328,6 +328,26 @@ def test_where_clip_and_closeness(rng):
     np.testing.assert_array_equal(np.array(mx.isclose(nan, nan, equal_nan=True)), [True, True])
 
 
+def test_gather_mm_matches_numpy_indexing_then_matmul(rng):
+    a = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)  # 6 matrices of (4, 5)
+    b = rng.standard_normal((3, 5, 2)).astype(np.float32)  # 3 matrices of (5, 2)
+    lhs, rhs = np.array([[5], [0], [2]]), np.array([2, 1])
+    got = mx.gather_mm(mx.array(a), mx.array(b), mx.array(lhs), mx.array(rhs))
+    want = a.reshape(6, 4, 5)[lhs].astype(np.float64) @ b[rhs].astype(np.float64)
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-5)
+    got = mx.gather_mm(mx.array(a[0, 0]), mx.array(b), rhs_indices=mx.array(rhs), sorted_indices=True)
+    np.testing.assert_allclose(np.array(got), a[0, 0].astype(np.float64) @ b[rhs], rtol=1e-5, atol=1e-5)
+    # Compiled shapeless, the picked matrices follow a new number of rows (mlx's MoE case).
+    c = mx.compile(lambda x: mx.gather_mm(x, mx.array(b), mx.array([0, 1, 2]), mx.array([2, 1, 0])), shapeless=True)
+    for rows in (4, 7):
+        x = rng.standard_normal((3, rows, 5)).astype(np.float32)
+        np.testing.assert_allclose(np.array(c(mx.array(x))), x @ b[[2, 1, 0]], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="gather_mm"):
+        mx.gather_mm(mx.array(a), mx.array(a), mx.array(lhs))
+    with pytest.raises(ValueError, match="integers"):
+        mx.gather_mm(mx.array(a), mx.array(b), mx.array([0.5]))
+
+
 def test_linalg_matches_numpy(rng):
     a = rng.standard_normal((2, 3, 4)).astype(np.float32)
     b = rng.standard_normal((4, 5)).astype(np.float32)

@@ -118,6 +118,7 @@ impl PyArray {
     /// The shape, as a tuple.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        kiln::transforms::compile::note_shape_read();
         PyTuple::new(py, self.array.shape())
     }
 
@@ -130,6 +131,7 @@ impl PyArray {
     /// The number of elements.
     #[getter]
     fn size(&self) -> usize {
+        kiln::transforms::compile::note_shape_read();
         self.array.size()
     }
 
@@ -148,6 +150,7 @@ impl PyArray {
     /// Bytes of all elements.
     #[getter]
     fn nbytes(&self) -> usize {
+        kiln::transforms::compile::note_shape_read();
         self.array.nbytes()
     }
 
@@ -193,15 +196,13 @@ impl PyArray {
     }
 
     fn __len__(&self) -> PyResult<usize> {
-        self.array
-            .shape()
-            .first()
-            .copied()
-            .ok_or_else(|| PyTypeError::new_err("len() of a 0-d array"))
+        kiln::transforms::compile::note_shape_read();
+        self.array.shape().first().copied().ok_or_else(|| PyTypeError::new_err("len() of a 0-d array"))
     }
 
     fn __iter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, PyAny>> {
         let py = slf.py();
+        kiln::transforms::compile::note_shape_read();
         if slf.borrow().array.ndim() == 0 {
             return Err(PyTypeError::new_err("iteration over a 0-d array"));
         }

@@ -12,7 +12,7 @@
 use crate::array::PyArray;
 use crate::convert::{operand, Operand};
 use crate::errors::OrRaise;
-use kiln::ops::{self, SliceSpec};
+use kiln::ops::{self, AxisBound, SliceSpec};
 use kiln::{Array, Dtype};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -165,26 +165,24 @@ fn check_int(i: i64, axis: usize, dim: usize) -> PyResult<i64> {
     Ok(j)
 }
 
-/// The basic part of an index: one slice spec per axis (ints select one element) and the int
-/// axes, or `None` when the key has array indices.
-fn basic_specs(
-    axes: &[AxisIndex],
-    shape: &[usize],
-) -> PyResult<Option<(Vec<SliceSpec>, Vec<i64>)>> {
-    let mut specs = Vec::new();
+/// The basic part of an index: one bound per axis as written (ints checked against the axis,
+/// kept as written so a shapeless compiled function resolves them again at new shapes) and the
+/// int axes, or `None` when the key has array indices.
+fn basic_bounds(axes: &[AxisIndex], shape: &[usize]) -> PyResult<Option<(Vec<AxisBound>, Vec<i64>)>> {
+    let mut bounds = Vec::new();
     let mut ints = Vec::new();
     for (ax, e) in axes.iter().enumerate() {
         match e {
             AxisIndex::Int(i) => {
-                let j = check_int(*i, ax, shape[ax])?;
-                specs.push(SliceSpec::range(j, j + 1));
+                check_int(*i, ax, shape[ax])?;
+                bounds.push(AxisBound::Index(*i));
                 ints.push(ax as i64);
             }
-            AxisIndex::Slice(s) => specs.push(*s),
+            AxisIndex::Slice(s) => bounds.push(AxisBound::Range(*s)),
             AxisIndex::Array(_) => return Ok(None),
         }
     }
-    Ok(Some((specs, ints)))
+    Ok(Some((bounds, ints)))
 }
 
 /// The advanced part of an index: the slices of the other axes, the advanced axes and their
@@ -287,13 +285,9 @@ impl Advanced {
 pub fn get(x: &Array, key: &Bound<'_, PyAny>) -> PyResult<Array> {
     let (axes, new_axes) = resolve(parse_key(key)?, x.ndim())?;
     let x = with_new_axes(x, &new_axes)?;
-    if let Some((specs, ints)) = basic_specs(&axes, x.shape())? {
-        let y = ops::slice(&x, &specs).or_raise()?;
-        return if ints.is_empty() {
-            Ok(y)
-        } else {
-            ops::squeeze(y, Some(&ints)).or_raise()
-        };
+    if let Some((bounds, ints)) = basic_bounds(&axes, x.shape())? {
+        let y = ops::slice_written(&x, &bounds).or_raise()?;
+        return if ints.is_empty() { Ok(y) } else { ops::squeeze(y, Some(&ints)).or_raise() };
     }
     let adv = advanced(axes, x.shape())?;
     let y = ops::slice(&x, &adv.specs).or_raise()?;
@@ -364,17 +358,21 @@ fn update_axes(
             Update::Minimum => ops::minimum(old, v),
         }
     };
-    if let Some((specs, _)) = basic_specs(&axes, x.shape())? {
-        let region = ops::slice(x, &specs).or_raise()?;
-        let new = combine(target, v)
-            .and_then(|n| ops::broadcast_to(ops::astype(n, x.dtype())?, target.shape()))
-            .or_raise()?;
-        let new = ops::reshape(
-            new,
-            &region.shape().iter().map(|&d| d as i64).collect::<Vec<_>>(),
-        )
-        .or_raise()?;
-        return ops::slice_update(x, new, &specs).or_raise();
+    if let Some((bounds, ints)) = basic_bounds(&axes, x.shape())? {
+        // `new` has the indexed shape; it gets the region's axes back (leading size-1 axes it
+        // broadcasts over, and the int axes) with ops that follow shapeless shapes, and the
+        // slice update broadcasts it to the region.
+        let new = combine(target, v).and_then(|n| ops::astype(n, x.dtype())).or_raise()?;
+        if new.ndim() > target.ndim() {
+            return Err(PyValueError::new_err(format!(
+                "slice_update: cannot broadcast a value of shape {} to the indexed shape {}",
+                kiln::shape::fmt_shape(new.shape()),
+                kiln::shape::fmt_shape(target.shape())
+            )));
+        }
+        let lead: Vec<i64> = (0..(target.ndim() - new.ndim()) as i64).collect();
+        let new = ops::expand_dims(ops::expand_dims(new, &lead).or_raise()?, &ints).or_raise()?;
+        return ops::slice_update_written(x, new, &bounds).or_raise();
     }
     let adv = advanced(axes, x.shape())?;
     let run = || -> kiln::Result<Array> {

@@ -8,6 +8,7 @@
 use crate::array::Array;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
+use crate::ops::AxisBound;
 use crate::shape::{broadcast_shapes, Shape};
 pub use crate::transforms::custom::CustomCall;
 
@@ -247,12 +248,14 @@ pub enum Op {
     /// reduction at concrete shapes, where it fuses.
     SumLike,
     /// Strided slice view: per axis a start, a step (non-zero, may be negative) and a length.
-    Slice { start: Vec<usize>, step: Vec<isize>, len: Vec<usize> },
+    /// `written`: the bounds as the caller wrote them, kept while compile traces so a shapeless
+    /// replay resolves them again at new shapes ([`crate::ops::slice_written`]); `None`: fixed.
+    Slice { start: Vec<usize>, step: Vec<isize>, len: Vec<usize>, written: Option<Vec<AxisBound>> },
     /// Joins inputs of equal dtype and equal shape except along `axis`.
     Concatenate { axis: usize },
     /// Inputs [dst, update]: a copy of dst with the strided region (start, step per axis, of
-    /// update's shape) replaced by update.
-    SliceUpdate { start: Vec<usize>, step: Vec<isize> },
+    /// update's shape) replaced by update. `written` as for [`Op::Slice`].
+    SliceUpdate { start: Vec<usize>, step: Vec<isize>, written: Option<Vec<AxisBound>> },
     /// Reduction over `axes` (sorted), which are kept with size 1. Max and min over an empty
     /// axis are an error unless `identity_if_empty`, which composites set (softmax, logsumexp)
     /// whose results are right with the identity (-inf for max) there.

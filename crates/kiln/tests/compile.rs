@@ -957,8 +957,8 @@ fn shapeless_unflatten_with_minus_one_fails_at_a_new_shape() {
 }
 
 /// A shapeless gather from an array whose shape stays fixed follows its indices' shapes (and a
-/// reduction after it folds each call's count, mlx's issue 3201); a gather from an array whose
-/// shape changed fails.
+/// reduction after it folds each call's count, mlx's issue 3201); `take` from a source of a new
+/// shape follows it, a gather of windows from one fails.
 #[test]
 fn shapeless_gather_follows_new_index_shapes_of_a_fixed_source() {
     let _g = serial();
@@ -971,8 +971,23 @@ fn shapeless_gather_follows_new_index_shapes_of_a_fixed_source() {
         assert_f32(&only(c.call(&[buf.clone(), idx])), &[], &[want], &format!("sum of the first {n}"));
     }
     assert_eq!(c.trace_count(), 1);
-    let idx = Array::from_slice(&[0u32, 1], &[2]).unwrap();
-    let e = c.call(&[f32a(&[1.0, 2.0, 3.0], &[3]), idx]).expect_err("a gather from a source of a new shape");
+    // `take` gathers whole slices, so it follows its source's new shape too.
+    let idx = Array::from_slice(&[2u32, 1], &[2]).unwrap();
+    assert_f32(&only(c.call(&[f32a(&[1.0, 2.0, 3.0], &[3]), idx.clone()])), &[], &[5.0], "take from a new source");
+    let rows =
+        compile_with(|a: &[Array]| Ok(vec![ops::take(&a[0], &a[1], Some(0))?]), CompileOptions::new().shapeless(true));
+    for (r, cl) in [(3usize, 2usize), (4, 5)] {
+        let x = f32a(&(0..r * cl).map(|k| k as f64).collect::<Vec<_>>(), &[r, cl]);
+        let want: Vec<f64> = [2usize, 1].iter().flat_map(|&i| (0..cl).map(move |j| (i * cl + j) as f64)).collect();
+        assert_f32(&only(rows.call(&[x, idx.clone()])), &[2, cl], &want, &format!("rows 2 and 1 of ({r}, {cl})"));
+    }
+    // A gather of windows (slice size 2, not a whole axis) needs its source's traced shape.
+    let windows = compile_with(
+        |a: &[Array]| Ok(vec![ops::gather(&a[0], &[a[1].clone()], &[0], &[2])?]),
+        CompileOptions::new().shapeless(true),
+    );
+    only(windows.call(&[buf.clone(), idx.clone()]));
+    let e = windows.call(&[f32a(&[1.0, 2.0, 3.0], &[3]), idx]).expect_err("windows from a source of a new shape");
     assert_eq!(e.kind, ErrorKind::Shape, "{e}");
     assert!(e.message.contains("shapeless") && e.message.contains("source"), "{e}");
 }
@@ -1048,6 +1063,94 @@ fn shapeless_operand_broadcasts_follow_new_shapes() {
         assert_f32(&only(c.call(&args)), want.shape(), &vals(&want), &format!("per-example gradient at {shapes:?}"));
     }
     assert_eq!(c.trace_count(), 1);
+}
+
+/// Slices and slice updates whose bounds were written as numbers (`x[1:, :-1]`, `x[-1]`,
+/// `x[2] = v`, `x[1:] = 0`) are resolved again at each shapeless call's shapes, as eager indexing
+/// resolves them, through grad and vmap too: one trace, every call equal to eager and to loops.
+#[test]
+fn shapeless_written_slices_follow_new_shapes() {
+    use ops::{AxisBound::*, SliceSpec};
+    let _g = serial();
+    fn from(s: i64) -> ops::AxisBound {
+        Range(SliceSpec { start: Some(s), stop: None, step: 1 })
+    }
+    fn until(s: i64) -> ops::AxisBound {
+        Range(SliceSpec { start: None, stop: Some(s), step: 1 })
+    }
+    let all = Range(SliceSpec::ALL);
+    let fun = move |a: &[Array]| -> Outputs {
+        let x = &a[0];
+        let inner = ops::multiply(ops::slice_written(x, &[from(1), until(-1)])?, 2.0)?;
+        let last_row = ops::slice_written(x, &[Index(-1)])?;
+        let row2 = ops::slice_update_written(x, ops::full(&[1, 1], 7.0, Some(Dtype::F32))?, &[Index(2), all])?;
+        let tail_zeroed = ops::slice_update_written(x, 0.0, &[all, from(1)])?;
+        let tail = [all, from(1)];
+        let loss = move |p: &[Array]| Ok(vec![ops::sum(ops::square(ops::slice_written(&p[0], &tail)?)?, None, false)?]);
+        let g = grad(loss, &[0])(&[x.clone()])?;
+        let head = [until(-1)];
+        let per_row =
+            vmap(move |p: &[Array]| Ok(vec![ops::slice_written(&p[0], &head)?]), &[Some(0)], &[Some(0)])(&[x.clone()])?;
+        Ok([inner, last_row, row2, tail_zeroed].into_iter().chain(g).chain(per_row).collect())
+    };
+    let c = compile_with(fun, CompileOptions::new().shapeless(true));
+    let mut rng = Rng::new(23);
+    for (r, cl) in [(3usize, 4usize), (5, 6), (4, 2)] {
+        let v = r32(&rng.vec(r * cl, -2.0, 2.0));
+        let x = f32a(&v, &[r, cl]);
+        let got = c.call(&[x.clone()]).unwrap();
+        assert_all_same(&got, &fun(&[x]).unwrap(), 0.0, &format!("eager at ({r}, {cl})"));
+        let at = |i: usize, j: usize| v[i * cl + j];
+        let inner: Vec<f64> = (1..r).flat_map(|i| (0..cl - 1).map(move |j| 2.0 * at(i, j))).collect();
+        assert_f32(&got[0], &[r - 1, cl - 1], &inner, "x[1:, :-1] * 2");
+        assert_f32(&got[1], &[1, cl], &(0..cl).map(|j| at(r - 1, j)).collect::<Vec<_>>(), "x[-1]");
+        let row2: Vec<f64> = (0..r * cl).map(|k| if k / cl == 2 { 7.0 } else { v[k] }).collect();
+        assert_f32(&got[2], &[r, cl], &row2, "x[2] = 7");
+        let zeroed: Vec<f64> = (0..r * cl).map(|k| if k % cl >= 1 { 0.0 } else { v[k] }).collect();
+        assert_f32(&got[3], &[r, cl], &zeroed, "x[:, 1:] = 0");
+        let g: Vec<f64> = (0..r * cl).map(|k| if k % cl >= 1 { 2.0 * v[k] } else { 0.0 }).collect();
+        assert_f32(&got[4], &[r, cl], &g, "grad of sum(x[:, 1:]^2)");
+        let rows: Vec<f64> = (0..r).flat_map(|i| (0..cl - 1).map(move |j| at(i, j))).collect();
+        assert_f32(&got[5], &[r, cl - 1], &rows, "vmap of row[:-1]");
+    }
+    assert_eq!(c.trace_count(), 1, "shapeless retraced");
+
+    // An index out of range at a new shape is the eager error, in a shapeless call.
+    let c = compile_with(
+        |a: &[Array]| Ok(vec![ops::slice_written(&a[0], &[Index(3)])?]),
+        CompileOptions::new().shapeless(true),
+    );
+    only(c.call(&[f32a(&[0.0; 4], &[4])]));
+    let e = c.call(&[f32a(&[0.0; 3], &[3])]).expect_err("index 3 of a length-3 axis");
+    assert!(e.message.contains("out of bounds") && e.message.contains("shapeless"), "{e}");
+
+    // An update of a traced shape that no longer fills the region is refused.
+    let c = compile_with(
+        |a: &[Array]| Ok(vec![ops::slice_update_written(&a[0], &a[1], &[from(1)])?]),
+        CompileOptions::new().shapeless(true),
+    );
+    only(c.call(&[f32a(&[0.0; 4], &[4]), f32a(&[1.0; 3], &[3])]));
+    let e = c.call(&[f32a(&[0.0; 5], &[5]), f32a(&[1.0; 3], &[3])]).expect_err("update (3,) into a region (4,)");
+    assert!(e.message.contains("does not fill the region (4,)"), "{e}");
+
+    // Bounds resolved by the caller (`slice`), or written after the function read a shape, may
+    // have come from a shape: they stay fixed and a new shape is refused with the fix.
+    for read_first in [false, true] {
+        let c = compile_with(
+            move |a: &[Array]| {
+                if read_first {
+                    kiln::transforms::compile::note_shape_read();
+                    return Ok(vec![ops::slice_written(&a[0], &[until(2)])?]);
+                }
+                Ok(vec![ops::slice(&a[0], &[SliceSpec::range(0, 2)])?])
+            },
+            CompileOptions::new().shapeless(true),
+        );
+        assert_f32(&only(c.call(&[f32a(&[1.0, 2.0, 3.0, 4.0], &[4])])), &[2], &[1.0, 2.0], "traced shape");
+        let e = c.call(&[f32a(&[0.0; 6], &[6])]).expect_err("fixed bounds at a new shape");
+        assert_eq!((e.op.as_str(), e.kind), ("slice", ErrorKind::Shape), "{e}");
+        assert!(e.message.contains("x[:-1]") && e.message.contains("read a shape"), "{e}");
+    }
 }
 
 /// Reductions without keepdims, expand_dims and squeeze with axes follow each call's shapes under

@@ -244,3 +244,56 @@ fn mixed_dtypes_promote_and_empty_outputs_keep_their_shape() {
         assert_eq!((out.shape(), out.size()), (&so[..], 0));
     }
 }
+
+/// gather_mm picks matrices from each operand's flattened batch by index arrays (broadcast
+/// together; an omitted one picks in order) and multiplies them: against a float64 loop over
+/// the picked pairs, with clear errors for bad dtypes and shapes.
+#[test]
+fn gather_mm_multiplies_the_picked_matrices() {
+    let mut rng = Rng::new(31);
+    let (m, k, n) = (3, 4, 2);
+    // a: batch (2, 3) of (m, k); b: batch (4,) of (k, n).
+    let (av, bv) = (rng.vec(6 * m * k, -1.0, 1.0), rng.vec(4 * k * n, -1.0, 1.0));
+    let a = array(&av, &[2, 3, m, k], Dtype::F64);
+    let b = array(&bv, &[4, k, n], Dtype::F64);
+    let pairs = |lhs: &[usize], rhs: &[usize]| -> Vec<f64> {
+        lhs.iter()
+            .zip(rhs)
+            .flat_map(|(&i, &j)| {
+                reference(&av[i * m * k..(i + 1) * m * k], &bv[j * k * n..(j + 1) * k * n], 1, m, k, n)
+            })
+            .collect()
+    };
+    let lhs = kiln::Array::from_slice(&[5i32, 0, 2], &[3, 1]).unwrap();
+    let rhs = kiln::Array::from_slice(&[3u32, 1], &[2]).unwrap();
+    let out = ops::gather_mm(&a, &b, Some(&lhs), Some(&rhs), false).unwrap();
+    assert_eq!(out.shape(), &[3, 2, m, n]);
+    let (li, ri) = ([5, 5, 0, 0, 2, 2], [3, 1, 3, 1, 3, 1]);
+    assert_close(&out.to_f64_vec().unwrap(), &pairs(&li, &ri), 1e-12, 1e-12, "broadcast indices");
+    // An omitted index array picks its operand's matrices in order (a's batch of 6 here).
+    let rhs6 = kiln::Array::from_slice(&[0u32, 1, 2, 3, 0, 1], &[2, 3]).unwrap();
+    let out = ops::gather_mm(&a, &b, None, Some(&rhs6), true).unwrap();
+    assert_eq!(out.shape(), &[2, 3, m, n]);
+    assert_close(
+        &out.to_f64_vec().unwrap(),
+        &pairs(&[0, 1, 2, 3, 4, 5], &[0, 1, 2, 3, 0, 1]),
+        1e-12,
+        1e-12,
+        "lhs in order",
+    );
+    // A 1-d right operand is a column, removed again.
+    let v = array(&bv[..k], &[k], Dtype::F64);
+    let out = ops::gather_mm(&a, &v, Some(&rhs), None, false).unwrap();
+    assert_eq!(out.shape(), &[2, m]);
+    let col: Vec<f64> =
+        [3usize, 1].iter().flat_map(|&i| reference(&av[i * m * k..(i + 1) * m * k], &bv[..k], 1, m, k, 1)).collect();
+    assert_close(&out.to_f64_vec().unwrap(), &col, 1e-12, 1e-12, "vector operand");
+    let ints = array(&[1.0; 4], &[1, 2, 2], Dtype::I32);
+    check_err(ops::gather_mm(&ints, &ints, Some(&rhs), None, false), ErrorKind::Dtype, "gather_mm");
+    check_err(ops::gather_mm(&a, &a, Some(&rhs), None, false), ErrorKind::Shape, "gather_mm");
+    check_err(
+        ops::gather_mm(&a, &b, Some(&array(&[0.0], &[1], Dtype::F32)), None, false),
+        ErrorKind::Dtype,
+        "gather_mm",
+    );
+}

@@ -1,4 +1,4 @@
-//! Products: `matmul`, `addmm`, `outer`, `inner`, `tensordot`, `einsum`.
+//! Products: `matmul`, `addmm`, `gather_mm`, `outer`, `inner`, `tensordot`, `einsum`.
 
 use crate::array::PyArray;
 use crate::convert::Operand;
@@ -26,6 +26,22 @@ pub fn addmm(
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
     on(stream.as_ref(), || ops::addmm(c.0, a.0, b.0, alpha, beta)).map(PyArray::from)
+}
+
+/// Products of the matrices picked from the batches of `a` and `b` by index arrays (mlx's
+/// `gather_mm`).
+#[pyfunction]
+#[pyo3(signature = (a, b, /, lhs_indices = None, rhs_indices = None, *, sorted_indices = false, stream = None))]
+pub fn gather_mm(
+    a: Operand,
+    b: Operand,
+    lhs_indices: Option<Operand>,
+    rhs_indices: Option<Operand>,
+    sorted_indices: bool,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    let (lhs, rhs) = (lhs_indices.map(|i| i.0), rhs_indices.map(|i| i.0));
+    on(stream.as_ref(), || ops::gather_mm(a.0, b.0, lhs.as_ref(), rhs.as_ref(), sorted_indices)).map(PyArray::from)
 }
 
 /// Outer product of the flattened inputs.
@@ -87,6 +103,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for f in [
         wrap_pyfunction!(matmul, m)?,
         wrap_pyfunction!(addmm, m)?,
+        wrap_pyfunction!(gather_mm, m)?,
         wrap_pyfunction!(outer, m)?,
         wrap_pyfunction!(inner, m)?,
         wrap_pyfunction!(tensordot, m)?,

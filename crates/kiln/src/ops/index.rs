@@ -7,7 +7,10 @@
 
 use super::creation::{arange, full, positions_along, zeros};
 use super::elementwise::{add, greater_equal, less_equal, where_};
-use super::shape::{broadcast_to, expand_dims, reshape_to, slice, squeeze, transpose, SliceSpec};
+use super::shape::{
+    bounds_to_keep, broadcast_like, broadcast_to, expand_dims, reshape_to, resolve_bounds, slice, slice_with, squeeze,
+    transpose, AxisBound, SliceSpec,
+};
 use super::{cast, AsArray};
 use crate::array::Array;
 use crate::dtype::{promote_types, Dtype};
@@ -278,27 +281,35 @@ scatter_fns! {
 /// A copy of `x` with the region selected by `specs` (as in [`slice`]) replaced by `update`
 /// (broadcast to the region, cast to `x`'s dtype).
 pub fn slice_update(x: impl AsArray, update: impl AsArray, specs: &[SliceSpec]) -> Result<Array> {
-    let x = x.as_array();
-    if specs.len() > x.ndim() {
-        return Err(Error::value("slice_update", format!("{} slices for an array with {} dimensions", specs.len(), x.ndim())));
-    }
-    let (mut start, mut step, mut len) = (vec![], vec![], vec![]);
-    for (axis, &dim) in x.shape().iter().enumerate() {
-        let spec = specs.get(axis).copied().unwrap_or(SliceSpec::ALL);
-        let (s, l) = spec.resolve(dim).map_err(|e| Error::value("slice_update", e.message))?;
-        start.push(s);
-        step.push(spec.step as isize);
-        len.push(l);
-    }
-    let update = update.as_array();
+    let bounds: Vec<AxisBound> = specs.iter().map(|&s| AxisBound::Range(s)).collect();
+    slice_update_with(x.as_array(), update.as_array(), &bounds, None)
+}
+
+/// [`slice_update`] of the region `x[bounds]` (indexed axes kept with size 1), its bounds kept as
+/// written so a shapeless compiled function resolves them again at each call's shapes, as
+/// [`slice_written`] does.
+pub fn slice_update_written(x: impl AsArray, update: impl AsArray, bounds: &[AxisBound]) -> Result<Array> {
+    slice_update_with(x.as_array(), update.as_array(), bounds, bounds_to_keep(bounds))
+}
+
+fn slice_update_with(x: Array, update: Array, bounds: &[AxisBound], written: Option<Vec<AxisBound>>) -> Result<Array> {
+    let (start, step, len) = resolve_bounds("slice_update", bounds, x.shape())?;
     if broadcast_shapes("slice_update", update.shape(), &len).map_or(true, |s| s.as_slice() != len.as_slice()) {
         return Err(Error::shape(
             "slice_update",
             format!("update of shape {} does not broadcast to the region {}", fmt_shape(update.shape()), fmt_shape(&len)),
         ));
     }
-    let update = broadcast_to(cast(&update, x.dtype())?, &len)?;
-    Array::from_op(Op::SliceUpdate { start, step }, vec![x, update])
+    let update = cast(&update, x.dtype())?;
+    let update = if update.shape() == len.as_slice() {
+        update
+    } else if written.is_some() {
+        // The region's shape may change in a shapeless replay: broadcast against the region.
+        broadcast_like(&update, &slice_with(x.clone(), bounds, written.clone())?)?
+    } else {
+        broadcast_to(&update, &len)?
+    };
+    Array::from_op(Op::SliceUpdate { start, step, written }, vec![x, update])
 }
 
 /// `x` and an axis: `x` flattened with axis 0 when `axis` is `None`.

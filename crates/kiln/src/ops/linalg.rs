@@ -1,8 +1,11 @@
 //! Matrix products.
 
-use super::shape::{broadcast_against, expand_dims, squeeze};
+use super::creation::arange;
+use super::index::take;
+use super::shape::{broadcast_against, broadcast_arrays, expand_dims, flatten, reshape, squeeze};
 use super::{promote_pair, AsArray};
 use crate::array::Array;
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::primitive::Op;
 use crate::shape::{broadcast_shapes, fmt_shape};
@@ -40,6 +43,73 @@ pub fn matmul(a: impl AsArray, b: impl AsArray) -> Result<Array> {
     let out = Array::from_op(Op::Matmul, vec![with_batch(&a)?, with_batch(&b)?])?;
     let out = if a1 { squeeze(&out, Some(&[-2]))? } else { out };
     if b1 { squeeze(&out, Some(&[-1])) } else { Ok(out) }
+}
+
+/// mlx's `gather_mm`: matrix products of the matrices `lhs_indices` picks from `a`'s batch (its
+/// leading axes, flattened) with those `rhs_indices` picks from `b`'s, the two index arrays
+/// broadcast together; an omitted index array picks its operand's matrices in order. The result
+/// has the indices' broadcast shape followed by (M, N); 1-d operands follow matmul's rule.
+/// `sorted_indices` is mlx's hint that the indices are sorted (it picks a faster kernel there);
+/// the result does not depend on it. Indices out of range are clamped, as in `take`.
+pub fn gather_mm(
+    a: impl AsArray,
+    b: impl AsArray,
+    lhs_indices: Option<&Array>,
+    rhs_indices: Option<&Array>,
+    _sorted_indices: bool,
+) -> Result<Array> {
+    let (a, b) = (a.as_array(), b.as_array());
+    if lhs_indices.is_none() && rhs_indices.is_none() {
+        return matmul(a, b).map_err(|e| e.in_op("gather_mm"));
+    }
+    let (a, b) = promote_pair("gather_mm", &a, &b)?;
+    if !a.dtype().is_float() {
+        return Err(Error::dtype(
+            "gather_mm",
+            format!("needs real floating-point inputs, got {} (cast with astype(float32))", a.dtype()),
+        ));
+    }
+    if a.ndim() == 0 || b.ndim() == 0 {
+        return Err(Error::shape("gather_mm", "inputs must have at least one dimension"));
+    }
+    let (a1, b1) = (a.ndim() == 1, b.ndim() == 1);
+    let a = if a1 { expand_dims(&a, &[0])? } else { a };
+    let b = if b1 { expand_dims(&b, &[-1])? } else { b };
+    if a.shape()[a.ndim() - 1] != b.shape()[b.ndim() - 2] {
+        return Err(Error::shape(
+            "gather_mm",
+            format!(
+                "last dimension of the first input must equal the second-to-last of the second, got {} and {}",
+                fmt_shape(a.shape()),
+                fmt_shape(b.shape())
+            ),
+        ));
+    }
+    // Each operand as a stack of matrices, and the indices into that stack.
+    let stack_and_indices = |x: &Array, indices: Option<&Array>| -> Result<(Array, Array)> {
+        let stack = if x.ndim() == 2 { expand_dims(x, &[0])? } else { flatten(x, 0, -3)? };
+        let indices = match indices {
+            Some(i) if !i.dtype().is_integer() => {
+                return Err(Error::dtype("gather_mm", format!("indices must be integers, got {}", i.dtype())));
+            }
+            Some(i) => i.clone(),
+            None => {
+                let batch: Vec<i64> = x.shape()[..x.ndim() - 2].iter().map(|&d| d as i64).collect();
+                reshape(arange(0.0, stack.shape()[0] as f64, 1.0, Dtype::U32)?, &batch)?
+            }
+        };
+        Ok((stack, indices))
+    };
+    let (a_stack, lhs) = stack_and_indices(&a, lhs_indices)?;
+    let (b_stack, rhs) = stack_and_indices(&b, rhs_indices)?;
+    let both = broadcast_arrays(&[lhs, rhs]).map_err(|e| e.in_op("gather_mm"))?;
+    let out = matmul(take(&a_stack, &both[0], Some(0))?, take(&b_stack, &both[1], Some(0))?)?;
+    let out = if a1 { squeeze(&out, Some(&[-2]))? } else { out };
+    if b1 {
+        squeeze(&out, Some(&[-1]))
+    } else {
+        Ok(out)
+    }
 }
 
 /// `beta * c + alpha * (a @ b)`.

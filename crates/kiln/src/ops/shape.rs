@@ -233,7 +233,7 @@ pub(crate) fn broadcast_against(x: &Array, others: &[Array], kept: usize, shape:
 }
 
 /// Python-style slice bounds of one axis: `start:stop:step` with `None` for omitted bounds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SliceSpec {
     /// First index (negative counts from the end); `None` is the natural start for the step.
     pub start: Option<i64>,
@@ -276,27 +276,96 @@ impl SliceSpec {
     }
 }
 
-/// A strided view, one [`SliceSpec`] per leading axis (missing trailing axes are taken whole).
-pub fn slice(x: impl AsArray, specs: &[SliceSpec]) -> Result<Array> {
-    let x = x.as_array();
-    if specs.len() > x.ndim() {
-        return Err(Error::value(
-            "slice",
-            format!("{} slices for an array with {} dimensions", specs.len(), x.ndim()),
-        ));
+/// One axis of an index as the caller wrote it: a single position (which must be in range; the
+/// axis keeps size 1) or a range. Kept by [`slice_written`] so a shapeless compiled function
+/// resolves it again at each call's shapes, as eager indexing would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AxisBound {
+    /// `x[i]` on this axis (negative counts from the end).
+    Index(i64),
+    /// `x[start:stop:step]` on this axis.
+    Range(SliceSpec),
+}
+
+impl AxisBound {
+    /// Resolves against an axis of size `dim`: (first index, step, length); an index out of
+    /// range is an error naming `op` and `axis`.
+    pub fn resolve(&self, op: &str, axis: usize, dim: usize) -> Result<(usize, isize, usize)> {
+        match *self {
+            AxisBound::Index(i) => {
+                let j = if i < 0 { i + dim as i64 } else { i };
+                if !(0..dim as i64).contains(&j) {
+                    return Err(Error::value(
+                        op,
+                        format!("index {i} is out of bounds for axis {axis} with size {dim}"),
+                    ));
+                }
+                Ok((j as usize, 1, 1))
+            }
+            AxisBound::Range(spec) => {
+                let (s, l) = spec.resolve(dim).map_err(|e| Error::value(op, e.message))?;
+                Ok((s, spec.step as isize, l))
+            }
+        }
+    }
+
+    /// Whether this is the whole axis at any size (`:`).
+    fn is_whole(&self) -> bool {
+        *self == AxisBound::Range(SliceSpec::ALL)
+    }
+}
+
+/// Per axis of `shape`: (starts, steps, lengths) of `bounds` (missing trailing axes whole).
+pub(crate) fn resolve_bounds(
+    op: &str,
+    bounds: &[AxisBound],
+    shape: &[usize],
+) -> Result<(Vec<usize>, Vec<isize>, Vec<usize>)> {
+    if bounds.len() > shape.len() {
+        return Err(Error::value(op, format!("{} slices for an array with {} dimensions", bounds.len(), shape.len())));
     }
     let (mut start, mut step, mut len) = (vec![], vec![], vec![]);
-    for (axis, &dim) in x.shape().iter().enumerate() {
-        let spec = specs.get(axis).copied().unwrap_or(SliceSpec::ALL);
-        let (s, l) = spec.resolve(dim)?;
+    for (axis, &dim) in shape.iter().enumerate() {
+        let (s, k, l) = bounds.get(axis).unwrap_or(&AxisBound::Range(SliceSpec::ALL)).resolve(op, axis, dim)?;
         start.push(s);
-        step.push(spec.step as isize);
+        step.push(k);
         len.push(l);
     }
-    if len.as_slice() == x.shape() && step.iter().all(|&k| k == 1) {
+    Ok((start, step, len))
+}
+
+/// The bounds to keep in a slice op for shapeless replay: the caller's, unless the traced
+/// function read a shape before (then they may have been computed from it and stay fixed).
+/// Outside compile tracing nothing needs keeping.
+pub(crate) fn bounds_to_keep(bounds: &[AxisBound]) -> Option<Vec<AxisBound>> {
+    let tracing = crate::transforms::compile::is_compile_tracing();
+    (tracing && !crate::transforms::compile::shape_was_read()).then(|| bounds.to_vec())
+}
+
+/// A strided view, one [`SliceSpec`] per leading axis (missing trailing axes are taken whole).
+/// The bounds are resolved now; a shapeless compiled function keeps them fixed (see
+/// [`slice_written`] for bounds that follow new shapes).
+pub fn slice(x: impl AsArray, specs: &[SliceSpec]) -> Result<Array> {
+    let bounds: Vec<AxisBound> = specs.iter().map(|&s| AxisBound::Range(s)).collect();
+    slice_with(x.as_array(), &bounds, None)
+}
+
+/// `x[bounds]` without dropping the indexed axes (they keep size 1): a strided view whose bounds
+/// are kept as written, so a shapeless compiled function resolves them again at each call's
+/// shapes (`x[1:]`, `x[:, :-1]`, `x[-1]` follow a new length as in eager). Use it for bounds
+/// the caller wrote as numbers, not ones computed from a shape.
+pub fn slice_written(x: impl AsArray, bounds: &[AxisBound]) -> Result<Array> {
+    slice_with(x.as_array(), bounds, bounds_to_keep(bounds))
+}
+
+/// [`slice`] of `bounds`, keeping `written` in the op (see [`bounds_to_keep`]).
+pub(crate) fn slice_with(x: Array, bounds: &[AxisBound], written: Option<Vec<AxisBound>>) -> Result<Array> {
+    let (start, step, len) = resolve_bounds("slice", bounds, x.shape())?;
+    let identity = len.as_slice() == x.shape() && step.iter().all(|&k| k == 1);
+    if identity && written.as_ref().is_none_or(|w| w.iter().all(AxisBound::is_whole)) {
         return Ok(x);
     }
-    Array::from_op(Op::Slice { start, step, len }, vec![x])
+    Array::from_op(Op::Slice { start, step, len, written }, vec![x])
 }
 
 /// A view of `start..stop` with step 1 along one axis.

@@ -50,6 +50,12 @@ fn align_rank(x: Array, from: usize, to: usize) -> Result<Array> {
     ops::expand_dims(&x, &axes)
 }
 
+/// Written slice bounds with the batch axis in front taken whole.
+fn batch_whole(written: &Option<Vec<ops::AxisBound>>) -> Option<Vec<ops::AxisBound>> {
+    let whole = ops::AxisBound::Range(ops::SliceSpec::ALL);
+    written.as_ref().map(|w| [whole].into_iter().chain(w.iter().copied()).collect())
+}
+
 /// Shifts each axis past the batch axis at the front.
 fn shift(axes: &[usize]) -> Vec<usize> {
     axes.iter().map(|a| a + 1).collect()
@@ -110,19 +116,21 @@ pub(crate) fn batch(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched>
             let summed = Array::from_op(Op::SumLike, vec![summed, like])?;
             Ok((ops::squeeze_axes(&summed, (1..=from - to).collect())?, Some(0)))
         }
-        Op::Slice { start, step, len } => front_op(Op::Slice {
+        Op::Slice { start, step, len, written } => front_op(Op::Slice {
             start: [0].into_iter().chain(start.iter().copied()).collect(),
             step: [1].into_iter().chain(step.iter().copied()).collect(),
             len: [size].into_iter().chain(len.iter().copied()).collect(),
+            written: batch_whole(written),
         }),
         Op::Concatenate { axis } => {
             let all = (0..inputs.len()).map(front).collect::<Result<Vec<_>>>()?;
             Ok((Array::from_op(Op::Concatenate { axis: axis + 1 }, all)?, Some(0)))
         }
-        Op::SliceUpdate { start, step } => {
+        Op::SliceUpdate { start, step, written } => {
             let op = Op::SliceUpdate {
                 start: [0].into_iter().chain(start.iter().copied()).collect(),
                 step: [1].into_iter().chain(step.iter().copied()).collect(),
+                written: batch_whole(written),
             };
             Ok((Array::from_op(op, vec![front(0)?, front(1)?])?, Some(0)))
         }

@@ -173,7 +173,13 @@ fn fft_vjp(axes: &[usize], kind: FftKind, x: &Array, g: &Array) -> Result<Array>
         }
         FftKind::RealInverse(n) => {
             let m = n / 2 + 1;
-            let doubled = |k: usize| if k == 0 || (n % 2 == 0 && k == m - 1) { 1.0 } else { 2.0 };
+            let doubled = |k: usize| {
+                if k == 0 || (n % 2 == 0 && k == m - 1) {
+                    1.0
+                } else {
+                    2.0
+                }
+            };
             let mut shape = vec![1; x.ndim()];
             shape[last] = m;
             let mask = Array::from_slice(&(0..m).map(|k| (doubled(k) / (others * n as f64)) as f32).collect::<Vec<_>>(), &shape)?;
@@ -235,8 +241,8 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
         Op::BroadcastTo(_) => Ok(vec![Some(g.clone())]),
         Op::BroadcastLike { .. } => Ok([Some(g.clone())].into_iter().chain(inputs[1..].iter().map(|_| None)).collect()),
         Op::SumLike => Ok(vec![Some(ops::broadcast_like(g, x)?), None]),
-        Op::Slice { start, step, .. } => one(Array::from_op(
-            Op::SliceUpdate { start: start.clone(), step: step.clone() },
+        Op::Slice { start, step, written, .. } => one(Array::from_op(
+            Op::SliceUpdate { start: start.clone(), step: step.clone(), written: written.clone() },
             vec![ops::zeros_like(x)?, g.clone()],
         )),
         Op::Concatenate { axis } => {
@@ -250,14 +256,19 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
                 })
                 .collect()
         }
-        Op::SliceUpdate { start, step } => {
+        Op::SliceUpdate { start, step, written } => {
             let update = &inputs[1];
             let dst = Array::from_op(
-                Op::SliceUpdate { start: start.clone(), step: step.clone() },
+                Op::SliceUpdate { start: start.clone(), step: step.clone(), written: written.clone() },
                 vec![g.clone(), ops::zeros_like(update)?],
             )?;
             let upd = Array::from_op(
-                Op::Slice { start: start.clone(), step: step.clone(), len: update.shape().to_vec() },
+                Op::Slice {
+                    start: start.clone(),
+                    step: step.clone(),
+                    len: update.shape().to_vec(),
+                    written: written.clone(),
+                },
                 vec![g.clone()],
             )?;
             Ok(vec![Some(dst), Some(upd)])

@@ -42,7 +42,7 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::BroadcastTo(_) | Op::BroadcastLike { .. } => Ok(views::broadcast_to(&inputs[0], shape)),
         Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),
         Op::Concatenate { axis } => index::concatenate(inputs, *axis, shape),
-        Op::SliceUpdate { start, step } => index::slice_update(&inputs[0], &inputs[1], start, step),
+        Op::SliceUpdate { start, step, .. } => index::slice_update(&inputs[0], &inputs[1], start, step),
         Op::Reduce { op, axes, .. } => reduce::reduce(*op, &inputs[0], axes, shape, dtype),
         Op::SumLike => match crate::shape::unbroadcast_axes(&inputs[0].shape, shape) {
             axes if axes.is_empty() => elementwise::astype(&inputs[0], dtype),

@@ -113,7 +113,7 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
         // on the GPU.
         Op::Fft { .. } => Err(crate::Error::new(name, crate::ErrorKind::Unsupported, "Fourier transforms run on the CPU only for now")),
         Op::Concatenate { axis } => copy::concatenate(gpu, cu_stream, inputs, *axis, shape),
-        Op::SliceUpdate { start, step } => copy::slice_update(gpu, cu_stream, &inputs[0], &inputs[1], start, step),
+        Op::SliceUpdate { start, step, .. } => copy::slice_update(gpu, cu_stream, &inputs[0], &inputs[1], start, step),
         Op::Arange { start, step, .. } => creation::arange(gpu, cu_stream, start.get(), step.get(), shape, dtype),
         // A count reads only its input's shape: made on the host, it reaches GPU kernels as an
         // immediate parameter, with no launch and no copy.

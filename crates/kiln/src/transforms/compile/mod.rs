@@ -43,7 +43,8 @@ mod trace;
 
 pub use report::{GroupReport, Report};
 pub use state::{ArrayList, Constant, Implicit};
-pub(crate) use trace::is_compile_tracing;
+pub use trace::note_shape_read;
+pub(crate) use trace::{is_compile_tracing, shape_was_read};
 
 use crate::array::Array;
 use crate::device::current_stream;

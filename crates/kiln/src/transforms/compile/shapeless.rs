@@ -6,15 +6,21 @@
 //! differs from the traced one, replay of a tape holding one fails with an error that names the
 //! op and the fix, instead of returning a result computed with stale shapes.
 //!
-//! Two kinds follow new shapes where that gives eager's result: a reshape's axis written -1 is
-//! re-inferred (as in mlx) when only input axes folded into it changed size (the other output
-//! sizes, fixed at trace time, may have been read off the input: `reshape(x.shape[0], -1)`), and
-//! a gather whose source array keeps its traced shape follows its index arrays' new shapes (its
-//! slice sizes are then still the source's).
+//! Three kinds follow new shapes where that gives eager's result. Slices and slice updates whose
+//! bounds the caller wrote as numbers (indexing `x[1:]`, `x[:, :-1]`, `x[-1] = v`) are resolved
+//! again at each call's shapes, as eager indexing resolves them; bounds written after the traced
+//! function read a shape (`x[: x.shape[0] // 2]`) may have been computed from it and stay fixed
+//! (refused at new shapes), as do bounds ops compute from shapes (`split`, gradients of
+//! `concatenate`). A reshape's axis written -1 is re-inferred (as in mlx) when only input axes
+//! folded into it changed size (the other output sizes, fixed at trace time, may have been read
+//! off the input: `reshape(x.shape[0], -1)`). A gather follows its index arrays' new shapes, and
+//! its source's too when it takes whole slices of the source's other axes (`take`, indexing with
+//! arrays); a gather with other slice sizes needs its source's traced shape.
 
 use super::trace::{Tape, TapeNode, Value};
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
+use crate::ops::resolve_bounds;
 use crate::primitive::Op;
 use crate::shape::{fmt_shape, Shape};
 
@@ -32,18 +38,22 @@ pub(crate) fn reinfer(tape: &Tape, inputs: &[Shape]) -> Result<Tape> {
         .collect();
     let mut nodes: Vec<TapeNode> = Vec::with_capacity(tape.nodes.len());
     for node in &tape.nodes {
-        let shape = match &node.value {
-            Value::Input(i) => inputs[*i].clone(),
-            Value::Constant(a) => a.shape().into(),
+        let (value, shape) = match &node.value {
+            Value::Input(i) => (node.value.clone(), inputs[*i].clone()),
+            Value::Constant(a) => (node.value.clone(), a.shape().into()),
             Value::Op(op, ins) => {
-                let source_kept = ins.first().is_none_or(|&s| nodes[s].shape == tape.nodes[s].shape);
-                let follows = match op {
-                    Op::Reshape { inferred: Some(a), .. } => {
-                        minus_one_follows(&tape.nodes[ins[0]].shape, &nodes[ins[0]].shape, &node.shape, *a)
-                    }
-                    _ => false,
+                let rewritten = rewritten_op(op, ins, &tape.nodes, &nodes)?;
+                let fixed = || {
+                    let source_kept = ins.first().is_none_or(|&s| nodes[s].shape == tape.nodes[s].shape);
+                    let follows = match op {
+                        Op::Reshape { inferred: Some(a), .. } => {
+                            minus_one_follows(&tape.nodes[ins[0]].shape, &nodes[ins[0]].shape, &node.shape, *a)
+                        }
+                        _ => false,
+                    };
+                    fixed_shape_fix(op, source_kept, follows)
                 };
-                if let Some(fix) = fixed_shape_fix(op, source_kept, follows).filter(|_| !changes.is_empty()) {
+                if let Some(fix) = rewritten.is_none().then(fixed).flatten().filter(|_| !changes.is_empty()) {
                     return Err(Error::shape(
                         op.name(),
                         format!(
@@ -56,14 +66,65 @@ pub(crate) fn reinfer(tape: &Tape, inputs: &[Shape]) -> Result<Tape> {
                         ),
                     ));
                 }
-                let metas: Vec<(Shape, Dtype)> = ins.iter().map(|&i| (nodes[i].shape.clone(), nodes[i].dtype)).collect();
+                let op = rewritten.unwrap_or_else(|| op.clone());
+                let metas: Vec<(Shape, Dtype)> =
+                    ins.iter().map(|&i| (nodes[i].shape.clone(), nodes[i].dtype)).collect();
                 let refs: Vec<&(Shape, Dtype)> = metas.iter().collect();
-                op.infer(&refs).map_err(|e| Error::shape(op.name(), format!("in a shapeless compiled function: {}", e.message)))?.0
+                let shape = op
+                    .infer(&refs)
+                    .map_err(|e| Error::shape(op.name(), format!("in a shapeless compiled function: {}", e.message)))?
+                    .0;
+                (Value::Op(op, ins.clone()), shape)
             }
         };
-        nodes.push(TapeNode { value: node.value.clone(), shape, dtype: node.dtype });
+        nodes.push(TapeNode { value, shape, dtype: node.dtype });
     }
     Ok(Tape { nodes, outputs: tape.outputs.clone(), inputs: tape.inputs })
+}
+
+/// An op whose parameters follow this call's shapes, rewritten for them (`None` for other ops):
+/// a slice or slice update whose bounds were kept as written, resolved again at its input's
+/// new shape as eager indexing would (a slice update's update must still fill the region), and
+/// a gather taking whole slices of the source's other axes (`take`, array indexing), whose
+/// slice sizes follow the source's new shape. `traced` and `now` hold the nodes at trace time
+/// and in this call.
+fn rewritten_op(op: &Op, ins: &[usize], traced: &[TapeNode], now: &[TapeNode]) -> Result<Option<Op>> {
+    let shapeless = |e: Error| Error::new(&e.op, e.kind, format!("in a shapeless compiled function: {}", e.message));
+    let dst = &now[ins[0]].shape;
+    Ok(match op {
+        Op::Slice { written: Some(w), .. } => {
+            let (start, step, len) = resolve_bounds("slice", w, dst).map_err(shapeless)?;
+            Some(Op::Slice { start, step, len, written: Some(w.clone()) })
+        }
+        Op::SliceUpdate { written: Some(w), .. } => {
+            let (start, step, len) = resolve_bounds("slice_update", w, dst).map_err(shapeless)?;
+            let update = &now[ins[1]].shape;
+            if update.as_slice() != len.as_slice() {
+                return Err(Error::shape(
+                    "slice_update",
+                    format!(
+                        "in a shapeless compiled function, an update of shape {} does not fill the region {} \
+                         of an array of shape {} at this call's shapes",
+                        fmt_shape(update),
+                        fmt_shape(&len),
+                        fmt_shape(dst)
+                    ),
+                ));
+            }
+            Some(Op::SliceUpdate { start, step, written: Some(w.clone()) })
+        }
+        Op::Gather { axes, slice_sizes } if takes_whole_slices(axes, slice_sizes, &traced[ins[0]].shape) => {
+            let slice_sizes = dst.iter().enumerate().map(|(a, &d)| if axes.contains(&a) { 1 } else { d }).collect();
+            Some(Op::Gather { axes: axes.clone(), slice_sizes })
+        }
+        _ => None,
+    })
+}
+
+/// Whether a gather's slices are one element along the indexed axes and whole along the others
+/// of its source (of shape `source` at trace time), as `take` and array indexing gather.
+fn takes_whole_slices(axes: &[usize], slice_sizes: &[usize], source: &[usize]) -> bool {
+    slice_sizes.iter().zip(source).enumerate().all(|(a, (&s, &d))| s == if axes.contains(&a) { 1 } else { d })
 }
 
 /// Whether a reshape whose axis `a` was written -1, traced from `traced_in` to `traced_out`, gives
@@ -91,8 +152,8 @@ fn fixed_shape_fix(op: &Op, source_kept: bool, follows: bool) -> Option<&'static
     Some(match op {
         Op::Reshape { .. } if !follows => "a reshape keeps the sizes it was given (only an axis written -1 follows new shapes, and only when the input axes that changed are folded into it); use flatten, or compile without shapeless",
         Op::BroadcastTo(_) => "let a binary op broadcast its operands instead of broadcast_to a fixed shape, or compile without shapeless",
-        Op::Slice { .. } | Op::SliceUpdate { .. } => "slice bounds are fixed at trace time; compile without shapeless",
-        Op::Gather { .. } if !source_kept => "the slice sizes of a gather follow its source array, whose shape is fixed at trace time; compile without shapeless",
+        Op::Slice { .. } | Op::SliceUpdate { .. } => "its bounds were computed (by an op from shapes, or by the function after it read a shape) and are fixed at trace time; index with numbers written relative to the ends (x[1:], x[:-1], x[-1]) without reading shapes first, or compile without shapeless",
+        Op::Gather { .. } if !source_kept => "this gather's slice sizes (not whole axes) were fixed from its source's traced shape; compile without shapeless",
         Op::Scatter { .. } => "scatter's updates are sized at trace time; compile without shapeless",
         Op::Partition { .. } | Op::ArgPartition { .. } => "the partition index is fixed at trace time; compile without shapeless",
         Op::Kernel { .. } => "a custom kernel declares fixed output shapes; compile without shapeless",

@@ -160,7 +160,9 @@ fn reciprocal_multiply(op: &Op, inputs: &[usize], out: &[TapeNode]) -> Option<Ar
         return None;
     }
     let c = &out[inputs[1]];
-    let Value::Constant(a) = &c.value else { return None };
+    let Value::Constant(a) = &c.value else {
+        return None;
+    };
     if !c.shape.is_empty() {
         return None;
     }
@@ -233,7 +235,7 @@ fn identity_of(op: &Op, inputs: &[usize], nodes: &[TapeNode]) -> Option<usize> {
         Op::Squeeze(axes) | Op::ExpandDims(axes) => axes.is_empty(),
         Op::Transpose(perm) => perm.iter().enumerate().all(|(i, &p)| i == p),
         Op::AsType(d) => first?.dtype == *d,
-        Op::Slice { start, step, len } => {
+        Op::Slice { start, step, len, .. } => {
             start.iter().all(|&s| s == 0) && step.iter().all(|&s| s == 1) && first?.shape.as_slice() == len.as_slice()
         }
         _ => false,

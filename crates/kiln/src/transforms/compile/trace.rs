@@ -45,6 +45,23 @@ pub(crate) struct Tape {
 thread_local! {
     /// How many compile traces run on this thread (nested compiled calls are inlined).
     static TRACING: Cell<usize> = const { Cell::new(0) };
+    /// Whether the function being traced has read a shape so far ([`note_shape_read`]).
+    static SHAPE_READ: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Records that the traced function's own code read an array's shape (Python's `.shape`,
+/// `.size`, `len()`), so numbers it passes to later ops may have been computed from a shape.
+/// Slice bounds written after such a read stay fixed in a shapeless replay (and are refused
+/// at new shapes) instead of being re-resolved as the literals they may not be.
+pub fn note_shape_read() {
+    if is_compile_tracing() {
+        SHAPE_READ.with(|r| r.set(true));
+    }
+}
+
+/// Whether the function being traced has read a shape before this point ([`note_shape_read`]).
+pub(crate) fn shape_was_read() -> bool {
+    SHAPE_READ.with(|r| r.get())
 }
 
 /// Whether this thread is tracing a function for compile.
@@ -56,7 +73,9 @@ struct TracingGuard;
 
 impl TracingGuard {
     fn enter() -> TracingGuard {
-        TRACING.with(|t| t.set(t.get() + 1));
+        if TRACING.with(|t| t.replace(t.get() + 1)) == 0 {
+            SHAPE_READ.with(|r| r.set(false));
+        }
         TracingGuard
     }
 }
