@@ -348,6 +348,65 @@ def test_gather_mm_matches_numpy_indexing_then_matmul(rng):
         mx.gather_mm(mx.array(a), mx.array(b), mx.array([0.5]))
 
 
+def _block_mask(mask, rows, cols, bs):
+    return np.kron(mask, np.ones((bs, bs)))[..., :rows, :cols]
+
+
+def test_block_masked_mm_and_segmented_mm_match_numpy(rng):
+    m, k, n, bs = 70, 40, 33, 32
+    a = rng.standard_normal((2, m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    tiles = lambda r, c: (-(-r // bs), -(-c // bs))
+    lhs = rng.uniform(0, 2, (2,) + tiles(m, k)).astype(np.float32)
+    rhs = rng.standard_normal(tiles(k, n)) > 0
+    out = rng.standard_normal(tiles(m, n)) > 0
+    got = mx.block_masked_mm(mx.array(a), mx.array(b), bs, mx.array(out), mx.array(lhs), mx.array(rhs))
+    want = ((a * _block_mask(lhs, m, k, bs)) @ (b * _block_mask(rhs, k, n, bs))) * _block_mask(out, m, n, bs)
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4)
+    # Gradients reach the operands and the float mask (summed over each block).
+    f = lambda x, w: mx.block_masked_mm(x, mx.array(b), bs, None, w, None).sum()
+    gx, gw = mx.grad(f, argnums=(0, 1))(mx.array(a), mx.array(lhs))
+    ones = np.ones((2, m, n), np.float32)
+    np.testing.assert_allclose(np.array(gx), (ones @ b.T) * _block_mask(lhs, m, k, bs), rtol=1e-4, atol=1e-4)
+    per_element = a * (ones @ b.T)
+    padded = np.zeros((2, 3 * bs, 2 * bs), np.float32)
+    padded[:, :m, :k] = per_element
+    np.testing.assert_allclose(np.array(gw), padded.reshape(2, 3, bs, 2, bs).sum(axis=(2, 4)), rtol=1e-3, atol=1e-3)
+    with pytest.raises(ValueError, match="mask_out"):
+        mx.block_masked_mm(mx.array(a), mx.array(b), bs, mx.ones((5, 5)))
+
+    segments = np.array([[0, 10], [10, 10], [5, 40]])
+    got = mx.segmented_mm(mx.array(a[0]), mx.array(b), mx.array(segments))
+    want = np.stack([a[0][:, s:e] @ b[s:e] for s, e in segments])
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="segmented_mm"):
+        mx.segmented_mm(mx.array(a), mx.array(b), mx.array(segments))
+
+
+def test_hadamard_transform_matches_the_sylvester_matrix(rng):
+    def sylvester(n):
+        h = np.ones((1, 1))
+        while h.shape[0] < n:
+            h = np.block([[h, h], [h, -h]])
+        return h
+
+    for n in (1, 4, 256):
+        x = rng.standard_normal((3, n)).astype(np.float32)
+        got = mx.hadamard_transform(mx.array(x), scale=0.34)
+        np.testing.assert_allclose(np.array(got), 0.34 * x @ sylvester(n).T, rtol=1e-5, atol=2e-4)
+    x = rng.standard_normal((2, 5, 64)).astype(np.float32)
+    np.testing.assert_allclose(np.array(mx.hadamard_transform(mx.array(x))), x @ sylvester(64).T / 8, rtol=1e-5, atol=1e-5)
+    # Orders 12, 20, 28 times powers of two: orthogonal at the default scale, so applying the
+    # transform's transpose (its vjp) undoes it.
+    for n in (12, 40, 112):
+        x = mx.array(rng.standard_normal((2, n)).astype(np.float32))
+        _, (back,) = mx.vjp(lambda v: mx.hadamard_transform(v), [x], [mx.hadamard_transform(x)])
+        np.testing.assert_allclose(np.array(back), np.array(x), rtol=1e-4, atol=1e-4)
+    assert mx.hadamard_transform(mx.array([[1, 2, 3, 4]])).dtype == mx.float32
+    with pytest.raises(ValueError, match="m·2\\^k"):
+        mx.hadamard_transform(mx.zeros((36,)))
+
+
 def test_linalg_matches_numpy(rng):
     a = rng.standard_normal((2, 3, 4)).astype(np.float32)
     b = rng.standard_normal((4, 5)).astype(np.float32)

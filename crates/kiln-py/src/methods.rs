@@ -40,6 +40,12 @@ impl PyArray {
         math::conjugate(self.operand(), stream)
     }
 
+    /// The bytes read as `dtype` (see `kiln.core.view`).
+    #[pyo3(signature = (dtype, *, stream = None))]
+    fn view(&self, dtype: crate::dtype::PyDtype, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+        math::view(self.operand(), dtype, stream)
+    }
+
     /// The real part (the array itself when it is not complex).
     #[getter]
     fn real(&self) -> PyResult<PyArray> {

@@ -227,6 +227,9 @@ pub enum Op {
     Select,
     /// Elementwise conversion to a dtype.
     AsType(Dtype),
+    /// The input's bytes, in row-major order, read as another dtype (numpy's and mlx's `view`):
+    /// the last axis scales by the ratio of the item sizes.
+    View(Dtype),
     /// View with a new shape of equal size (copies only when strides cannot express it). The axis
     /// given as -1, if any, is `inferred`: its size follows the input's size (in shapeless
     /// compile too, as in mlx), while the other sizes stay fixed.
@@ -423,6 +426,34 @@ fn input_shapes_equal_except<A: ShapeDtype>(op: &str, inputs: &[&A], axis: usize
     Ok(out)
 }
 
+/// The shape of `shape` (of `from` values) viewed as `to` values: the last axis scales by the
+/// ratio of the item sizes, which a 0-d array cannot.
+pub(crate) fn view_shape(shape: &[usize], from: Dtype, to: Dtype) -> Result<Shape> {
+    let (a, b) = (from.size(), to.size());
+    let mut out: Shape = shape.into();
+    if a == b {
+        return Ok(out);
+    }
+    let Some(last) = out.last_mut() else {
+        return Err(Error::value(
+            "view",
+            format!("a 0-d {from} array cannot be viewed as {to}: the item sizes differ ({a} and {b} bytes)"),
+        ));
+    };
+    if (*last * a) % b != 0 {
+        return Err(Error::shape(
+            "view",
+            format!(
+                "the last axis of shape {} holds {} bytes, not a whole number of {to} values ({b} bytes each)",
+                crate::shape::fmt_shape(shape),
+                *last * a
+            ),
+        ));
+    }
+    *last = *last * a / b;
+    Ok(out)
+}
+
 impl Op {
     /// Whether the op is defined on complex64 inputs. The ops that only move, select or combine
     /// elements are; of the rest, the arithmetic and functions numpy defines for complex numbers.
@@ -433,7 +464,7 @@ impl Op {
             Op::Reduce { op, .. } => matches!(op, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min | ReduceOp::All | ReduceOp::Any),
             Op::Scan { op, .. } => matches!(op, ScanOp::Sum | ScanOp::Prod),
             Op::Scatter { op, .. } => matches!(op, ScatterOp::Set | ScatterOp::Add | ScatterOp::Prod),
-            Op::Select | Op::AsType(_) | Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike { .. }
+            Op::Select | Op::AsType(_) | Op::View(_) | Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike { .. }
             | Op::Slice { .. } | Op::Concatenate { .. } | Op::SliceUpdate { .. } | Op::Gather { .. } | Op::Matmul
             | Op::StopGradient | Op::Custom { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_)
             | Op::Count { .. } | Op::Kernel { .. } | Op::Sort { .. } | Op::ArgSort { .. } | Op::SumLike => true,
@@ -465,6 +496,7 @@ impl Op {
             Op::Binary(b) => b.name(),
             Op::Select => "where",
             Op::AsType(_) => "astype",
+            Op::View(_) => "view",
             Op::Reshape { .. } => "reshape",
             Op::Transpose(_) => "transpose",
             Op::BroadcastTo(_) => "broadcast_to",
@@ -548,6 +580,7 @@ impl Op {
                 (broadcast_shapes(op, &s, inputs[2].shape())?, inputs[1].dtype())
             }
             Op::AsType(d) => (first().shape().into(), *d),
+            Op::View(d) => (view_shape(first().shape(), first().dtype(), *d)?, *d),
             Op::Reshape { shape, inferred } => (reshaped(op, first().shape(), shape, *inferred)?, first().dtype()),
             Op::Transpose(perm) => {
                 let s = first().shape();

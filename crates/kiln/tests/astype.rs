@@ -137,3 +137,35 @@ fn float64_to_half_rounds_once() {
     let b = ops::astype(Array::scalar(v), Dtype::BF16).unwrap().to_f64_vec().unwrap()[0];
     assert_eq!(b, 1.0 + 2f64.powi(-7));
 }
+
+/// `view` reads the row-major bytes as another dtype: against Rust's own bit conversions, for
+/// smaller and larger item sizes, strided inputs (copied in row-major order first), vmap, and
+/// the errors (a 0-d size change, a last axis that does not divide, a gradient through it).
+#[test]
+fn view_reinterprets_row_major_bytes() {
+    let words: Vec<u32> = vec![0x3F80_0000, 0xC000_0000, 0x7F80_0001, 0x0000_0001, 0x1234_5678, 0xFFFF_FFFF];
+    let x = Array::from_slice(&words, &[2, 3]).unwrap();
+    let as_f32 = ops::view(&x, Dtype::F32).unwrap();
+    let want: Vec<u32> = words.clone();
+    assert_eq!(as_f32.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want, "u32 -> f32 keeps bits");
+    let bytes = ops::view(&x, Dtype::U8).unwrap();
+    assert_eq!(bytes.shape(), &[2, 12]);
+    assert_eq!(bytes.to_vec::<u8>().unwrap(), words.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>());
+    let pairs = ops::view(ops::slice(&x, &[ops::SliceSpec::ALL, ops::SliceSpec::range(0, 2)]).unwrap(), Dtype::I64).unwrap();
+    let packed: Vec<i64> = [0usize, 3].iter().map(|&r| ((words[r + 1] as u64) << 32 | words[r] as u64) as i64).collect();
+    assert_eq!((pairs.shape(), pairs.to_vec::<i64>().unwrap()), (&[2usize, 1][..], packed), "strided rows packed");
+    // A transposed input is read in its own (row-major) order.
+    let t = ops::view(ops::transpose(&x, None).unwrap(), Dtype::U16).unwrap();
+    let halves: Vec<u16> = [0usize, 3, 1, 4, 2, 5].iter().flat_map(|&i| [words[i] as u16, (words[i] >> 16) as u16]).collect();
+    assert_eq!((t.shape(), t.to_vec::<u16>().unwrap()), (&[3usize, 4][..], halves));
+    // vmap over rows equals the view of the whole array.
+    let per_row = kiln::vmap(|a: &[Array]| Ok(vec![ops::view(&a[0], Dtype::U8)?]), &[Some(0)], &[Some(0)])(&[x.clone()]).unwrap();
+    assert_eq!(per_row[0].to_vec::<u8>().unwrap(), bytes.to_vec::<u8>().unwrap());
+    let e = ops::view(Array::from_slice(&[1u32], &[]).unwrap(), Dtype::U8).unwrap_err();
+    assert!(e.op == "view" && e.message.contains("0-d"), "{e}");
+    let e = ops::view(Array::from_slice(&[1u8, 2, 3], &[3]).unwrap(), Dtype::F32).unwrap_err();
+    assert!(e.op == "view" && e.message.contains("3 bytes"), "{e}");
+    let f = |a: &[Array]| Ok(vec![ops::sum(ops::view(ops::view(&a[0], Dtype::U32)?, Dtype::F32)?, None, false)?]);
+    let e = kiln::grad(f, &[0])(&[Array::from_slice(&[1.0f32, 2.0], &[2]).unwrap()]).unwrap_err();
+    assert!(e.op == "view" && e.message.contains("stop_gradient"), "{e}");
+}

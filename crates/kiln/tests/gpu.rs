@@ -188,6 +188,19 @@ fn vector_accesses_handle_every_length_offset_and_dtype() {
     }
 }
 
+/// `view` on the GPU reads the same bytes as on the CPU, for strided inputs and every item-size
+/// ratio (NaN payloads included: the copy moves bits).
+#[test]
+fn views_reinterpret_the_same_bytes_as_the_cpu() {
+    let Some((g, _one)) = gpu("views_reinterpret_the_same_bytes_as_the_cpu") else { return };
+    let bits: Vec<u32> = (0..24u32).map(|i| i.wrapping_mul(0x9E37_79B9) | if i % 5 == 0 { 0x7F80_0001 } else { 0 }).collect();
+    let x = ops::transpose(Array::from_slice(&bits, &[2, 3, 4]).unwrap(), Some(&[1, 0, 2])).unwrap();
+    for to in [Dtype::U8, Dtype::F16, Dtype::F32, Dtype::I64, Dtype::F64] {
+        let f = || ops::astype(ops::view(ops::view(&x, to)?, Dtype::U32)?, Dtype::F64);
+        same(&format!("u32 -> {to} -> u32"), on(Device::cpu(), f), on(g, f), None);
+    }
+}
+
 #[test]
 fn data_moves_once_each_way_and_is_counted() {
     let Some((g, _one)) = gpu("data_moves_once_each_way_and_is_counted") else { return };

@@ -297,3 +297,147 @@ fn gather_mm_multiplies_the_picked_matrices() {
         "gather_mm",
     );
 }
+
+/// block_masked_mm against a float64 loop that masks each element by its block's entry: boolean
+/// and float masks on operands and result, partial edge blocks, broadcast batches, 1-d operands.
+#[test]
+fn block_masked_mm_masks_whole_blocks() {
+    let mut rng = Rng::new(41);
+    let bs = 2;
+    let blocks = |d: usize| d.div_ceil(bs);
+    // a: (2, 1, m, k) against b: (1, 3, k, n); masks per block, some broadcast over the batch.
+    let (m, k, n) = (5, 3, 4);
+    let (av, bv) = (rng.vec(2 * m * k, -1.0, 1.0), rng.vec(3 * k * n, -1.0, 1.0));
+    let lhs: Vec<f64> = (0..2 * blocks(m) * blocks(k)).map(|_| rng.uniform(0.0, 2.0).floor()).collect();
+    let rhs: Vec<f64> = (0..blocks(k) * blocks(n)).map(|_| rng.uniform(0.0, 2.0)).collect();
+    let out: Vec<f64> = (0..3 * blocks(m) * blocks(n)).map(|_| rng.uniform(0.0, 2.0)).collect();
+    let a = array(&av, &[2, 1, m, k], Dtype::F64);
+    let b = array(&bv, &[1, 3, k, n], Dtype::F64);
+    let want = |lhs_on: bool, out_float: bool| -> Vec<f64> {
+        let mut res = Vec::new();
+        for p in 0..2 {
+            for q in 0..3 {
+                for i in 0..m {
+                    for j in 0..n {
+                        let mut s = 0.0;
+                        for t in 0..k {
+                            let ml = if lhs_on { lhs[p * blocks(m) * blocks(k) + (i / bs) * blocks(k) + t / bs] } else { 1.0 };
+                            let mr = rhs[(t / bs) * blocks(n) + j / bs];
+                            s += av[p * m * k + i * k + t] * ml * bv[q * k * n + t * n + j] * mr;
+                        }
+                        let mo = out[q * blocks(m) * blocks(n) + (i / bs) * blocks(n) + j / bs];
+                        res.push(if out_float { s * mo } else if mo >= 1.0 { s } else { 0.0 });
+                    }
+                }
+            }
+        }
+        res
+    };
+    let lhs_mask = array(&lhs, &[2, 1, blocks(m), blocks(k)], Dtype::F64);
+    let rhs_mask = array(&rhs, &[blocks(k), blocks(n)], Dtype::F32);
+    let out_float = array(&out, &[3, blocks(m), blocks(n)], Dtype::F32);
+    let out_bool = ops::greater_equal(&out_float, 1.0).unwrap();
+    let got = ops::block_masked_mm(&a, &b, bs, Some(&out_float), Some(&lhs_mask), Some(&rhs_mask)).unwrap();
+    assert_eq!(got.shape(), &[2, 3, m, n]);
+    assert_close(&got.to_f64_vec().unwrap(), &want(true, true), 1e-6, 1e-6, "float masks");
+    let got = ops::block_masked_mm(&a, &b, bs, Some(&out_bool), None, Some(&rhs_mask)).unwrap();
+    assert_close(&got.to_f64_vec().unwrap(), &want(false, false), 1e-6, 1e-6, "boolean out mask");
+    // A 1-d left operand: its mask has one row of blocks fewer axes.
+    let v = array(&av[..k], &[k], Dtype::F64);
+    let vmask = array(&[1.0, 0.0], &[blocks(k)], Dtype::F64);
+    let got = ops::block_masked_mm(&v, &array(&bv[..k * n], &[k, n], Dtype::F64), bs, None, Some(&vmask), None).unwrap();
+    let row: Vec<f64> = (0..n).map(|j| (0..k).map(|t| av[t] * [1.0, 0.0][t / bs] * bv[t * n + j]).sum()).collect();
+    assert_eq!(got.shape(), &[n]);
+    assert_close(&got.to_f64_vec().unwrap(), &row, 1e-12, 1e-12, "1-d operand");
+    let wrong = array(&[1.0; 4], &[2, 2], Dtype::F32);
+    check_err(ops::block_masked_mm(&a, &b, bs, Some(&wrong), None, None), ErrorKind::Shape, "block_masked_mm");
+    check_err(ops::block_masked_mm(&a, &b, 0, Some(&out_bool), None, None), ErrorKind::Value, "block_masked_mm");
+}
+
+/// segmented_mm: one product per [start, end) slice of the inner axis, against a float64 loop;
+/// empty and reversed segments give zeros.
+#[test]
+fn segmented_mm_multiplies_each_segment() {
+    let mut rng = Rng::new(43);
+    let (m, k, n) = (3, 7, 2);
+    let (av, bv) = (rng.vec(m * k, -1.0, 1.0), rng.vec(k * n, -1.0, 1.0));
+    let segs = [0i32, 3, 3, 7, 2, 2, 5, 1];
+    let got = ops::segmented_mm(
+        array(&av, &[m, k], Dtype::F32),
+        array(&bv, &[k, n], Dtype::F32),
+        &kiln::Array::from_slice(&segs, &[2, 2, 2]).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(got.shape(), &[2, 2, m, n]);
+    let (ar, br) = (rounded(&av, &[m * k], Dtype::F32), rounded(&bv, &[k * n], Dtype::F32));
+    let want: Vec<f64> = segs
+        .chunks(2)
+        .flat_map(|s| {
+            let (lo, hi) = (s[0] as usize, s[1] as usize);
+            let (ar, br) = (&ar, &br);
+            (0..m).flat_map(move |i| (0..n).map(move |j| (lo..hi.max(lo)).map(|t| ar[i * k + t] * br[t * n + j]).sum::<f64>()))
+        })
+        .collect();
+    assert_close(&got.to_f64_vec().unwrap(), &want, 1e-5, 1e-5, "segments");
+    let segs2 = kiln::Array::from_slice(&[0i32, 1], &[2]).unwrap();
+    check_err(ops::segmented_mm(array(&av, &[1, m, k], Dtype::F32), array(&bv, &[k, n], Dtype::F32), &segs2), ErrorKind::Shape, "segmented_mm");
+    check_err(ops::segmented_mm(array(&av, &[m, k], Dtype::F32), array(&bv, &[k, n], Dtype::F32), &array(&[0.0, 1.0], &[2], Dtype::F32)), ErrorKind::Shape, "segmented_mm");
+}
+
+/// addmm's c must broadcast to the product's shape, as mlx: a larger c is an error naming both.
+#[test]
+fn addmm_refuses_a_c_larger_than_the_product() {
+    let c = array(&[0.0; 8], &[2, 2, 2], Dtype::F32);
+    let a = array(&[1.0; 4], &[2, 2], Dtype::F32);
+    let e = ops::addmm(&c, &a, &a, 1.0, 1.0).unwrap_err();
+    assert_eq!((e.op.as_str(), e.kind), ("addmm", ErrorKind::Shape), "{e}");
+    assert!(e.message.contains("(2, 2, 2)") && e.message.contains("(2, 2)"), "{e}");
+}
+
+/// hadamard_transform against the product with the Sylvester matrix (built here by its
+/// recursion) for powers of two; for orders 12, 20 and 28 times a power of two, the transform's
+/// matrix is checked to be orthogonal with ±1/√n entries and laid out as kron(H_m, H_2^k).
+#[test]
+fn hadamard_transform_matches_the_kronecker_matrix() {
+    let mut rng = Rng::new(47);
+    fn sylvester(n: usize) -> Vec<f64> {
+        if n == 1 {
+            return vec![1.0];
+        }
+        let h = sylvester(n / 2);
+        let half = n / 2;
+        (0..n * n).map(|p| { let (i, j) = (p / n, p % n); h[(i % half) * half + j % half] * if i >= half && j >= half { -1.0 } else { 1.0 } }).collect()
+    }
+    for n in [2usize, 8, 64] {
+        let x = rng.vec(3 * n, -1.0, 1.0);
+        let got = ops::hadamard_transform(array(&x, &[3, n], Dtype::F64), Some(0.5)).unwrap();
+        let h = sylvester(n);
+        let want: Vec<f64> = (0..3).flat_map(|r| { let (h, x) = (&h, &x); (0..n).map(move |i| 0.5 * (0..n).map(|j| h[i * n + j] * x[r * n + j]).sum::<f64>()) }).collect();
+        assert_close(&got.to_f64_vec().unwrap(), &want, 1e-12, 1e-12, &format!("n = {n}"));
+    }
+    // Orders 12·4, 20·2, 28: the transform's matrix (its columns are the transforms of the unit
+    // vectors) is orthogonal after the default 1/√n scale: H·Hᵀ = I.
+    for (n, m) in [(48usize, 12usize), (40, 20), (28, 28)] {
+        let eye: Vec<f64> = (0..n * n).map(|p| if p / n == p % n { 1.0 } else { 0.0 }).collect();
+        let cols = ops::hadamard_transform(array(&eye, &[n, n], Dtype::F64), None).unwrap().to_f64_vec().unwrap();
+        for i in 0..n {
+            for j in 0..n {
+                let dot: f64 = (0..n).map(|t| cols[i * n + t] * cols[j * n + t]).sum();
+                assert!((dot - if i == j { 1.0 } else { 0.0 }).abs() < 1e-12, "n = {n}: rows {i}, {j} give {dot}");
+            }
+            assert!(cols[i * n..(i + 1) * n].iter().all(|v| (v.abs() - 1.0 / (n as f64).sqrt()).abs() < 1e-12), "±1/√n entries");
+        }
+        // kron(H_m, H_2^k): its first row is constant over each run of 2^k entries (the first
+        // row of H_m, each entry repeated), not periodic in m as kron(H_2^k, H_m) would be.
+        let n2 = n / m;
+        let first: Vec<f64> = (0..n).map(|i| cols[i * n]).collect();
+        assert!(first.chunks(n2).all(|run| run.iter().all(|&v| v == run[0])), "n = {n}: {first:?}");
+    }
+    // Integers give float32; size 1 with scale 1 is the input itself.
+    let ints = kiln::Array::from_slice(&[1i32, 2, 3, 4], &[4]).unwrap();
+    assert_eq!(ops::hadamard_transform(&ints, None).unwrap().dtype(), Dtype::F32);
+    let one = kiln::Array::from_slice(&[5i32], &[1]).unwrap();
+    assert!(ops::hadamard_transform(&one, None).unwrap().same_node(&one));
+    check_err(ops::hadamard_transform(array(&[0.0; 36], &[36], Dtype::F32), None), ErrorKind::Value, "hadamard_transform");
+    check_err(ops::hadamard_transform(array(&[], &[0], Dtype::F32), None), ErrorKind::Value, "hadamard_transform");
+}

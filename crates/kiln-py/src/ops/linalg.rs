@@ -1,4 +1,4 @@
-//! Products: `matmul`, `addmm`, `gather_mm`, `outer`, `inner`, `tensordot`, `einsum`.
+//! Products: `matmul`, `addmm`, `gather_mm`, `block_masked_mm`, `segmented_mm`, `hadamard_transform`, `outer`, `inner`, `tensordot`, `einsum`.
 
 use crate::array::PyArray;
 use crate::convert::Operand;
@@ -42,6 +42,39 @@ pub fn gather_mm(
 ) -> PyResult<PyArray> {
     let (lhs, rhs) = (lhs_indices.map(|i| i.0), rhs_indices.map(|i| i.0));
     on(stream.as_ref(), || ops::gather_mm(a.0, b.0, lhs.as_ref(), rhs.as_ref(), sorted_indices)).map(PyArray::from)
+}
+
+/// A matrix product masked in square blocks (mlx's `block_masked_mm`).
+#[pyfunction]
+#[pyo3(signature = (a, b, /, block_size = 64, mask_out = None, mask_lhs = None, mask_rhs = None, *, stream = None))]
+pub fn block_masked_mm(
+    a: Operand,
+    b: Operand,
+    block_size: usize,
+    mask_out: Option<Operand>,
+    mask_lhs: Option<Operand>,
+    mask_rhs: Option<Operand>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    let [out, lhs, rhs] = [mask_out, mask_lhs, mask_rhs].map(|m| m.map(|m| m.0));
+    on(stream.as_ref(), || ops::block_masked_mm(a.0, b.0, block_size, out.as_ref(), lhs.as_ref(), rhs.as_ref()))
+        .map(PyArray::from)
+}
+
+/// Products of `a`'s and `b`'s slices along the inner axis, one per segment (mlx's
+/// `segmented_mm`).
+#[pyfunction]
+#[pyo3(signature = (a, b, /, segments, *, stream = None))]
+pub fn segmented_mm(a: Operand, b: Operand, segments: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::segmented_mm(a.0, b.0, &segments.0)).map(PyArray::from)
+}
+
+/// The Walsh-Hadamard transform of the last axis (sizes m·2^k, m in 1, 12, 20, 28), times
+/// `scale` (default 1/√n).
+#[pyfunction]
+#[pyo3(signature = (a, /, scale = None, *, stream = None))]
+pub fn hadamard_transform(a: Operand, scale: Option<f64>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::hadamard_transform(a.0, scale)).map(PyArray::from)
 }
 
 /// Outer product of the flattened inputs.
@@ -104,6 +137,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(matmul, m)?,
         wrap_pyfunction!(addmm, m)?,
         wrap_pyfunction!(gather_mm, m)?,
+        wrap_pyfunction!(block_masked_mm, m)?,
+        wrap_pyfunction!(segmented_mm, m)?,
+        wrap_pyfunction!(hadamard_transform, m)?,
         wrap_pyfunction!(outer, m)?,
         wrap_pyfunction!(inner, m)?,
         wrap_pyfunction!(tensordot, m)?,

@@ -167,6 +167,13 @@ pub fn stop_gradient(a: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyA
     on(stream.as_ref(), || kiln::stop_gradient(&a.0)).map(PyArray::from)
 }
 
+/// The bytes of `a` read as `dtype` (the last axis scales by the ratio of the item sizes).
+#[pyfunction]
+#[pyo3(signature = (a, /, dtype, *, stream = None))]
+pub fn view(a: Operand, dtype: crate::dtype::PyDtype, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::view(&a.0, dtype.0)).map(PyArray::from)
+}
+
 /// Where both `a` and `b` are NaN.
 fn both_nan(a: &Array, b: &Array) -> kiln::Result<Array> {
     ops::logical_and(ops::isnan(a)?, ops::isnan(b)?)
@@ -248,6 +255,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(where_, m)?,
         wrap_pyfunction!(clip, m)?,
         wrap_pyfunction!(stop_gradient, m)?,
+        wrap_pyfunction!(view, m)?,
         wrap_pyfunction!(isclose, m)?,
         wrap_pyfunction!(allclose, m)?,
         wrap_pyfunction!(array_equal, m)?,

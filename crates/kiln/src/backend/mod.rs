@@ -24,6 +24,20 @@ pub struct Input {
     pub donatable: bool,
 }
 
+impl Input {
+    /// The same data seen as unsigned integers of the dtype's width, so copies move bits
+    /// exactly (NaN payloads and all) whatever the dtype.
+    pub fn as_bits(&self) -> Input {
+        let dtype = match self.dtype.size() {
+            1 => Dtype::U8,
+            2 => Dtype::U16,
+            4 => Dtype::U32,
+            _ => Dtype::U64,
+        };
+        Input { shape: self.shape.clone(), dtype, buffer: self.buffer.clone(), donatable: false }
+    }
+}
+
 /// Runs `op` on `inputs` on `stream`'s device, producing the output's data.
 pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<Buffer> {
     match stream.device.kind {

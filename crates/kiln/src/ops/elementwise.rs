@@ -239,6 +239,17 @@ pub fn astype(x: impl AsArray, dtype: Dtype) -> Result<Array> {
     cast(&x.as_array(), dtype)
 }
 
+/// The bytes of `x`, in row-major order, read as `dtype` (numpy's and mlx's `view`): the last
+/// axis scales by the ratio of the item sizes (it must hold a whole number of the new items),
+/// and a 0-d array keeps its item size. The result is a copy with no gradient.
+pub fn view(x: impl AsArray, dtype: Dtype) -> Result<Array> {
+    let x = x.as_array();
+    if x.dtype() == dtype {
+        return Ok(x);
+    }
+    Array::from_op(Op::View(dtype), vec![x])
+}
+
 /// Limits values to `[min, max]`; either bound may be `None`.
 pub fn clip(x: impl AsArray, min: Option<&dyn AsArray>, max: Option<&dyn AsArray>) -> Result<Array> {
     if min.is_none() && max.is_none() {

@@ -1,8 +1,12 @@
 //! Matrix products.
 
 use super::creation::arange;
+use super::elementwise::{astype, greater_equal, less, logical_and, multiply, where_};
 use super::index::take;
-use super::shape::{broadcast_against, broadcast_arrays, expand_dims, flatten, reshape, squeeze};
+use super::shape::{
+    broadcast_against, broadcast_arrays, broadcast_to, expand_dims, flatten, reshape, slice, slice_axis, squeeze,
+    SliceSpec,
+};
 use super::{promote_pair, AsArray};
 use crate::array::Array;
 use crate::dtype::Dtype;
@@ -62,29 +66,7 @@ pub fn gather_mm(
     if lhs_indices.is_none() && rhs_indices.is_none() {
         return matmul(a, b).map_err(|e| e.in_op("gather_mm"));
     }
-    let (a, b) = promote_pair("gather_mm", &a, &b)?;
-    if !a.dtype().is_float() {
-        return Err(Error::dtype(
-            "gather_mm",
-            format!("needs real floating-point inputs, got {} (cast with astype(float32))", a.dtype()),
-        ));
-    }
-    if a.ndim() == 0 || b.ndim() == 0 {
-        return Err(Error::shape("gather_mm", "inputs must have at least one dimension"));
-    }
-    let (a1, b1) = (a.ndim() == 1, b.ndim() == 1);
-    let a = if a1 { expand_dims(&a, &[0])? } else { a };
-    let b = if b1 { expand_dims(&b, &[-1])? } else { b };
-    if a.shape()[a.ndim() - 1] != b.shape()[b.ndim() - 2] {
-        return Err(Error::shape(
-            "gather_mm",
-            format!(
-                "last dimension of the first input must equal the second-to-last of the second, got {} and {}",
-                fmt_shape(a.shape()),
-                fmt_shape(b.shape())
-            ),
-        ));
-    }
+    let (a, b, a1, b1) = float_operands("gather_mm", a, b)?;
     // Each operand as a stack of matrices, and the indices into that stack.
     let stack_and_indices = |x: &Array, indices: Option<&Array>| -> Result<(Array, Array)> {
         let stack = if x.ndim() == 2 { expand_dims(x, &[0])? } else { flatten(x, 0, -3)? };
@@ -112,11 +94,170 @@ pub fn gather_mm(
     }
 }
 
+/// The operands of a product checked as matmul checks them, promoted to a real floating type
+/// (`op` names the caller in errors), 1-d ones made a row (`a`) or a column (`b`); with whether
+/// each was 1-d, so the caller removes that axis from the result again.
+fn float_operands(op: &str, a: Array, b: Array) -> Result<(Array, Array, bool, bool)> {
+    let (a, b) = promote_pair(op, &a, &b)?;
+    if !a.dtype().is_float() {
+        return Err(Error::dtype(op, format!("needs real floating-point inputs, got {} (cast with astype(float32))", a.dtype())));
+    }
+    if a.ndim() == 0 || b.ndim() == 0 {
+        return Err(Error::shape(op, "inputs must have at least one dimension"));
+    }
+    let (a1, b1) = (a.ndim() == 1, b.ndim() == 1);
+    let a = if a1 { expand_dims(&a, &[0])? } else { a };
+    let b = if b1 { expand_dims(&b, &[-1])? } else { b };
+    if a.shape()[a.ndim() - 1] != b.shape()[b.ndim() - 2] {
+        return Err(Error::shape(
+            op,
+            format!(
+                "last dimension of the first input must equal the second-to-last of the second, got {} and {}",
+                fmt_shape(a.shape()),
+                fmt_shape(b.shape())
+            ),
+        ));
+    }
+    Ok((a, b, a1, b1))
+}
+
+/// `out` without the axes added for 1-d operands (see [`float_operands`]).
+fn without_vector_axes(out: Array, a1: bool, b1: bool) -> Result<Array> {
+    let out = if a1 { squeeze(&out, Some(&[-2]))? } else { out };
+    if b1 { squeeze(&out, Some(&[-1])) } else { Ok(out) }
+}
+
+/// mlx's `block_masked_mm`: a matrix product whose operands and result are masked in square
+/// blocks of `block_size`. Each mask has one entry per block (`ceil(rows / block_size)` by
+/// `ceil(cols / block_size)`, edge blocks partial) and broadcasts to the batch: `mask_lhs` over
+/// `a`'s (M, K), `mask_rhs` over `b`'s (K, N), `mask_out` over the (M, N) result. A boolean mask
+/// keeps or zeroes its blocks; a float mask scales them (operand masks select only when both are
+/// boolean, as in mlx). Without masks this is `matmul`. mlx's kernels take block sizes 32 and
+/// 64 only; any positive size works here.
+pub fn block_masked_mm(
+    a: impl AsArray,
+    b: impl AsArray,
+    block_size: usize,
+    mask_out: Option<&Array>,
+    mask_lhs: Option<&Array>,
+    mask_rhs: Option<&Array>,
+) -> Result<Array> {
+    const OP: &str = "block_masked_mm";
+    let (a, b) = (a.as_array(), b.as_array());
+    if mask_out.is_none() && mask_lhs.is_none() && mask_rhs.is_none() {
+        return matmul(a, b).map_err(|e| e.in_op(OP));
+    }
+    if block_size == 0 {
+        return Err(Error::value(OP, "block_size must be positive"));
+    }
+    let (a, b, a1, b1) = float_operands(OP, a, b)?;
+    let (m, k, n) = (a.shape()[a.ndim() - 2], a.shape()[a.ndim() - 1], b.shape()[b.ndim() - 1]);
+    let batch = broadcast_shapes(OP, &a.shape()[..a.ndim() - 2], &b.shape()[..b.ndim() - 2])?;
+    let dtype = a.dtype();
+    // A mask at element resolution: its blocks repeated, cut to (rows, cols); `vector_axis` is
+    // where a 1-d operand's missing axis goes in the mask.
+    let expand = |name: &str, mask: &Array, rows: usize, cols: usize, vector_axis: Option<i64>| -> Result<Array> {
+        let mask = match vector_axis {
+            Some(axis) => expand_dims(mask, &[axis])?,
+            None => mask.clone(),
+        };
+        let blocks = [rows.div_ceil(block_size), cols.div_ceil(block_size)];
+        let mut want = batch.clone();
+        want.extend_from_slice(&blocks);
+        if mask.ndim() < 2 || broadcast_shapes(OP, mask.shape(), &want).map_or(true, |s| s != want) {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "{name} of shape {} must broadcast to {} (one entry per block of {block_size})",
+                    fmt_shape(mask.shape()),
+                    fmt_shape(&want)
+                ),
+            ));
+        }
+        let tiled = [&batch[..], &[blocks[0], block_size, blocks[1], block_size]].concat();
+        let mut flat: Vec<i64> = batch.iter().map(|&d| d as i64).collect();
+        flat.extend([(blocks[0] * block_size) as i64, (blocks[1] * block_size) as i64]);
+        let tiles = reshape(broadcast_to(&expand_dims(&mask, &[-3, -1])?, &tiled)?, &flat)?;
+        let nb = batch.len();
+        let mut specs = vec![SliceSpec::ALL; nb];
+        specs.extend([SliceSpec::range(0, rows as i64), SliceSpec::range(0, cols as i64)]);
+        slice(&tiles, &specs)
+    };
+    let apply = |x: Array, mask: &Array, select: bool| -> Result<Array> {
+        if select {
+            where_(mask, x, 0.0)
+        } else {
+            multiply(x, astype(mask, dtype)?)
+        }
+    };
+    let is_bool = |m: Option<&Array>| m.is_none_or(|m| m.dtype() == Dtype::Bool);
+    let select_operands = is_bool(mask_lhs) && is_bool(mask_rhs);
+    let (row, col) = (a1.then_some(-2), b1.then_some(-1));
+    let a = match mask_lhs {
+        Some(mask) => apply(a, &expand("mask_lhs", mask, m, k, row)?, select_operands)?,
+        None => a,
+    };
+    let b = match mask_rhs {
+        Some(mask) => apply(b, &expand("mask_rhs", mask, k, n, col)?, select_operands)?,
+        None => b,
+    };
+    let mut out = matmul(a, b)?;
+    if let Some(mask) = mask_out {
+        let mask = match (row, col) {
+            (Some(r), Some(_)) => expand_dims(mask, &[r, -1])?,
+            (Some(r), None) => expand_dims(mask, &[r])?,
+            (None, Some(c)) => expand_dims(mask, &[c])?,
+            (None, None) => mask.clone(),
+        };
+        out = apply(out, &expand("mask_out", &mask, m, n, None)?, mask.dtype() == Dtype::Bool)?;
+    }
+    without_vector_axes(out, a1, b1)
+}
+
+/// mlx's `segmented_mm`: for each `[start, end)` pair in the last axis of `segments`, the product
+/// `a[:, start:end] @ b[start:end, :]` (zeros for an empty segment); the result has the
+/// segments' leading shape followed by (M, N). `a` and `b` are matrices.
+pub fn segmented_mm(a: impl AsArray, b: impl AsArray, segments: &Array) -> Result<Array> {
+    const OP: &str = "segmented_mm";
+    let (a, b) = (a.as_array(), b.as_array());
+    if a.ndim() != 2 || b.ndim() != 2 {
+        return Err(Error::shape(
+            OP,
+            format!("takes matrices, got shapes {} and {} (batched products are not supported)", fmt_shape(a.shape()), fmt_shape(b.shape())),
+        ));
+    }
+    if segments.ndim() < 1 || segments.shape()[segments.ndim() - 1] != 2 || !segments.dtype().is_integer() {
+        return Err(Error::shape(
+            OP,
+            format!("segments must be integers of shape (..., 2), got {} {}", segments.dtype(), fmt_shape(segments.shape())),
+        ));
+    }
+    let (a, b, _, _) = float_operands(OP, a, b)?;
+    let k = a.shape()[1];
+    let positions = arange(0.0, k as f64, 1.0, Dtype::I64)?;
+    let bound = |i: i64| -> Result<Array> { astype(slice_axis(segments, -1, i, i + 1)?, Dtype::I64) };
+    let inside = logical_and(greater_equal(&positions, bound(0)?)?, less(&positions, bound(1)?)?)?; // (..., K)
+    let picked = where_(expand_dims(&inside, &[-2])?, &a, 0.0)?; // (..., M, K)
+    matmul(picked, b)
+}
+
 /// `beta * c + alpha * (a @ b)`.
+/// As mlx, `c` must broadcast to the product's shape (it never enlarges the result).
 pub fn addmm(c: impl AsArray, a: impl AsArray, b: impl AsArray, alpha: f64, beta: f64) -> Result<Array> {
+    let c = c.as_array();
     let product = || -> Result<Array> {
         let ab = super::multiply(matmul(a, b)?, alpha)?;
-        super::add(super::multiply(c, beta)?, ab)
+        if broadcast_shapes("addmm", c.shape(), ab.shape())?.as_slice() != ab.shape() {
+            return Err(Error::shape(
+                "addmm",
+                format!(
+                    "c of shape {} must broadcast to the product's shape {}",
+                    fmt_shape(c.shape()),
+                    fmt_shape(ab.shape())
+                ),
+            ));
+        }
+        super::add(super::multiply(&c, beta)?, ab)
     };
     product().map_err(|e| e.in_op("addmm"))
 }

@@ -173,6 +173,12 @@ pub(crate) fn batch(op: &Op, inputs: &[Batched], size: usize) -> Result<Batched>
             None,
         )),
         Op::Kernel { call, .. } => Err(call.no_transform("vmap")),
+        // Only the last axis changes: with the batch axis in front, examples keep their own last
+        // axis (a 0-d example that changes item size is refused as in eager).
+        Op::View(d) => {
+            crate::primitive::view_shape(&inputs[0].0.shape()[..example_rank(&inputs[0])], inputs[0].0.dtype(), *d)?;
+            front_op(op.clone())
+        }
         Op::Arange { .. } => unreachable!("arange has no inputs, so it is never batched"),
     }
 }

@@ -36,6 +36,7 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
         }),
         Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike { .. } | Op::SumLike | Op::Slice { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => same_op(),
         Op::Kernel { call, .. } => Err(call.no_transform("jvp")),
+        Op::View(_) => Err(vjp_rules::no_derivative_of_view("jvp")),
         Op::Concatenate { .. } => {
             let ts = (0..inputs.len()).map(tan).collect::<Result<Vec<_>>>()?;
             Array::from_op(op.clone(), ts).map(Some)

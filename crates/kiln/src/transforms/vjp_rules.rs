@@ -11,7 +11,7 @@
 use super::autodiff::{backward, tracers};
 use crate::array::Array;
 use crate::dtype::Dtype;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::shape::reshape_to;
 use crate::ops::{self, cast};
 use crate::primitive::{BinaryOp, FftKind, Op, ReduceOp, ScanOp, ScatterOp, UnaryOp};
@@ -237,6 +237,7 @@ pub(crate) fn vjp(op: &Op, inputs: &[Array], y: &Array, g: &Array) -> Result<Vec
         Op::Squeeze(axes) => one(Array::from_op(Op::ExpandDims(axes.clone()), vec![g.clone()])),
         Op::ExpandDims(axes) => one(Array::from_op(Op::Squeeze(axes.clone()), vec![g.clone()])),
         Op::Kernel { call, .. } => Err(call.no_transform("vjp")),
+        Op::View(_) => Err(no_derivative_of_view("vjp")),
         Op::Transpose(perm) => one(Array::from_op(Op::Transpose(inverse(perm)), vec![g.clone()])),
         Op::BroadcastTo(_) => Ok(vec![Some(g.clone())]),
         Op::BroadcastLike { .. } => Ok([Some(g.clone())].into_iter().chain(inputs[1..].iter().map(|_| None)).collect()),
@@ -484,4 +485,12 @@ fn scatter_vjp(op: ScatterOp, axes: &[usize], inputs: &[Array], y: &Array, g: &A
     out.extend(indices.iter().map(|_| None));
     out.push(Some(gu));
     Ok(out)
+}
+
+/// The error for differentiating through `view`: reinterpreted bits have no derivative.
+pub(super) fn no_derivative_of_view(transform: &str) -> Error {
+    Error::value(
+        "view",
+        format!("a {transform} cannot pass through view (reinterpreted bits have no derivative); apply stop_gradient to its input"),
+    )
 }

@@ -326,13 +326,8 @@ pub fn select(cond: &Input, a: &Input, b: &Input, shape: &[usize]) -> Result<Buf
 /// unsigned integers of their width, so no dtype pays for a conversion, through the same walk
 /// (blocks for transposed reads) as every elementwise op.
 pub fn copy_to_row_major(x: &Input, shape: &[usize]) -> Buffer {
-    let bits = match x.dtype.size() {
-        1 => Dtype::U8,
-        2 => Dtype::U16,
-        4 => Dtype::U32,
-        _ => Dtype::U64,
-    };
-    let as_bits = Input { shape: x.shape.clone(), dtype: bits, buffer: x.buffer.clone(), donatable: false };
+    let as_bits = x.as_bits();
+    let bits = as_bits.dtype;
     let copied = crate::with_dtype!(bits, T => drive::<T, T, 1>([&as_bits], shape, bits, |[a], o, n| unsafe {
         std::ptr::copy(a, o, n);
         Ok(())

@@ -37,6 +37,10 @@ pub fn run(op: &Op, inputs: &[Input], shape: &[usize], dtype: Dtype) -> Result<B
         Op::Binary(b) => elementwise::binary(*b, &inputs[0], &inputs[1], shape, dtype),
         Op::Select => elementwise::select(&inputs[0], &inputs[1], &inputs[2], shape),
         Op::AsType(d) => elementwise::astype(&inputs[0], *d),
+        Op::View(_) => {
+            let copy = strided::to_contiguous(&inputs[0], &inputs[0].shape);
+            Ok(Buffer { offset: 0, strides: crate::shape::row_major_strides(shape), ..copy })
+        }
         Op::Reshape { .. } => views::reshape(op.name(), &inputs[0], shape),
         Op::Transpose(perm) => Ok(views::transpose(&inputs[0], perm)),
         Op::BroadcastTo(_) | Op::BroadcastLike { .. } => Ok(views::broadcast_to(&inputs[0], shape)),

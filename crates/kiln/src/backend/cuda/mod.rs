@@ -125,6 +125,10 @@ pub fn run(stream: Stream, op: &Op, inputs: &[Input], shape: &[usize], dtype: Dt
         Op::Slice { start, step, .. } => Ok(views::slice(&inputs[0], start, step)),
         Op::StopGradient => Ok(inputs[0].buffer.clone()),
         Op::Custom { index, .. } => Ok(inputs[*index].buffer.clone()),
+        Op::View(_) => {
+            let copy = elementwise::contiguous(name, gpu, cu_stream, &inputs[0].as_bits())?;
+            Ok(Buffer { offset: 0, strides: crate::shape::row_major_strides(shape), ..copy })
+        }
         Op::Reshape { .. } | Op::Flatten { .. } | Op::Squeeze(_) | Op::ExpandDims(_) => match views::reshape_view(&inputs[0], shape) {
             Some(view) => Ok(view),
             None => {
