@@ -407,6 +407,21 @@ def test_hadamard_transform_matches_the_sylvester_matrix(rng):
         mx.hadamard_transform(mx.zeros((36,)))
 
 
+def test_view_matches_numpy_for_every_item_size(rng):
+    a = rng.integers(-100, 100, (4, 2, 4)).astype(np.int32)
+    for t in (np.bool_, np.int8, np.uint16, np.float32, np.int64, np.float64):
+        got = mx.array(a).view(getattr(mx, np.dtype(t).name if t is not np.bool_ else "bool_"))
+        np.testing.assert_array_equal(np.array(got), a.view(t))
+    strided = np.ascontiguousarray(a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(np.array(mx.view(mx.array(a).transpose(2, 0, 1), mx.uint8)), strided.view(np.uint8))
+    assert mx.array(1, mx.int8).view(mx.uint8).item() == 1
+    assert np.array(mx.array(np.uint32(1)).view(mx.float32)).item() == np.float32(1.4e-45)
+    with pytest.raises(ValueError, match="0-d"):
+        mx.array(1, mx.int32).view(mx.int8)
+    with pytest.raises(ValueError, match="bytes"):
+        mx.zeros((3,), mx.uint8).view(mx.float32)
+
+
 def test_linalg_matches_numpy(rng):
     a = rng.standard_normal((2, 3, 4)).astype(np.float32)
     b = rng.standard_normal((4, 5)).astype(np.float32)
