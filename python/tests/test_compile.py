@@ -446,6 +446,32 @@ def test_shapeless_indexing_written_as_numbers_follows_new_shapes(rng):
     assert g.trace_count == 1
 
 
+def test_shapeless_slice_updates_follow_new_batch_sizes_down_to_one_row():
+    def zero_first_column(x):
+        x[:, 0] = 0
+        x[1:] *= mx.array([[2.0, 3.0]])  # a value with a leading size-1 axis
+        return x
+
+    c = mx.compile(zero_first_column, shapeless=True)
+    for rows in (2, 5, 1):
+        x = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2)
+        want = x.copy()
+        want[:, 0] = 0
+        want[1:] *= [2.0, 3.0]
+        np.testing.assert_array_equal(np.array(c(mx.array(x))), want)
+    assert c.trace_count == 1
+
+    def zero_first(x):
+        x[:, 0] = 0
+        return x
+
+    c = mx.compile(zero_first, shapeless=True)  # traced with one row: the region is (1,)
+    for rows in (1, 4):
+        x = np.ones((rows, 3), np.float32)
+        np.testing.assert_array_equal(np.array(c(mx.array(x))), np.tile([0.0, 1.0, 1.0], (rows, 1)))
+    assert c.trace_count == 1
+
+
 def test_shapeless_slice_bounds_computed_from_a_shape_are_refused_at_new_shapes():
     c = mx.compile(lambda x: x[: x.shape[0] // 2], shapeless=True)
     assert c(mx.arange(4.0)).tolist() == [0.0, 1.0]

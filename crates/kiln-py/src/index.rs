@@ -310,8 +310,8 @@ fn without_leading_ones(v: &Array, ndim: usize) -> PyResult<Array> {
     if extra == 0 || v.shape()[..extra].iter().any(|&d| d != 1) {
         return Ok(v.clone());
     }
-    let shape: Vec<i64> = v.shape()[extra..].iter().map(|&d| d as i64).collect();
-    ops::reshape(v, &shape).or_raise()
+    let leading: Vec<i64> = (0..extra as i64).collect();
+    ops::squeeze(v, Some(&leading)).or_raise()
 }
 
 /// How an indexed update combines with the current values.

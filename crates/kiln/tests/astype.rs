@@ -159,7 +159,7 @@ fn view_reinterprets_row_major_bytes() {
     let halves: Vec<u16> = [0usize, 3, 1, 4, 2, 5].iter().flat_map(|&i| [words[i] as u16, (words[i] >> 16) as u16]).collect();
     assert_eq!((t.shape(), t.to_vec::<u16>().unwrap()), (&[3usize, 4][..], halves));
     // vmap over rows equals the view of the whole array.
-    let per_row = kiln::vmap(|a: &[Array]| Ok(vec![ops::view(&a[0], Dtype::U8)?]), &[Some(0)], &[Some(0)])(&[x.clone()]).unwrap();
+    let per_row = kiln::vmap(|a: &[Array]| Ok(vec![ops::view(&a[0], Dtype::U8)?]), &[Some(0)], &[Some(0)])(std::slice::from_ref(&x)).unwrap();
     assert_eq!(per_row[0].to_vec::<u8>().unwrap(), bytes.to_vec::<u8>().unwrap());
     let e = ops::view(Array::from_slice(&[1u32], &[]).unwrap(), Dtype::U8).unwrap_err();
     assert!(e.op == "view" && e.message.contains("0-d"), "{e}");

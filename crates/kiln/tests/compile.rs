@@ -957,8 +957,8 @@ fn shapeless_unflatten_with_minus_one_fails_at_a_new_shape() {
 }
 
 /// A shapeless gather from an array whose shape stays fixed follows its indices' shapes (and a
-/// reduction after it folds each call's count, mlx's issue 3201); `take` from a source of a new
-/// shape follows it, a gather of windows from one fails.
+/// reduction after it folds each call's count, mlx's issue 3201); `take` follows new sizes of its
+/// source's other axes; a new size of an indexed axis, or a gather of windows, fails.
 #[test]
 fn shapeless_gather_follows_new_index_shapes_of_a_fixed_source() {
     let _g = serial();
@@ -971,16 +971,23 @@ fn shapeless_gather_follows_new_index_shapes_of_a_fixed_source() {
         assert_f32(&only(c.call(&[buf.clone(), idx])), &[], &[want], &format!("sum of the first {n}"));
     }
     assert_eq!(c.trace_count(), 1);
-    // `take` gathers whole slices, so it follows its source's new shape too.
+    // `take` gathers whole slices, so it follows new sizes of its source's other axes.
     let idx = Array::from_slice(&[2u32, 1], &[2]).unwrap();
-    assert_f32(&only(c.call(&[f32a(&[1.0, 2.0, 3.0], &[3]), idx.clone()])), &[], &[5.0], "take from a new source");
     let rows =
         compile_with(|a: &[Array]| Ok(vec![ops::take(&a[0], &a[1], Some(0))?]), CompileOptions::new().shapeless(true));
-    for (r, cl) in [(3usize, 2usize), (4, 5)] {
+    for (r, cl) in [(3usize, 2usize), (3, 5), (3, 1)] {
         let x = f32a(&(0..r * cl).map(|k| k as f64).collect::<Vec<_>>(), &[r, cl]);
         let want: Vec<f64> = [2usize, 1].iter().flat_map(|&i| (0..cl).map(move |j| (i * cl + j) as f64)).collect();
         assert_f32(&only(rows.call(&[x, idx.clone()])), &[2, cl], &want, &format!("rows 2 and 1 of ({r}, {cl})"));
     }
+    // A new size of the indexed axis is refused: indices made at trace time may be stale for
+    // it (here `diagonal`'s positions; eager at (6, 6) has six diagonal elements).
+    let e = rows.call(&[f32a(&[0.0; 8], &[4, 2]), idx.clone()]).expect_err("take along an axis of a new size");
+    assert!(e.message.contains("shapeless") && e.message.contains("source"), "{e}");
+    let diag = compile_with(|a: &[Array]| Ok(vec![ops::diagonal(&a[0], 0, 0, 1)?]), CompileOptions::new().shapeless(true));
+    only(diag.call(&[f32a(&[0.0; 16], &[4, 4])]));
+    let e = diag.call(&[f32a(&[0.0; 36], &[6, 6])]).expect_err("diagonal at a new size");
+    assert_eq!(e.kind, ErrorKind::Shape, "{e}");
     // A gather of windows (slice size 2, not a whole axis) needs its source's traced shape.
     let windows = compile_with(
         |a: &[Array]| Ok(vec![ops::gather(&a[0], &[a[1].clone()], &[0], &[2])?]),
@@ -1115,6 +1122,25 @@ fn shapeless_written_slices_follow_new_shapes() {
     }
     assert_eq!(c.trace_count(), 1, "shapeless retraced");
 
+    // A one-row region at trace time still broadcasts its update at a new batch size, and a
+    // slice empty at trace time (where softmax takes its empty-input shortcut) stays fixed.
+    let c = compile_with(
+        move |a: &[Array]| {
+            let zeroed = ops::slice_update_written(&a[0], 0.0, &[all, Index(0)])?;
+            Ok(vec![zeroed, ops::softmax(ops::slice_written(&a[0], &[all, from(3)])?, Some(&[-1]), false)?])
+        },
+        CompileOptions::new().shapeless(true),
+    );
+    c.call(&[f32a(&[1.0, 2.0, 3.0], &[1, 3])]).unwrap();
+    let e = c.call(&[f32a(&[1.0; 16], &[2, 8])]).expect_err("a slice empty at trace time");
+    assert_eq!((e.op.as_str(), e.kind), ("slice", ErrorKind::Shape), "{e}");
+    let c = compile_with(
+        move |a: &[Array]| Ok(vec![ops::slice_update_written(&a[0], 0.0, &[all, Index(0)])?]),
+        CompileOptions::new().shapeless(true),
+    );
+    assert_f32(&only(c.call(&[f32a(&[1.0, 2.0], &[1, 2])])), &[1, 2], &[0.0, 2.0], "batch 1");
+    assert_f32(&only(c.call(&[f32a(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2])])), &[3, 2], &[0.0, 2.0, 0.0, 4.0, 0.0, 6.0], "batch 3");
+
     // An index out of range at a new shape is the eager error, in a shapeless call.
     let c = compile_with(
         |a: &[Array]| Ok(vec![ops::slice_written(&a[0], &[Index(3)])?]),
@@ -1131,7 +1157,7 @@ fn shapeless_written_slices_follow_new_shapes() {
     );
     only(c.call(&[f32a(&[0.0; 4], &[4]), f32a(&[1.0; 3], &[3])]));
     let e = c.call(&[f32a(&[0.0; 5], &[5]), f32a(&[1.0; 3], &[3])]).expect_err("update (3,) into a region (4,)");
-    assert!(e.message.contains("does not fill the region (4,)"), "{e}");
+    assert!(e.message.contains("shapeless") && e.message.contains("(3,) and (4,)"), "{e}");
 
     // Bounds resolved by the caller (`slice`), or written after the function read a shape, may
     // have come from a shape: they stay fixed and a new shape is refused with the fix.

@@ -241,11 +241,16 @@ pub fn astype(x: impl AsArray, dtype: Dtype) -> Result<Array> {
 
 /// The bytes of `x`, in row-major order, read as `dtype` (numpy's and mlx's `view`): the last
 /// axis scales by the ratio of the item sizes (it must hold a whole number of the new items),
-/// and a 0-d array keeps its item size. The result is a copy with no gradient.
+/// and a 0-d array keeps its item size. A new dtype gives a copy with no gradient; the same
+/// dtype gives `x` itself. Viewed as bool, a byte is true when it is not zero (bool values are
+/// kept as 0 or 1).
 pub fn view(x: impl AsArray, dtype: Dtype) -> Result<Array> {
     let x = x.as_array();
     if x.dtype() == dtype {
         return Ok(x);
+    }
+    if dtype == Dtype::Bool {
+        return not_equal(view(&x, Dtype::U8)?, 0);
     }
     Array::from_op(Op::View(dtype), vec![x])
 }

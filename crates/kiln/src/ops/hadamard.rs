@@ -132,6 +132,6 @@ fn factor(n: usize) -> Option<(usize, Option<&'static [&'static str]>)> {
     }
     [(12, &H12[..]), (20, &H20[..]), (28, &H28[..])]
         .into_iter()
-        .find(|&(m, _)| n % m == 0 && (n / m).is_power_of_two())
+        .find(|&(m, _)| n.is_multiple_of(m) && (n / m).is_power_of_two())
         .map(|(m, rows)| (m, Some(rows)))
 }

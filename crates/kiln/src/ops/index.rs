@@ -292,8 +292,12 @@ pub fn slice_update_written(x: impl AsArray, update: impl AsArray, bounds: &[Axi
     slice_update_with(x.as_array(), update.as_array(), bounds, bounds_to_keep(bounds))
 }
 
+/// [`slice_update`] of `bounds`; `written` (see [`bounds_to_keep`]) keeps them in the op so a
+/// shapeless replay resolves them again, and the update then broadcasts against the region at
+/// each call's shapes; `None` fixes them.
 fn slice_update_with(x: Array, update: Array, bounds: &[AxisBound], written: Option<Vec<AxisBound>>) -> Result<Array> {
     let (start, step, len) = resolve_bounds("slice_update", bounds, x.shape())?;
+    let written = written.filter(|_| !len.contains(&0));
     if broadcast_shapes("slice_update", update.shape(), &len).map_or(true, |s| s.as_slice() != len.as_slice()) {
         return Err(Error::shape(
             "slice_update",
@@ -301,10 +305,9 @@ fn slice_update_with(x: Array, update: Array, bounds: &[AxisBound], written: Opt
         ));
     }
     let update = cast(&update, x.dtype())?;
-    let update = if update.shape() == len.as_slice() {
-        update
-    } else if written.is_some() {
-        // The region's shape may change in a shapeless replay: broadcast against the region.
+    let update = if written.is_some() {
+        // The region's shape may change in a shapeless replay: broadcast against the region
+        // (simplification removes the broadcast where it is an identity).
         broadcast_like(&update, &slice_with(x.clone(), bounds, written.clone())?)?
     } else {
         broadcast_to(&update, &len)?

@@ -86,12 +86,7 @@ pub fn gather_mm(
     let (b_stack, rhs) = stack_and_indices(&b, rhs_indices)?;
     let both = broadcast_arrays(&[lhs, rhs]).map_err(|e| e.in_op("gather_mm"))?;
     let out = matmul(take(&a_stack, &both[0], Some(0))?, take(&b_stack, &both[1], Some(0))?)?;
-    let out = if a1 { squeeze(&out, Some(&[-2]))? } else { out };
-    if b1 {
-        squeeze(&out, Some(&[-1]))
-    } else {
-        Ok(out)
-    }
+    without_vector_axes(out, a1, b1)
 }
 
 /// The operands of a product checked as matmul checks them, promoted to a real floating type
@@ -217,20 +212,20 @@ pub fn block_masked_mm(
 /// mlx's `segmented_mm`: for each `[start, end)` pair in the last axis of `segments`, the product
 /// `a[:, start:end] @ b[start:end, :]` (zeros for an empty segment); the result has the
 /// segments' leading shape followed by (M, N). `a` and `b` are matrices.
-pub fn segmented_mm(a: impl AsArray, b: impl AsArray, segments: &Array) -> Result<Array> {
+pub fn segmented_mm(a: impl AsArray, b: impl AsArray, segments: impl AsArray) -> Result<Array> {
     const OP: &str = "segmented_mm";
-    let (a, b) = (a.as_array(), b.as_array());
+    let (a, b, segments) = (a.as_array(), b.as_array(), &segments.as_array());
     if a.ndim() != 2 || b.ndim() != 2 {
         return Err(Error::shape(
             OP,
             format!("takes matrices, got shapes {} and {} (batched products are not supported)", fmt_shape(a.shape()), fmt_shape(b.shape())),
         ));
     }
-    if segments.ndim() < 1 || segments.shape()[segments.ndim() - 1] != 2 || !segments.dtype().is_integer() {
-        return Err(Error::shape(
-            OP,
-            format!("segments must be integers of shape (..., 2), got {} {}", segments.dtype(), fmt_shape(segments.shape())),
-        ));
+    if !segments.dtype().is_integer() {
+        return Err(Error::dtype(OP, format!("segments must be integers, got {}", segments.dtype())));
+    }
+    if segments.ndim() < 1 || segments.shape()[segments.ndim() - 1] != 2 {
+        return Err(Error::shape(OP, format!("segments must have shape (..., 2), got {}", fmt_shape(segments.shape()))));
     }
     let (a, b, _, _) = float_operands(OP, a, b)?;
     let k = a.shape()[1];

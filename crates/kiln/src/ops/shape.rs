@@ -336,7 +336,8 @@ pub(crate) fn resolve_bounds(
 
 /// The bounds to keep in a slice op for shapeless replay: the caller's, unless the traced
 /// function read a shape before (then they may have been computed from it and stay fixed).
-/// Outside compile tracing nothing needs keeping.
+/// Outside compile tracing nothing needs keeping. (A slice empty at trace time drops them too:
+/// ops after it may have taken shortcuts for empty inputs, such as softmax's.)
 pub(crate) fn bounds_to_keep(bounds: &[AxisBound]) -> Option<Vec<AxisBound>> {
     let tracing = crate::transforms::compile::is_compile_tracing();
     (tracing && !crate::transforms::compile::shape_was_read()).then(|| bounds.to_vec())
@@ -361,6 +362,7 @@ pub fn slice_written(x: impl AsArray, bounds: &[AxisBound]) -> Result<Array> {
 /// [`slice`] of `bounds`, keeping `written` in the op (see [`bounds_to_keep`]).
 pub(crate) fn slice_with(x: Array, bounds: &[AxisBound], written: Option<Vec<AxisBound>>) -> Result<Array> {
     let (start, step, len) = resolve_bounds("slice", bounds, x.shape())?;
+    let written = written.filter(|_| !len.contains(&0));
     let identity = len.as_slice() == x.shape() && step.iter().all(|&k| k == 1);
     if identity && written.as_ref().is_none_or(|w| w.iter().all(AxisBound::is_whole)) {
         return Ok(x);

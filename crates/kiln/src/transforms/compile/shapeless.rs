@@ -15,7 +15,7 @@
 //! folded into it changed size (the other output sizes, fixed at trace time, may have been read
 //! off the input: `reshape(x.shape[0], -1)`). A gather follows its index arrays' new shapes, and
 //! its source's too when it takes whole slices of the source's other axes (`take`, indexing with
-//! arrays); a gather with other slice sizes needs its source's traced shape.
+//! arrays) and only those changed size; other gathers need their source's traced shape.
 
 use super::trace::{Tape, TapeNode, Value};
 use crate::dtype::Dtype;
@@ -113,7 +113,7 @@ fn rewritten_op(op: &Op, ins: &[usize], traced: &[TapeNode], now: &[TapeNode]) -
             }
             Some(Op::SliceUpdate { start, step, written: Some(w.clone()) })
         }
-        Op::Gather { axes, slice_sizes } if takes_whole_slices(axes, slice_sizes, &traced[ins[0]].shape) => {
+        Op::Gather { axes, slice_sizes } if follows_source(axes, slice_sizes, &traced[ins[0]].shape, dst) => {
             let slice_sizes = dst.iter().enumerate().map(|(a, &d)| if axes.contains(&a) { 1 } else { d }).collect();
             Some(Op::Gather { axes: axes.clone(), slice_sizes })
         }
@@ -121,10 +121,18 @@ fn rewritten_op(op: &Op, ins: &[usize], traced: &[TapeNode], now: &[TapeNode]) -
     })
 }
 
-/// Whether a gather's slices are one element along the indexed axes and whole along the others
-/// of its source (of shape `source` at trace time), as `take` and array indexing gather.
-fn takes_whole_slices(axes: &[usize], slice_sizes: &[usize], source: &[usize]) -> bool {
-    slice_sizes.iter().zip(source).enumerate().all(|(a, (&s, &d))| s == if axes.contains(&a) { 1 } else { d })
+/// Whether a gather follows its source's new shape `now` (traced as `traced`): its slices are
+/// one element along the indexed axes and whole along the others (as `take` and array indexing
+/// gather), and only the other axes changed size. Indices made at trace time for the indexed
+/// axes (`diagonal`'s positions, `arange(x.shape[0])`) stay valid only while those keep theirs.
+fn follows_source(axes: &[usize], slice_sizes: &[usize], traced: &[usize], now: &[usize]) -> bool {
+    slice_sizes.iter().zip(traced).zip(now).enumerate().all(|(a, ((&s, &d), &n))| {
+        if axes.contains(&a) {
+            s == 1 && d == n
+        } else {
+            s == d
+        }
+    })
 }
 
 /// Whether a reshape whose axis `a` was written -1, traced from `traced_in` to `traced_out`, gives
