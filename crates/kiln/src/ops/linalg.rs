@@ -19,23 +19,8 @@ use crate::shape::{broadcast_shapes, fmt_shape};
 /// ones are ORs of ANDs, as numpy's (mlx refuses both).
 pub fn matmul(a: impl AsArray, b: impl AsArray) -> Result<Array> {
     let (a, b) = promote_pair("matmul", &a.as_array(), &b.as_array())?;
-    if a.ndim() == 0 || b.ndim() == 0 {
-        return Err(Error::shape("matmul", "inputs must have at least one dimension; use multiply for scalars"));
-    }
-    let (a1, b1) = (a.ndim() == 1, b.ndim() == 1);
-    let a = if a1 { expand_dims(&a, &[0])? } else { a };
-    let b = if b1 { expand_dims(&b, &[-1])? } else { b };
+    let (a, b, a1, b1) = matrix_operands("matmul", a, b)?;
     let (na, nb) = (a.ndim(), b.ndim());
-    if a.shape()[na - 1] != b.shape()[nb - 2] {
-        return Err(Error::shape(
-            "matmul",
-            format!(
-                "last dimension of the first input must equal the second-to-last of the second, got {} and {}",
-                fmt_shape(a.shape()),
-                fmt_shape(b.shape())
-            ),
-        ));
-    }
     let batch = broadcast_shapes("matmul", &a.shape()[..na - 2], &b.shape()[..nb - 2])?;
     let operands = [a.clone(), b.clone()];
     let with_batch = |x: &Array| -> Result<Array> {
@@ -45,8 +30,7 @@ pub fn matmul(a: impl AsArray, b: impl AsArray) -> Result<Array> {
         broadcast_against(x, &operands, 2, &s)
     };
     let out = Array::from_op(Op::Matmul, vec![with_batch(&a)?, with_batch(&b)?])?;
-    let out = if a1 { squeeze(&out, Some(&[-2]))? } else { out };
-    if b1 { squeeze(&out, Some(&[-1])) } else { Ok(out) }
+    without_vector_axes(out, a1, b1)
 }
 
 /// mlx's `gather_mm`: matrix products of the matrices `lhs_indices` picks from `a`'s batch (its
@@ -89,16 +73,22 @@ pub fn gather_mm(
     without_vector_axes(out, a1, b1)
 }
 
-/// The operands of a product checked as matmul checks them, promoted to a real floating type
-/// (`op` names the caller in errors), 1-d ones made a row (`a`) or a column (`b`); with whether
-/// each was 1-d, so the caller removes that axis from the result again.
+/// The operands of a product promoted to a real floating type (`op` names the caller in
+/// errors) and checked as matmul checks them ([`matrix_operands`]).
 fn float_operands(op: &str, a: Array, b: Array) -> Result<(Array, Array, bool, bool)> {
     let (a, b) = promote_pair(op, &a, &b)?;
     if !a.dtype().is_float() {
         return Err(Error::dtype(op, format!("needs real floating-point inputs, got {} (cast with astype(float32))", a.dtype())));
     }
+    matrix_operands(op, a, b)
+}
+
+/// The operands of a product with at least one dimension each and matching inner dimensions,
+/// 1-d ones made a row (`a`) or a column (`b`); with whether each was 1-d, so the caller removes
+/// that axis from the result again ([`without_vector_axes`]).
+fn matrix_operands(op: &str, a: Array, b: Array) -> Result<(Array, Array, bool, bool)> {
     if a.ndim() == 0 || b.ndim() == 0 {
-        return Err(Error::shape(op, "inputs must have at least one dimension"));
+        return Err(Error::shape(op, "inputs must have at least one dimension; use multiply for scalars"));
     }
     let (a1, b1) = (a.ndim() == 1, b.ndim() == 1);
     let a = if a1 { expand_dims(&a, &[0])? } else { a };
@@ -116,7 +106,7 @@ fn float_operands(op: &str, a: Array, b: Array) -> Result<(Array, Array, bool, b
     Ok((a, b, a1, b1))
 }
 
-/// `out` without the axes added for 1-d operands (see [`float_operands`]).
+/// `out` without the axes added for 1-d operands (see [`matrix_operands`]).
 fn without_vector_axes(out: Array, a1: bool, b1: bool) -> Result<Array> {
     let out = if a1 { squeeze(&out, Some(&[-2]))? } else { out };
     if b1 { squeeze(&out, Some(&[-1])) } else { Ok(out) }
