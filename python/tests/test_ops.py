@@ -222,7 +222,7 @@ def test_all_any_argmax_argmin(rng):
     assert mx.argmax(a).item() == x.argmax()
 
 
-@pytest.mark.parametrize("name", ["cumsum", "cumprod", "cummax", "cummin"])
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"])
 def test_scans_match_numpy(rng, name):
     x = rng.uniform(0.5, 1.5, (3, 5)).astype(np.float32)
     ref = {
@@ -230,10 +230,26 @@ def test_scans_match_numpy(rng, name):
         "cumprod": np.cumprod,
         "cummax": np.maximum.accumulate,
         "cummin": np.minimum.accumulate,
+        "logcumsumexp": np.logaddexp.accumulate,
     }[name]
     np.testing.assert_allclose(np.array(getattr(mx, name)(mx.array(x), axis=1)), ref(x.astype(np.float64), axis=1), rtol=2e-6)
     rev = getattr(mx.array(x), name)(axis=1, reverse=True)
     np.testing.assert_allclose(np.array(rev), ref(x.astype(np.float64)[:, ::-1], axis=1)[:, ::-1], rtol=2e-6)
+
+
+def test_logcumsumexp_of_large_values_and_its_gradient_against_numpy(rng):
+    x = (rng.standard_normal((4, 6)) * 300).astype(np.float32)
+    got = mx.logcumsumexp(mx.array(x), axis=1, reverse=True, inclusive=False)
+    want = np.concatenate([np.logaddexp.accumulate(x.astype(np.float64)[:, :0:-1], axis=1)[:, ::-1], np.full((4, 1), -np.inf)], 1)
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-6)
+    # The gradient of sum(w * logcumsumexp(x)) is sum over later outputs of w_i * softmax weights.
+    w = rng.standard_normal((4, 6)).astype(np.float32)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    g = mx.grad(lambda a: (mx.logcumsumexp(a, axis=1) * mx.array(w)).sum())(mx.array(x))
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    y = np.logaddexp.accumulate(x64, axis=1)
+    want = np.array([[sum(w64[r, i] * np.exp(x64[r, j] - y[r, i]) for i in range(j, 6)) for j in range(6)] for r in range(4)])
+    np.testing.assert_allclose(np.array(g), want, rtol=1e-4, atol=1e-6)
 
 
 def test_exclusive_cumsum():
@@ -447,6 +463,35 @@ def test_linalg_matches_numpy(rng):
     )
     with pytest.raises(ValueError, match="matmul"):
         mx.matmul(mx.array(a), mx.array(c))
+
+
+@pytest.mark.parametrize(
+    "subscripts, shapes",
+    [
+        ("ii->i", [(4, 4)]),
+        ("ijij->j", [(2, 3, 2, 3)]),
+        ("ab,bc->c", [(5, 1), (8, 2)]),
+        ("...ij,...jk->...ik", [(5, 1, 3, 4), (1, 2, 4, 5)]),
+        ("...cd,c...->d...", [(2, 3, 4, 5), (4,)]),
+        ("ab...,...bc->a...c", [(2, 3), (3, 4)]),
+        ("bca,cdb,dbf,afc->", [(3, 4, 2), (4, 5, 3), (5, 3, 6), (2, 6, 4)]),
+    ],
+)
+def test_einsum_and_its_path_match_numpy(rng, subscripts, shapes):
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    got = mx.einsum(subscripts, *[mx.array(x) for x in xs])
+    want = np.einsum(subscripts, *[x.astype(np.float64) for x in xs])
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4)
+    path, report = mx.einsum_path(subscripts, *[mx.array(x) for x in xs])
+    assert path == np.einsum_path(subscripts, *xs)[0][1:]
+    assert "Optimized FLOP count" in report
+
+
+def test_einsum_errors_are_value_errors():
+    with pytest.raises(ValueError, match="einsum"):
+        mx.einsum("ij,jk", mx.zeros((2, 3)), mx.zeros((2, 4)))
+    with pytest.raises(ValueError, match="ellipsis"):
+        mx.einsum("a...b...->ab", mx.zeros((2, 3, 4)))
 
 
 def test_topk_and_partition(rng):

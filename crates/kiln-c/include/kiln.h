@@ -1326,6 +1326,11 @@ int kiln_cummax(kiln_array *res, kiln_array a, int axis, bool reverse, bool incl
 int kiln_cummin(kiln_array *res, kiln_array a, int axis, bool reverse, bool inclusive, kiln_stream s);
 
 /**
+ * Running log-sum-exp along `axis`, computed in log space (integers in float).
+ */
+int kiln_logcumsumexp(kiln_array *res, kiln_array a, int axis, bool reverse, bool inclusive, kiln_stream s);
+
+/**
  * The flattened array, sorted (NaNs last).
  */
 int kiln_sort(kiln_array *res, kiln_array a, kiln_stream s);

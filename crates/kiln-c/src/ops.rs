@@ -413,6 +413,8 @@ c_ops! {
     fn kiln_cummax(a: kiln_array, axis: c_int, reverse: bool, inclusive: bool) -> kiln_array = ops::cummax(arr!(a), Some(axis as i64), reverse, inclusive);
     /// Running minimum along `axis`.
     fn kiln_cummin(a: kiln_array, axis: c_int, reverse: bool, inclusive: bool) -> kiln_array = ops::cummin(arr!(a), Some(axis as i64), reverse, inclusive);
+    /// Running log-sum-exp along `axis`, computed in log space (integers in float).
+    fn kiln_logcumsumexp(a: kiln_array, axis: c_int, reverse: bool, inclusive: bool) -> kiln_array = ops::logcumsumexp(arr!(a), Some(axis as i64), reverse, inclusive);
     /// The flattened array, sorted (NaNs last).
     fn kiln_sort(a: kiln_array) -> kiln_array = ops::sort(arr!(a), None);
     /// Sorted along `axis`.

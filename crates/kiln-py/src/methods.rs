@@ -121,7 +121,7 @@ macro_rules! scan_methods {
     };
 }
 
-scan_methods!(cumsum, cumprod, cummax, cummin);
+scan_methods!(cumsum, cumprod, cummax, cummin, logcumsumexp);
 
 #[pymethods]
 impl PyArray {

@@ -75,50 +75,77 @@ fn uniform(
     .map(PyArray::from)
 }
 
-/// Normal samples with mean `loc` and standard deviation `scale`.
+/// A distribution parameter, or its default as a weak float.
+fn or_float(o: Option<Operand>, default: f64) -> Array {
+    o.map_or_else(|| Array::weak_float(default), |o| o.0)
+}
+
+/// Normal samples with mean `loc` and standard deviation `scale` (numbers or arrays that
+/// broadcast to `shape`).
 #[pyfunction]
-#[pyo3(signature = (shape = None, dtype = None, loc = 0.0, scale = 1.0, key = None, stream = None))]
+#[pyo3(signature = (shape = None, dtype = None, loc = None, scale = None, key = None, stream = None))]
 fn normal(
     shape: Option<Sizes>,
     dtype: Option<PyDtype>,
-    loc: f64,
-    scale: f64,
+    loc: Option<Operand>,
+    scale: Option<Operand>,
     key: Option<PyArray>,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
     let shape = dims(shape, "normal")?;
-    on(stream.as_ref(), || {
-        random::normal(
-            &shape,
-            dtype_or_f32(dtype),
-            loc,
-            scale,
-            key.as_ref().map(|k| &k.array),
-        )
-    })
-    .map(PyArray::from)
+    let (loc, scale) = (or_float(loc, 0.0), or_float(scale, 1.0));
+    on(stream.as_ref(), || random::normal(&shape, dtype_or_f32(dtype), loc, scale, key.as_ref().map(|k| &k.array)))
+        .map(PyArray::from)
 }
 
-/// Normal samples truncated to `[lower, upper]`.
+/// Laplace samples with location `loc` and scale `scale` (numbers or arrays that broadcast to
+/// `shape`).
+#[pyfunction]
+#[pyo3(signature = (shape = None, dtype = None, loc = None, scale = None, key = None, stream = None))]
+fn laplace(
+    shape: Option<Sizes>,
+    dtype: Option<PyDtype>,
+    loc: Option<Operand>,
+    scale: Option<Operand>,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    let shape = dims(shape, "laplace")?;
+    let (loc, scale) = (or_float(loc, 0.0), or_float(scale, 1.0));
+    on(stream.as_ref(), || random::laplace(&shape, dtype_or_f32(dtype), loc, scale, key.as_ref().map(|k| &k.array)))
+        .map(PyArray::from)
+}
+
+/// The samples' shape: the one given, or the broadcast shape of the parameters.
+fn shape_or_broadcast(shape: Option<Sizes>, op: &str, parameters: &[&Array]) -> PyResult<Vec<usize>> {
+    match shape {
+        Some(s) => s.dims(op),
+        None => {
+            let shapes: Vec<&[usize]> = parameters.iter().map(|p| p.shape()).collect();
+            let mut out = Vec::new();
+            for s in shapes {
+                out = kiln::shape::broadcast_shapes(op, &out, s).or_raise()?.to_vec();
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Normal samples truncated to `[lower, upper]` (numbers or arrays); the shape defaults to the
+/// bounds' broadcast shape.
 #[pyfunction]
 #[pyo3(signature = (lower, upper, shape = None, dtype = None, key = None, stream = None))]
 fn truncated_normal(
-    lower: f64,
-    upper: f64,
+    lower: Operand,
+    upper: Operand,
     shape: Option<Sizes>,
     dtype: Option<PyDtype>,
     key: Option<PyArray>,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
-    let shape = dims(shape, "truncated_normal")?;
+    let shape = shape_or_broadcast(shape, "truncated_normal", &[&lower.0, &upper.0])?;
     on(stream.as_ref(), || {
-        random::truncated_normal(
-            lower,
-            upper,
-            &shape,
-            dtype_or_f32(dtype),
-            key.as_ref().map(|k| &k.array),
-        )
+        random::truncated_normal(lower.0, upper.0, &shape, dtype_or_f32(dtype), key.as_ref().map(|k| &k.array))
     })
     .map(PyArray::from)
 }
@@ -132,20 +159,17 @@ fn bernoulli(
     key: Option<PyArray>,
     stream: Option<StreamOrDevice>,
 ) -> PyResult<PyArray> {
-    let p = p.unwrap_or(Operand(Array::weak_float(0.5)));
+    let p = or_float(p, 0.5);
     let shape = shape.map(|s| s.dims("bernoulli")).transpose()?;
-    on(stream.as_ref(), || {
-        random::bernoulli(p.0, shape.as_deref(), key.as_ref().map(|k| &k.array))
-    })
-    .map(PyArray::from)
+    on(stream.as_ref(), || random::bernoulli(p, shape.as_deref(), key.as_ref().map(|k| &k.array))).map(PyArray::from)
 }
 
-/// Integers uniform in `[low, high)`.
+/// Integers uniform in `[low, high)` (numbers or arrays that broadcast to `shape`).
 #[pyfunction]
 #[pyo3(signature = (low, high, shape = None, dtype = None, key = None, stream = None))]
 fn randint(
-    low: i64,
-    high: i64,
+    low: Operand,
+    high: Operand,
     shape: Option<Sizes>,
     dtype: Option<PyDtype>,
     key: Option<PyArray>,
@@ -153,8 +177,24 @@ fn randint(
 ) -> PyResult<PyArray> {
     let shape = dims(shape, "randint")?;
     let dt = dtype.map_or(Dtype::I32, |d| d.0);
+    on(stream.as_ref(), || random::randint(low.0, high.0, &shape, dt, key.as_ref().map(|k| &k.array))).map(PyArray::from)
+}
+
+/// Samples of the multivariate normal with mean `mean` (…, n) and covariance `cov` (…, n, n), of
+/// shape `shape + (n,)`.
+#[pyfunction]
+#[pyo3(signature = (mean, cov, shape = None, dtype = None, key = None, stream = None))]
+fn multivariate_normal(
+    mean: Operand,
+    cov: Operand,
+    shape: Option<Sizes>,
+    dtype: Option<PyDtype>,
+    key: Option<PyArray>,
+    stream: Option<StreamOrDevice>,
+) -> PyResult<PyArray> {
+    let shape = dims(shape, "multivariate_normal")?;
     on(stream.as_ref(), || {
-        random::randint(low, high, &shape, dt, key.as_ref().map(|k| &k.array))
+        random::multivariate_normal(mean.0, cov.0, &shape, dtype_or_f32(dtype), key.as_ref().map(|k| &k.array))
     })
     .map(PyArray::from)
 }
@@ -271,6 +311,8 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(split, &m)?,
         wrap_pyfunction!(uniform, &m)?,
         wrap_pyfunction!(normal, &m)?,
+        wrap_pyfunction!(laplace, &m)?,
+        wrap_pyfunction!(multivariate_normal, &m)?,
         wrap_pyfunction!(truncated_normal, &m)?,
         wrap_pyfunction!(bernoulli, &m)?,
         wrap_pyfunction!(randint, &m)?,

@@ -166,16 +166,18 @@ pub enum ArgReduceOp { ArgMax, ArgMin }
 /// Kinds of cumulative scan.
 #[allow(missing_docs)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ScanOp { Sum, Prod, Max, Min }
+pub enum ScanOp { Sum, Prod, Max, Min, LogAddExp }
 
 impl ScanOp {
-    /// The reduction whose running value the scan writes.
-    pub fn as_reduce(self) -> ReduceOp {
+    /// The reduction whose running value the scan writes; none for the running log-sum-exp,
+    /// which kiln computes as a scan only (its reduction is `logsumexp`, a composite).
+    pub fn as_reduce(self) -> Option<ReduceOp> {
         match self {
-            ScanOp::Sum => ReduceOp::Sum,
-            ScanOp::Prod => ReduceOp::Prod,
-            ScanOp::Max => ReduceOp::Max,
-            ScanOp::Min => ReduceOp::Min,
+            ScanOp::Sum => Some(ReduceOp::Sum),
+            ScanOp::Prod => Some(ReduceOp::Prod),
+            ScanOp::Max => Some(ReduceOp::Max),
+            ScanOp::Min => Some(ReduceOp::Min),
+            ScanOp::LogAddExp => None,
         }
     }
 }
@@ -462,7 +464,7 @@ impl Op {
             Op::Unary(u) => u.takes_complex(),
             Op::Binary(b) => b.takes_complex(),
             Op::Reduce { op, .. } => matches!(op, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min | ReduceOp::All | ReduceOp::Any),
-            Op::Scan { op, .. } => matches!(op, ScanOp::Sum | ScanOp::Prod),
+            Op::Scan { op, .. } => matches!(op, ScanOp::Sum | ScanOp::Prod | ScanOp::LogAddExp),
             Op::Scatter { op, .. } => matches!(op, ScatterOp::Set | ScatterOp::Add | ScatterOp::Prod),
             Op::Select | Op::AsType(_) | Op::View(_) | Op::Reshape { .. } | Op::Transpose(_) | Op::BroadcastTo(_) | Op::BroadcastLike { .. }
             | Op::Slice { .. } | Op::Concatenate { .. } | Op::SliceUpdate { .. } | Op::Gather { .. } | Op::Matmul
@@ -520,6 +522,7 @@ impl Op {
                 ScanOp::Prod => "cumprod",
                 ScanOp::Max => "cummax",
                 ScanOp::Min => "cummin",
+                ScanOp::LogAddExp => "logcumsumexp",
             },
             Op::Sort { .. } => "sort",
             Op::ArgSort { .. } => "argsort",

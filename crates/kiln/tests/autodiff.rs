@@ -238,6 +238,14 @@ fn scans_in_every_direction() {
         let finite = |y: Array| ops::clip(&y, Some(&-100.0), Some(&100.0));
         check(&format!("cummax {tag}"), &|a: &[Array]| finite(ops::cummax(&a[0], Some(1), reverse, inclusive)?), &[d.clone()], 3);
         check(&format!("cummin {tag}"), &|a: &[Array]| finite(ops::cummin(&a[0], Some(0), reverse, inclusive)?), &[d], 4);
+        // Values far apart (one term dominates a window) and a -inf input, which passes nothing.
+        let wide = ops::multiply(distinct(&mut rng, &[3, 5]), 8.0).unwrap();
+        let position = ops::reshape(ops::arange(0.0, 15.0, 1.0, Dtype::F32).unwrap(), &[3, 5]).unwrap();
+        let with_neg_inf = ops::where_(ops::equal(&position, 7.0).unwrap(), f64::NEG_INFINITY, &x).unwrap();
+        for (what, v) in [("wide", wide), ("with -inf", with_neg_inf)] {
+            let f = move |a: &[Array]| finite(ops::logcumsumexp(&a[0], Some(1), reverse, inclusive)?);
+            check(&format!("logcumsumexp {what} {tag}"), &f, &[v], 5);
+        }
     }
 }
 

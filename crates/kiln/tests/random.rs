@@ -169,6 +169,72 @@ fn bernoulli_randint_gumbel_categorical() {
 }
 
 #[test]
+fn parameters_given_as_arrays_broadcast_per_sample() {
+    let k = random::key(5);
+    // Per-row bounds: each row of 20,000 samples stays within its own interval.
+    let low = Array::from_slice(&[-5i32, 100, 1 << 24], &[3, 1]).unwrap();
+    let high = Array::from_slice(&[5i32, 103, (1 << 24) + 2], &[3, 1]).unwrap();
+    let r = random::randint(&low, &high, &[3, 20_000], Dtype::I32, Some(&k)).unwrap().to_vec::<i32>().unwrap();
+    for (row, (lo, hi)) in [(-5, 5), (100, 103), (1 << 24, (1 << 24) + 2)].into_iter().enumerate() {
+        let mut seen: Vec<i32> = r[row * 20_000..(row + 1) * 20_000].to_vec();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen, (lo..hi).collect::<Vec<_>>(), "row {row}");
+    }
+    // A range wider than 2^32, high <= low (gives low, as mlx), and bools.
+    let wide = random::randint(-(1i64 << 40), 1i64 << 40, &[1000], Dtype::I64, Some(&k)).unwrap().to_vec::<i64>().unwrap();
+    assert!(wide.iter().all(|v| (-(1i64 << 40)..1i64 << 40).contains(v)) && wide.iter().any(|&v| v < 0) && wide.iter().any(|&v| v > 0));
+    assert_eq!(random::randint(10, -10, &[4], Dtype::I32, Some(&k)).unwrap().to_vec::<i32>().unwrap(), vec![10; 4]);
+    let coins = random::randint(0, 2, &[1000], Dtype::Bool, Some(&k)).unwrap().to_vec::<bool>().unwrap();
+    assert!(coins.iter().any(|&b| b) && coins.iter().any(|&b| !b));
+    // normal and laplace with array loc and scale: the same draw, scaled and shifted per column.
+    let loc = Array::from_slice(&[0.0f32, 10.0], &[2]).unwrap();
+    let scale = Array::from_slice(&[1.0f32, 3.0], &[2]).unwrap();
+    for (name, draw) in [("normal", random::normal as fn(_, _, _, _, _) -> _), ("laplace", random::laplace)] {
+        let standard = draw(&[4, 2], Dtype::F32, Array::scalar(0f32), Array::scalar(1f32), Some(&k)).unwrap().to_f64_vec().unwrap();
+        let shifted = draw(&[4, 2], Dtype::F32, loc.clone(), scale.clone(), Some(&k)).unwrap().to_f64_vec().unwrap();
+        for (i, (z, x)) in standard.iter().zip(&shifted).enumerate() {
+            let (l, s) = if i % 2 == 0 { (0.0, 1.0) } else { (10.0, 3.0) };
+            assert!((x - (l + s * z)).abs() < 1e-5, "{name} {i}: {x} against {l} + {s}·{z}");
+        }
+    }
+    // truncated_normal with bounds of shapes (1, 2) and (3, 1); lower > upper gives lower.
+    let lower = Array::from_slice(&[-2.0f32, 0.0], &[1, 2]).unwrap();
+    let upper = Array::from_slice(&[0.0f32, 1.0, 2.0], &[3, 1]).unwrap();
+    let t = random::truncated_normal(&lower, &upper, &[3, 2], Dtype::F32, Some(&k)).unwrap().to_vec::<f32>().unwrap();
+    for (i, v) in t.iter().enumerate() {
+        let (lo, hi) = ([-2.0, 0.0][i % 2], [0.0, 1.0, 2.0][i / 2]);
+        assert!(if lo < hi { (lo..=hi).contains(v) } else { *v == lo }, "{i}: {v} in [{lo}, {hi}]");
+    }
+}
+
+#[test]
+fn laplace_and_multivariate_normal_distributions() {
+    let k = random::key(6);
+    // Laplace(1, 2): mean 1, variance 2·2², P(|x - 1| < 2) = 1 - 1/e.
+    let v = random::laplace(&[N], Dtype::F32, 1.0, 2.0, Some(&k)).unwrap().to_f64_vec().unwrap();
+    let (m, var) = stats(&v);
+    assert!((m - 1.0).abs() < 6.0 * (8.0 / N as f64).sqrt(), "laplace mean {m}");
+    assert!((var / 8.0 - 1.0).abs() < 0.05, "laplace var {var}");
+    let within = v.iter().filter(|&&x| (x - 1.0).abs() < 2.0).count() as f64 / N as f64;
+    assert!((within - (1.0 - (-1f64).exp())).abs() < 0.01, "laplace within one scale {within}");
+    // A 2-d normal with correlation 0.5, and a batch of means of shape (3, 2).
+    let mean = Array::from_slice(&[0.0f32, 7.0, 1.0, 2.0, 3.0, 4.0], &[3, 2]).unwrap();
+    let cov = Array::from_slice(&[1.0f32, 0.5, 0.5, 2.0], &[2, 2]).unwrap();
+    let x = random::multivariate_normal(&mean, &cov, &[N / 3, 3], Dtype::F32, Some(&k)).unwrap();
+    assert_eq!(x.shape(), &[N / 3, 3, 2]);
+    let x = x.to_f64_vec().unwrap();
+    for (b, means) in [[0.0, 7.0], [1.0, 2.0], [3.0, 4.0]].iter().enumerate() {
+        let column = |c: usize| -> Vec<f64> { x.iter().skip(b * 2 + c).step_by(6).copied().collect() };
+        let (a, d) = (column(0), column(1));
+        let ((ma, va), (md, vd)) = (stats(&a), stats(&d));
+        let cab = a.iter().zip(&d).map(|(p, q)| (p - ma) * (q - md)).sum::<f64>() / a.len() as f64;
+        assert!((ma - means[0]).abs() < 0.03 && (md - means[1]).abs() < 0.04, "batch {b} means {ma} {md}");
+        assert!((va - 1.0).abs() < 0.05 && (vd - 2.0).abs() < 0.1 && (cab - 0.5).abs() < 0.05, "batch {b} cov {va} {vd} {cab}");
+    }
+}
+
+#[test]
 fn bad_arguments_are_clear_errors() {
     let bad_key = Array::from_vec(vec![1i32, 2]);
     let e = random::uniform(0.0, 1.0, &[2], Dtype::F32, Some(&bad_key)).unwrap_err();
@@ -176,8 +242,20 @@ fn bad_arguments_are_clear_errors() {
     assert!(e.to_string().contains("uniform: a key must be a uint32 array of shape (2,)"), "{e}");
     assert_eq!(random::uniform(1.0, 1.0, &[2], Dtype::F32, None).unwrap_err().kind, ErrorKind::Value);
     assert_eq!(random::uniform(0.0, 1.0, &[2], Dtype::I32, None).unwrap_err().kind, ErrorKind::Dtype);
-    assert_eq!(random::randint(5, 5, &[2], Dtype::I32, None).unwrap_err().kind, ErrorKind::Value);
     assert_eq!(random::randint(0, 5, &[2], Dtype::F32, None).unwrap_err().kind, ErrorKind::Dtype);
+    // Parameters must broadcast to the sample shape without growing it.
+    let ten = ops::zeros(&[10], Dtype::F32).unwrap();
+    let e = random::normal(&[2, 10, 2], Dtype::F32, &ten, 1.0, None).unwrap_err();
+    assert!(e.kind == ErrorKind::Value && e.to_string().contains("(10,)") && e.to_string().contains("(2, 10, 2)"), "{e}");
+    assert_eq!(random::bernoulli(0, Some(&[2]), None).unwrap_err().kind, ErrorKind::Dtype);
+    let square = ops::zeros(&[2, 2], Dtype::F32).unwrap();
+    for (mean, cov, shape) in [(vec![2, 2], vec![2, 2], vec![3]), (vec![3], vec![2, 2], vec![]), (vec![2], vec![2, 3], vec![])] {
+        let (mean, cov) = (ops::zeros(&mean, Dtype::F32).unwrap(), ops::zeros(&cov, Dtype::F32).unwrap());
+        let e = random::multivariate_normal(&mean, &cov, &shape, Dtype::F32, None).unwrap_err();
+        assert_eq!((e.kind, e.op.as_str()), (ErrorKind::Value, "multivariate_normal"), "{e}");
+    }
+    let e = random::multivariate_normal(ops::zeros(&[2], Dtype::F32).unwrap(), &square, &[], Dtype::F16, None).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Dtype);
     assert_eq!(random::bits(&[2], 3, None).unwrap_err().kind, ErrorKind::Value);
     assert_eq!(random::split(&bad_key, 2).unwrap_err().kind, ErrorKind::Value);
 }

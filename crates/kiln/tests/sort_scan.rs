@@ -59,6 +59,7 @@ fn scan_ref(lane: &[f64], op: &str, reverse: bool, inclusive: bool) -> Vec<f64> 
         "cumsum" => (0.0, Box::new(|a, b| a + b)),
         "cumprod" => (1.0, Box::new(|a, b| a * b)),
         "cummax" => (f64::NEG_INFINITY, Box::new(move |a, b| nan_or(a, b, f64::max))),
+        "logcumsumexp" => (f64::NEG_INFINITY, Box::new(|a: f64, b: f64| (a.exp() + b.exp()).ln())),
         _ => (f64::INFINITY, Box::new(move |a, b| nan_or(a, b, f64::min))),
     };
     let mut out = vec![0.0; n];
@@ -80,11 +81,12 @@ fn scan_fn(op: &str) -> fn(&Array, Option<i64>, bool, bool) -> kiln::Result<Arra
         "cumsum" => |x, a, r, i| ops::cumsum(x, a, r, i),
         "cumprod" => |x, a, r, i| ops::cumprod(x, a, r, i),
         "cummax" => |x, a, r, i| ops::cummax(x, a, r, i),
+        "logcumsumexp" => |x, a, r, i| ops::logcumsumexp(x, a, r, i),
         _ => |x, a, r, i| ops::cummin(x, a, r, i),
     }
 }
 
-const SCANS: [&str; 4] = ["cumsum", "cumprod", "cummax", "cummin"];
+const SCANS: [&str; 5] = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"];
 
 #[test]
 fn scans_along_each_axis_with_every_flag() {
@@ -129,6 +131,47 @@ fn scans_along_each_axis_with_every_flag() {
     }
     let flat = ops::cumsum(Array::from_slice(&[1i8, 2, 3, 4], &[2, 2]).unwrap(), None, false, true).unwrap();
     assert_eq!((flat.dtype(), flat.to_vec::<i32>().unwrap()), (Dtype::I32, vec![1, 3, 6, 10]));
+}
+
+#[test]
+fn logcumsumexp_neither_overflows_nor_loses_infinities() {
+    let inf = f64::INFINITY;
+    // (input, inclusive forward result); the references are by hand, as numpy's logaddexp.accumulate.
+    let cases: [(&[f64], &[f64]); 4] = [
+        (&[-inf; 4], &[-inf; 4]),
+        (&[-inf, 0.0, -inf], &[-inf, 0.0, 0.0]),
+        (&[-inf, inf, -inf], &[-inf, inf, inf]),
+        (&[1000.0, 1000.0, -1000.0], &[1000.0, 1000.0 + std::f64::consts::LN_2, 1000.0 + std::f64::consts::LN_2]),
+    ];
+    for (v, want) in cases {
+        for dtype in [Dtype::F32, Dtype::F64] {
+            let got = ops::logcumsumexp(array(v, &[v.len()], dtype), Some(0), false, true).unwrap();
+            assert_close(&got.to_f64_vec().unwrap(), want, rtol_for(dtype), 0.0, &format!("{v:?} {dtype}"));
+        }
+    }
+    // Exclusive scans start at -inf, the identity of log-space addition.
+    let got = ops::logcumsumexp(Array::from_slice(&[0.0f32, 0.0], &[2]).unwrap(), None, true, false).unwrap();
+    assert_eq!(got.to_vec::<f32>().unwrap(), vec![0.0, f32::NEG_INFINITY]);
+    // Integers compute in float32; float16 keeps its dtype.
+    let ints = ops::logcumsumexp(Array::from_slice(&[0i32, 0, 0], &[3]).unwrap(), None, false, true).unwrap();
+    assert_eq!(ints.dtype(), Dtype::F32);
+    assert_close(&ints.to_f64_vec().unwrap(), &[0.0, 2f64.ln(), 3f64.ln()], 1e-6, 0.0, "int32");
+    let half = ops::logcumsumexp(array(&[1.0, 2.0], &[2], Dtype::F16), None, false, true).unwrap();
+    assert_eq!(half.dtype(), Dtype::F16);
+    // Complex inputs: ln Σ exp(z), against the sums of the exponentials in float64.
+    let z: [(f64, f64); 3] = [(1.0, 1.0), (2.0, 1.0), (3.0, -0.5)];
+    let x = ops::add(
+        Array::from_slice(&z.map(|(re, _)| re as f32), &[3]).unwrap(),
+        ops::multiply(Array::from_slice(&z.map(|(_, im)| im as f32), &[3]).unwrap(), Array::scalar(kiln::Complex64::new(0.0, 1.0))).unwrap(),
+    )
+    .unwrap();
+    let got = ops::logcumsumexp(&x, None, false, true).unwrap().to_vec::<kiln::Complex64>().unwrap();
+    let (mut sum_re, mut sum_im) = (0.0f64, 0.0f64);
+    for ((re, im), g) in z.iter().zip(&got) {
+        (sum_re, sum_im) = (sum_re + re.exp() * im.cos(), sum_im + re.exp() * im.sin());
+        let (want_re, want_im) = (sum_re.hypot(sum_im).ln(), sum_im.atan2(sum_re));
+        assert!((g.re as f64 - want_re).abs() < 1e-5 && (g.im as f64 - want_im).abs() < 1e-5, "{g:?} against {want_re}+{want_im}i");
+    }
 }
 
 #[test]

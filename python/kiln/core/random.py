@@ -12,6 +12,8 @@ seed = _native.seed
 split = _native.split
 uniform = _native.uniform
 normal = _native.normal
+laplace = _native.laplace
+multivariate_normal = _native.multivariate_normal
 truncated_normal = _native.truncated_normal
 bernoulli = _native.bernoulli
 randint = _native.randint
@@ -50,6 +52,8 @@ __all__ = [
     "split",
     "uniform",
     "normal",
+    "laplace",
+    "multivariate_normal",
     "truncated_normal",
     "bernoulli",
     "randint",

@@ -1,4 +1,4 @@
-//! Products: `matmul`, `addmm`, `gather_mm`, `block_masked_mm`, `segmented_mm`, `hadamard_transform`, `outer`, `inner`, `tensordot`, `einsum`.
+//! Products: `matmul`, `addmm`, `gather_mm`, `block_masked_mm`, `segmented_mm`, `hadamard_transform`, `outer`, `inner`, `tensordot`, `einsum`, `einsum_path`.
 
 use crate::array::PyArray;
 use crate::convert::Operand;
@@ -6,6 +6,7 @@ use crate::device::{on, StreamOrDevice};
 use kiln::ops::{self, TensordotAxes};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
 
 /// Matrix product with numpy's broadcasting and 1-d rules.
 #[pyfunction]
@@ -131,6 +132,16 @@ pub fn einsum(
     on(stream.as_ref(), || ops::einsum(subscripts, &operands)).map(PyArray::from)
 }
 
+/// The order `einsum` contracts `operands` in, as mlx's `einsum_path`: a list of position tuples
+/// (each step's result goes to the end of the list) and a report of its cost.
+#[pyfunction]
+#[pyo3(signature = (subscripts, *operands))]
+pub fn einsum_path<'py>(py: Python<'py>, subscripts: &str, operands: Vec<Operand>) -> PyResult<(Bound<'py, PyList>, String)> {
+    let (path, report) = on(None, || ops::einsum_path(subscripts, &super::arrays(operands)))?;
+    let steps = path.into_iter().map(|step| PyTuple::new(py, step)).collect::<PyResult<Vec<_>>>()?;
+    Ok((PyList::new(py, steps)?, report))
+}
+
 /// Adds the products to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for f in [
@@ -144,6 +155,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(inner, m)?,
         wrap_pyfunction!(tensordot, m)?,
         wrap_pyfunction!(einsum, m)?,
+        wrap_pyfunction!(einsum_path, m)?,
     ] {
         m.add_function(f)?;
     }

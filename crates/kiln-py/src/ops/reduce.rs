@@ -95,7 +95,7 @@ macro_rules! scans {
     };
 }
 
-scans!(cumsum, cumprod, cummax, cummin);
+scans!(cumsum, cumprod, cummax, cummin, logcumsumexp);
 
 /// Adds the reductions and scans to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -306,7 +306,7 @@ pub fn tensordot(a: impl AsArray, b: impl AsArray, axes: TensordotAxes) -> Resul
 }
 
 /// Contracts axes `aa` of `a` with `ba` of `b` by one matmul; result: free axes of a, then of b.
-fn contract(op: &str, a: &Array, b: &Array, aa: &[usize], ba: &[usize]) -> Result<Array> {
+pub(super) fn contract(op: &str, a: &Array, b: &Array, aa: &[usize], ba: &[usize]) -> Result<Array> {
     if aa.iter().zip(ba).any(|(&i, &j)| a.shape()[i] != b.shape()[j]) {
         return Err(Error::shape(
             op,
@@ -325,100 +325,4 @@ fn contract(op: &str, a: &Array, b: &Array, aa: &[usize], ba: &[usize]) -> Resul
     let out = matmul(&a2, &b2).map_err(|e| Error::new(op, e.kind, e.message))?;
     let shape: crate::shape::Shape = free_a.iter().map(|&i| a.shape()[i]).chain(free_b.iter().map(|&i| b.shape()[i])).collect();
     super::shape::reshape_to(&out, shape)
-}
-
-/// Einstein summation over `operands` (floating point). Supports explicit (`->`) and implicit
-/// outputs, any number of operands (contracted pairwise, left to right, each pair by one
-/// batched matmul), transposes, sums over indices and outer products. An index repeated within
-/// one operand (traces, diagonals) and `...` are not supported.
-pub fn einsum(subscripts: &str, operands: &[Array]) -> Result<Array> {
-    let op = "einsum";
-    let s: String = subscripts.chars().filter(|c| !c.is_whitespace()).collect();
-    if s.contains('.') {
-        return Err(Error::unsupported(op, "ellipsis ('...') subscripts are not supported"));
-    }
-    let (lhs, out) = match s.split_once("->") {
-        Some((l, o)) => (l.to_string(), Some(o.to_string())),
-        None => (s.clone(), None),
-    };
-    let ins: Vec<Vec<char>> = lhs.split(',').map(|t| t.chars().collect()).collect();
-    if ins.len() != operands.len() {
-        return Err(Error::value(op, format!("{} subscript groups for {} operands", ins.len(), operands.len())));
-    }
-    let mut dims: std::collections::BTreeMap<char, usize> = Default::default();
-    for (t, x) in ins.iter().zip(operands) {
-        if t.iter().any(|c| !c.is_ascii_alphabetic()) || t.len() != x.ndim() {
-            return Err(Error::value(op, format!("subscripts {:?} do not fit an operand of shape {}", t.iter().collect::<String>(), fmt_shape(x.shape()))));
-        }
-        for (i, &c) in t.iter().enumerate() {
-            if t[..i].contains(&c) {
-                return Err(Error::unsupported(op, format!("index '{c}' repeated within one operand (trace/diagonal) is not supported; use diagonal")));
-            }
-            let d = x.shape()[i];
-            if *dims.entry(c).or_insert(d) != d {
-                return Err(Error::shape(op, format!("index '{c}' has sizes {} and {d}", dims[&c])));
-            }
-        }
-    }
-    let out: Vec<char> = match out {
-        Some(o) => {
-            let o: Vec<char> = o.chars().collect();
-            for (i, c) in o.iter().enumerate() {
-                if !dims.contains_key(c) || o[..i].contains(c) {
-                    return Err(Error::value(op, format!("output index '{c}' is repeated or not in the inputs")));
-                }
-            }
-            o
-        }
-        None => dims.keys().copied().filter(|c| ins.iter().flatten().filter(|&x| x == c).count() == 1).collect(),
-    };
-    // Fold operands left to right; indices needed later (output or remaining operands) are kept.
-    let mut acc = (operands[0].clone(), ins[0].clone());
-    acc = sum_free(op, acc, &out, &ins[1..])?;
-    for (j, (x, t)) in operands.iter().zip(&ins).enumerate().skip(1) {
-        let rhs = sum_free(op, (x.clone(), t.clone()), &out, &[&ins[j + 1..], std::slice::from_ref(&acc.1)].concat())?;
-        acc = pair(op, acc, rhs, &out, &ins[j + 1..])?;
-    }
-    let (x, t) = acc;
-    let perm: Vec<i64> = out.iter().map(|c| t.iter().position(|d| d == c).unwrap() as i64).collect();
-    super::shape::transpose(&x, Some(&perm))
-}
-
-/// Sums away the indices of `(x, t)` that are neither in `out` nor in any of `rest`.
-fn sum_free(op: &str, (x, t): (Array, Vec<char>), out: &[char], rest: &[Vec<char>]) -> Result<(Array, Vec<char>)> {
-    let keep = |c: &char| out.contains(c) || rest.iter().any(|r| r.contains(c));
-    if t.iter().all(keep) {
-        return Ok((x, t));
-    }
-    let kept: Vec<char> = t.iter().copied().filter(keep).collect();
-    let gone: Vec<usize> = (0..t.len()).filter(|&i| !keep(&t[i])).collect();
-    let ones = super::creation::ones(&gone.iter().map(|&i| x.shape()[i]).collect::<Vec<_>>(), x.dtype())?;
-    let summed = contract(op, &x, &ones, &gone, &(0..gone.len()).collect::<Vec<_>>())?;
-    Ok((summed, kept))
-}
-
-/// Contracts two labelled operands: shared indices still needed become batch axes, other shared
-/// indices are summed by a batched matmul.
-fn pair(op: &str, (a, ta): (Array, Vec<char>), (b, tb): (Array, Vec<char>), out: &[char], rest: &[Vec<char>]) -> Result<(Array, Vec<char>)> {
-    let needed = |c: &char| out.contains(c) || rest.iter().any(|r| r.contains(c));
-    let batch: Vec<char> = ta.iter().copied().filter(|c| tb.contains(c) && needed(c)).collect();
-    let summed: Vec<char> = ta.iter().copied().filter(|c| tb.contains(c) && !needed(c)).collect();
-    let only_a: Vec<char> = ta.iter().copied().filter(|c| !tb.contains(c)).collect();
-    let only_b: Vec<char> = tb.iter().copied().filter(|c| !ta.contains(c)).collect();
-    let pos = |t: &[char], cs: &[char]| -> Vec<i64> { cs.iter().map(|c| t.iter().position(|d| d == c).unwrap() as i64).collect() };
-    let size = |t: &[char], x: &Array, cs: &[char]| -> usize { cs.iter().map(|c| x.shape()[t.iter().position(|d| d == c).unwrap()]).product() };
-    let (nb, m, k, n) = (size(&ta, &a, &batch), size(&ta, &a, &only_a), size(&ta, &a, &summed), size(&tb, &b, &only_b));
-    let pa = [pos(&ta, &batch), pos(&ta, &only_a), pos(&ta, &summed)].concat();
-    let pb = [pos(&tb, &batch), pos(&tb, &summed), pos(&tb, &only_b)].concat();
-    let a3 = super::shape::reshape_to(&super::shape::transpose(&a, Some(&pa))?, [nb, m, k][..].into())?;
-    let b3 = super::shape::reshape_to(&super::shape::transpose(&b, Some(&pb))?, [nb, k, n][..].into())?;
-    let prod = matmul(&a3, &b3).map_err(|e| Error::new(op, e.kind, e.message))?;
-    let labels: Vec<char> = [batch.clone(), only_a.clone(), only_b.clone()].concat();
-    let shape: crate::shape::Shape = batch
-        .iter()
-        .chain(&only_a)
-        .map(|c| a.shape()[ta.iter().position(|d| d == c).unwrap()])
-        .chain(only_b.iter().map(|c| b.shape()[tb.iter().position(|d| d == c).unwrap()]))
-        .collect();
-    Ok((super::shape::reshape_to(&prod, shape)?, labels))
 }

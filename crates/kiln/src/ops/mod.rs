@@ -4,6 +4,7 @@
 
 pub mod conv;
 pub mod creation;
+pub mod einsum;
 pub mod elementwise;
 pub mod fft;
 pub mod hadamard;
@@ -16,6 +17,7 @@ pub mod sort;
 
 pub use conv::*;
 pub use creation::*;
+pub use einsum::*;
 pub use elementwise::*;
 pub use hadamard::hadamard_transform;
 pub use index::*;

@@ -207,58 +207,106 @@ pub fn uniform(low: f64, high: f64, shape: &[usize], dtype: Dtype, key: Option<&
     super::minimum(&x, &top)
 }
 
-/// Normal samples with mean `loc` and standard deviation `scale`: sqrt(2) * erfinv(u) for u
-/// uniform in (-1, 1).
-pub fn normal(shape: &[usize], dtype: Dtype, loc: f64, scale: f64, key: Option<&Array>) -> Result<Array> {
-    if dtype.is_complex() {
-        return complex_normal(shape, loc, scale, key);
+/// Refuses distribution parameters that would not broadcast to the samples' `shape` without
+/// growing it (mlx's rule: the shape is the caller's, parameters fit into it).
+fn check_parameters(op: &str, shape: &[usize], parameters: &[&[usize]]) -> Result<()> {
+    for p in parameters {
+        let fits = p.len() <= shape.len() && p.iter().rev().zip(shape.iter().rev()).all(|(&d, &s)| d == s || d == 1);
+        if !fits {
+            return Err(Error::value(
+                op,
+                format!(
+                    "a parameter of shape {} does not broadcast to the sample shape {}; pass a shape it broadcasts to",
+                    crate::shape::fmt_shape(p),
+                    crate::shape::fmt_shape(shape)
+                ),
+            ));
+        }
     }
-    check_float("normal", dtype)?;
-    let work = if dtype == Dtype::F64 { Dtype::F64 } else { Dtype::F32 };
-    let low = f64_next_up(-1.0, work);
-    let k = key_or_next("normal", key)?;
-    let u = uniform(low, 1.0, shape, work, Some(&k))?;
-    let z = super::multiply(super::erfinv(&u)?, std::f64::consts::SQRT_2)?;
-    cast(&super::add(super::multiply(&z, scale)?, loc)?, dtype)
+    Ok(())
+}
+
+/// The dtype samples of float `dtype` are computed in: float64 for float64, else float32.
+fn work_dtype(dtype: Dtype) -> Dtype {
+    if dtype == Dtype::F64 { Dtype::F64 } else { Dtype::F32 }
+}
+
+/// Uniform samples in the open interval (-1, 1) of `work` dtype.
+fn open_unit_interval(op: &str, shape: &[usize], work: Dtype, key: Option<&Array>) -> Result<Array> {
+    let k = key_or_next(op, key)?;
+    uniform(f64_next_up(-1.0, work), 1.0, shape, work, Some(&k))
+}
+
+/// Normal samples with mean `loc` and standard deviation `scale` (numbers or arrays that
+/// broadcast to `shape`): sqrt(2) * erfinv(u) for u uniform in (-1, 1). A complex64 `dtype`
+/// draws mlx's standard complex normal.
+pub fn normal(shape: &[usize], dtype: Dtype, loc: impl AsArray, scale: impl AsArray, key: Option<&Array>) -> Result<Array> {
+    let (loc, scale) = (loc.as_array(), scale.as_array());
+    check_parameters("normal", shape, &[loc.shape(), scale.shape()])?;
+    let z = if dtype.is_complex() {
+        standard_complex_normal(shape, key)?
+    } else {
+        check_float("normal", dtype)?;
+        let u = open_unit_interval("normal", shape, work_dtype(dtype), key)?;
+        super::multiply(super::erfinv(&u)?, std::f64::consts::SQRT_2)?
+    };
+    cast(&super::add(super::multiply(&z, &scale)?, &loc)?, dtype)
+}
+
+/// Laplace samples with location `loc` and scale `scale` (numbers or arrays that broadcast to
+/// `shape`), by the inverse CDF: -sign(u)·ln(1 - |u|) for u uniform in (-1, 1).
+pub fn laplace(shape: &[usize], dtype: Dtype, loc: impl AsArray, scale: impl AsArray, key: Option<&Array>) -> Result<Array> {
+    let (loc, scale) = (loc.as_array(), scale.as_array());
+    check_float("laplace", dtype)?;
+    check_parameters("laplace", shape, &[loc.shape(), scale.shape()])?;
+    let u = open_unit_interval("laplace", shape, work_dtype(dtype), key)?;
+    let x = super::negative(super::multiply(super::sign(&u)?, super::log1p(super::negative(super::abs(&u)?)?)?)?)?;
+    cast(&super::add(super::multiply(&x, &scale)?, &loc)?, dtype)
 }
 
 /// Standard complex normal samples, as mlx: real and imaginary parts independent normals of
-/// variance 1/2 each (so E|z|² = 1), drawn as the two halves of one float32 draw; then scaled by
-/// `scale` and shifted by the real `loc`.
-fn complex_normal(shape: &[usize], loc: f64, scale: f64, key: Option<&Array>) -> Result<Array> {
+/// variance 1/2 each (so E|z|² = 1), drawn as the two halves of one float32 draw.
+fn standard_complex_normal(shape: &[usize], key: Option<&Array>) -> Result<Array> {
     let mut pairs: Vec<usize> = shape.to_vec();
     pairs.push(2);
     let z = normal(&pairs, Dtype::F32, 0.0, std::f64::consts::FRAC_1_SQRT_2, key)?;
     let part = |i: i32| super::astype(super::take(&z, Array::scalar(i), Some(-1))?, Dtype::C64);
     // (b + 0i)·i = 0 + bi exactly, for the finite b drawn here.
     let imaginary = super::multiply(part(1)?, Array::scalar(crate::Complex64::new(0.0, 1.0)))?;
-    let w = super::add(part(0)?, imaginary)?;
-    super::add(super::multiply(w, scale)?, loc)
+    super::add(part(0)?, imaginary)
 }
 
 fn f64_next_up(v: f64, dtype: Dtype) -> f64 {
     if dtype == Dtype::F64 { -f64_step_down(-v) } else { -(f32_step_down(-v as f32) as f64) }
 }
 
-/// Normal samples truncated to [lower, upper] (inverse-CDF method).
-pub fn truncated_normal(lower: f64, upper: f64, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
+/// Normal samples truncated to [lower, upper] (numbers or arrays that broadcast to `shape`), by
+/// the inverse CDF. Where `lower >= upper` the sample is `lower`, as in mlx.
+pub fn truncated_normal(lower: impl AsArray, upper: impl AsArray, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
     check_float("truncated_normal", dtype)?;
-    if lower.is_nan() || upper.is_nan() || lower >= upper {
-        return Err(Error::value("truncated_normal", format!("needs lower < upper, got {lower} and {upper}")));
-    }
-    let erf = |v: f64| crate::backend::cpu::math::erf_f64(v / std::f64::consts::SQRT_2);
-    let (lo, hi) = (erf(lower), erf(upper));
-    let work = if dtype == Dtype::F64 { Dtype::F64 } else { Dtype::F32 };
+    let work = work_dtype(dtype);
+    let (lower, upper) = (cast(&lower.as_array(), work)?, cast(&upper.as_array(), work)?);
+    check_parameters("truncated_normal", shape, &[lower.shape(), upper.shape()])?;
+    let cdf = |v: &Array| super::erf(super::multiply(v, std::f64::consts::FRAC_1_SQRT_2)?);
+    let (lo, hi) = (cdf(&lower)?, cdf(&upper)?);
     let k = key_or_next("truncated_normal", key)?;
-    let u = uniform(f64_next_up(lo, work), hi, shape, work, Some(&k))?;
+    let u = super::add(&lo, super::multiply(super::subtract(&hi, &lo)?, unit(shape, work, &k)?)?)?;
+    // Never ±1, where erfinv is infinite.
+    let edge = f64_next_up(-1.0, work);
+    let u = super::clip(&u, Some(&edge), Some(&-edge))?;
     let z = super::multiply(super::erfinv(&u)?, std::f64::consts::SQRT_2)?;
-    cast(&super::clip(&z, Some(&lower), Some(&upper))?, dtype)
+    cast(&super::maximum(super::minimum(&z, &upper)?, &lower)?, dtype)
 }
 
-/// True with probability `p` (broadcast to `shape`, or p's shape when `None`).
+/// True with probability `p` (a float, broadcast to `shape`, or p's shape when `None`).
 pub fn bernoulli(p: impl AsArray, shape: Option<&[usize]>, key: Option<&Array>) -> Result<Array> {
     let p = p.as_array();
-    let p = cast(&p, p.dtype().to_float())?;
+    if !p.dtype().is_float() {
+        return Err(Error::dtype(
+            "bernoulli",
+            format!("the probability p must be a floating-point number or array, got {}; pass 0.0 for 0", p.dtype()),
+        ));
+    }
     let p = match shape {
         Some(s) => super::broadcast_to(&p, s).map_err(|e| e.in_op("bernoulli"))?,
         None => p,
@@ -267,21 +315,53 @@ pub fn bernoulli(p: impl AsArray, shape: Option<&[usize]>, key: Option<&Array>) 
     super::less(unit(p.shape(), Dtype::F32, &k)?, &p)
 }
 
-/// Integers uniform in [low, high) of an integer `dtype`, by multiply-shift of 32 random bits
-/// (bias at most range / 2^32).
-pub fn randint(low: i64, high: i64, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
-    if !dtype.is_integer() {
-        return Err(Error::dtype("randint", format!("needs an integer dtype, got {dtype}")));
+/// Integers uniform in [low, high) (numbers or arrays that broadcast to `shape`) of an integer
+/// or bool `dtype`: low + ⌊b·(high - low) / 2³²⌋ for 32 random bits b, exact in 64 bits (bias at
+/// most range / 2³²). Where `high <= low` the sample is `low`, as in mlx.
+pub fn randint(low: impl AsArray, high: impl AsArray, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
+    if !dtype.is_integer() && dtype != Dtype::Bool {
+        return Err(Error::dtype("randint", format!("needs an integer or bool dtype, got {dtype}")));
     }
-    let range = (high as i128) - (low as i128);
-    if range <= 0 || range > u32::MAX as i128 + 1 {
-        return Err(Error::value("randint", format!("needs low < high with high - low <= 2^32, got {low} and {high}")));
-    }
+    let (low, high) = (cast(&low.as_array(), Dtype::I64)?, cast(&high.as_array(), Dtype::I64)?);
+    check_parameters("randint", shape, &[low.shape(), high.shape()])?;
+    let range = cast(&super::maximum(super::subtract(&high, &low)?, 0)?, Dtype::U64)?;
     let k = key_or_next("randint", key)?;
     let b = cast(&bits_from(&k, shape, 4)?, Dtype::U64)?;
-    let scaled = super::right_shift(super::multiply(&b, cast(&Array::scalar(range as u64), Dtype::U64)?)?, 32)?;
-    let v = super::add(cast(&scaled, Dtype::I64)?, Array::scalar(low))?;
-    cast(&v, dtype)
+    // b·range split at 32 bits of range, so no product overflows 64 bits.
+    let low_half = super::bitwise_and(&range, cast(&Array::scalar(u32::MAX), Dtype::U64)?)?;
+    let high_half = super::right_shift(&range, 32)?;
+    let offset = super::add(super::multiply(&b, high_half)?, super::right_shift(super::multiply(&b, low_half)?, 32)?)?;
+    cast(&super::add(cast(&offset, Dtype::I64)?, &low)?, dtype)
+}
+
+/// Samples of the multivariate normal with mean `mean` (…, n) and covariance `cov` (…, n, n),
+/// of shape `shape` + (n,): mean + U·√S·z for standard normal z, where cov = U·S·Uᵀ by the SVD
+/// (so positive semi-definite covariances work). The batch axes of both broadcast to `shape`.
+pub fn multivariate_normal(mean: impl AsArray, cov: impl AsArray, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
+    let op = "multivariate_normal";
+    if !matches!(dtype, Dtype::F32 | Dtype::F64) {
+        return Err(Error::dtype(op, format!("samples are float32 or float64, got {dtype}")));
+    }
+    let (mean, cov) = (cast(&mean.as_array(), dtype)?, cast(&cov.as_array(), dtype)?);
+    let n = mean.shape().last().copied();
+    if mean.ndim() < 1 || cov.ndim() < 2 || cov.shape()[cov.ndim() - 1] != cov.shape()[cov.ndim() - 2] || Some(cov.shape()[cov.ndim() - 1]) != n {
+        return Err(Error::value(
+            op,
+            format!(
+                "needs mean (..., n) and a square covariance (..., n, n), got {} and {}",
+                crate::shape::fmt_shape(mean.shape()),
+                crate::shape::fmt_shape(cov.shape())
+            ),
+        ));
+    }
+    check_parameters(op, shape, &[&mean.shape()[..mean.ndim() - 1], &cov.shape()[..cov.ndim() - 2]])?;
+    let factors = crate::linalg::svd(&cov, true).map_err(|e| e.in_op(op))?;
+    let root = super::multiply(&factors[0], super::expand_dims(super::sqrt(&factors[1])?, &[-2])?)?;
+    let mut full = shape.to_vec();
+    full.push(n.unwrap_or(0));
+    let z = normal(&full, dtype, 0.0, 1.0, key)?;
+    let spread = super::squeeze(super::matmul(root, super::expand_dims(&z, &[-1])?)?, Some(&[-1]))?;
+    super::add(spread, &mean)
 }
 
 /// Standard Gumbel samples: -log(-log(u)), computed in float64 for float64 and in float32 below.

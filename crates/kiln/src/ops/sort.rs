@@ -1,4 +1,4 @@
-//! Cumulative ops (cumsum, cumprod, cummax, cummin), sorting, partitioning and topk. With no
+//! Cumulative ops (cumsum, cumprod, cummax, cummin, logcumsumexp), sorting, partitioning and topk. With no
 //! axis, each works on the flattened array, as in mlx.
 
 use super::shape::{flatten, slice_axis};
@@ -43,6 +43,15 @@ scans! {
     cummax => Max,
     /// Running minimum along `axis`.
     cummin => Min,
+}
+
+/// Running log-sum-exp along `axis`: out[i] = ln Σ exp(x[j]) over the same window as
+/// [`cumsum`], combined pairwise in log space so nothing overflows. Integers and bools compute in
+/// float, as in [`logaddexp`](super::logaddexp).
+pub fn logcumsumexp(x: impl AsArray, axis: Option<i64>, reverse: bool, inclusive: bool) -> Result<Array> {
+    let x = x.as_array();
+    let x = if x.dtype().is_inexact() { x } else { super::cast(&x, x.dtype().to_float())? };
+    scan(ScanOp::LogAddExp, "logcumsumexp", x, axis, reverse, inclusive)
 }
 
 /// Sorted along `axis` (NaNs last).

@@ -58,6 +58,12 @@ pub(crate) fn jvp(op: &Op, inputs: &[Array], y: &Array, t: &[Option<Array>]) -> 
             Ok(Some(ops::sum(&weighted, Some(&ax), true)?))
         }
         Op::Scan { op: ScanOp::Sum, .. } => same_op(),
+        Op::Scan { op: ScanOp::LogAddExp, axis, reverse, inclusive } => {
+            // dy_i = Σ exp(x_j - y_i) t_j over the window of i; an output of -inf has none.
+            let Some(t0) = &t[0] else { return Ok(None) };
+            let scanned = vjp_rules::signed_log_scan("jvp", &ops::negative(y)?, x, t0, *axis, *reverse, *inclusive)?;
+            Ok(Some(ops::where_(ops::equal(y, f64::NEG_INFINITY)?, 0.0, scanned)?))
+        }
         Op::Sort { axis } => {
             let idx = ops::argsort(x, Some(*axis as i64))?;
             Ok(Some(ops::take_along_axis(tan(0)?, &idx, Some(*axis as i64))?))

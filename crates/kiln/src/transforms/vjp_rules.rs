@@ -361,6 +361,12 @@ fn scan_vjp(op: ScanOp, axis: usize, reverse: bool, inclusive: bool, x: &Array, 
     if op == ScanOp::Sum {
         return ops::cumsum(g, ax, !reverse, inclusive);
     }
+    if op == ScanOp::LogAddExp {
+        // dx_j = Σ g_i exp(x_j - y_i) over the outputs i whose window holds j: the opposite scan.
+        // Outputs of -inf (an empty window, or one of -inf inputs only) pass nothing back.
+        let from_output = ops::where_(ops::equal(y, f64::NEG_INFINITY)?, f64::NEG_INFINITY, ops::negative(y)?)?;
+        return signed_log_scan("vjp", x, &from_output, g, axis, !reverse, inclusive);
+    }
     if x.size() == 0 {
         return ops::zeros_like(x);
     }
@@ -378,6 +384,33 @@ fn scan_vjp(op: ScanOp, axis: usize, reverse: bool, inclusive: bool, x: &Array, 
             ops::add_along_axis(&ops::zeros_like(x)?, &source, g, axis)
         }
     }
+}
+
+/// exp(offset_i) · Σ_j exp(log_weight_j) · v_j over the windows of a scan along `axis`, computed
+/// in log space (the positive and the negative parts of `v` apart) so no exponential overflows:
+/// the derivative of `logcumsumexp` in either direction. Complex inputs are refused.
+pub(super) fn signed_log_scan(
+    transform: &str,
+    offset: &Array,
+    log_weight: &Array,
+    v: &Array,
+    axis: usize,
+    reverse: bool,
+    inclusive: bool,
+) -> Result<Array> {
+    if [offset, log_weight, v].iter().any(|a| a.dtype().is_complex()) {
+        return Err(Error::value(
+            "logcumsumexp",
+            format!("the {transform} of logcumsumexp is defined for real inputs only, got complex64"),
+        ));
+    }
+    let part = |keep: Array| -> Result<Array> {
+        let magnitude = ops::log(ops::where_(&keep, ops::abs(v)?, 1.0)?)?;
+        let log_v = ops::where_(&keep, magnitude, f64::NEG_INFINITY)?;
+        let window = ops::logcumsumexp(ops::add(log_weight, log_v)?, Some(axis as i64), reverse, inclusive)?;
+        ops::exp(ops::add(offset, window)?)
+    };
+    ops::subtract(part(ops::greater(v, 0.0)?)?, part(ops::less(v, 0.0)?)?)
 }
 
 /// A reverse or exclusive scan rebuilt from a forward inclusive scan: flips and a shift by one

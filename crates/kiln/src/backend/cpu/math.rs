@@ -100,6 +100,32 @@ pub fn erfinv_f64(y: f64) -> f64 {
     x
 }
 
+/// ln(e^x + e^y), shifted by the larger operand so neither exponential overflows; infinities
+/// and NaN pass through as numpy's `logaddexp` gives them. Elementwise `logaddexp` and the
+/// `logcumsumexp` scan share it.
+pub trait LogSpaceAdd {
+    /// ln(e^self + e^y).
+    fn log_add_exp(self, y: Self) -> Self;
+}
+
+macro_rules! log_add_exp {
+    ($($t:ty),*) => {$(
+        impl LogSpaceAdd for $t {
+            #[inline]
+            fn log_add_exp(self, y: $t) -> $t {
+                let x = self;
+                let m = if x > y { x } else { y };
+                if m == <$t>::NEG_INFINITY || m == <$t>::INFINITY || m.is_nan() {
+                    if x.is_nan() || y.is_nan() { <$t>::NAN } else { m }
+                } else {
+                    m + (-(x - y).abs()).exp().ln_1p()
+                }
+            }
+        }
+    )*};
+}
+log_add_exp!(f32, f64);
+
 /// How a polynomial step computes `a * b + c`.
 pub trait MulAdd {
     /// `a * b + c`.

@@ -6,7 +6,7 @@
 //! integer division and remainder by zero give 0 (numpy gives 0 with a warning; Rust would panic).
 
 use super::math::{
-    self, erf_f32, erfinv_f32, exp_f32, expm1_f32, log1p_f32, log_f32, sigmoid_f32, tanh_f32, Fused, Unfused,
+    self, erf_f32, erfinv_f32, exp_f32, expm1_f32, log1p_f32, log_f32, sigmoid_f32, tanh_f32, Fused, LogSpaceAdd, Unfused,
 };
 use super::simd::{map1, map1_inlined, map2};
 use crate::dtype::Element;
@@ -145,14 +145,7 @@ macro_rules! float_binary_ops {
             Maximum => $apply!(|x: $t, y: $t| if x > y || x.is_nan() { x } else { y }),
             Minimum => $apply!(|x: $t, y: $t| if x < y || x.is_nan() { x } else { y }),
             ArcTan2 => $apply!(|x: $t, y: $t| x.atan2(y)),
-            LogAddExp => $apply!(|x: $t, y: $t| {
-                let m = if x > y { x } else { y };
-                if m == <$t>::NEG_INFINITY || m == <$t>::INFINITY || m.is_nan() {
-                    if x.is_nan() || y.is_nan() { <$t>::NAN } else { m }
-                } else {
-                    m + (-(x - y).abs()).exp().ln_1p()
-                }
-            }),
+            LogAddExp => $apply!(|x: $t, y: $t| x.log_add_exp(y)),
             _ => return Err(not_defined($op.name(), <$t>::DTYPE)),
         }
     }};

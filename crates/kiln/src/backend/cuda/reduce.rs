@@ -64,7 +64,11 @@ pub(super) fn fold_parts(op: ReduceOp, input: Dtype) -> (&'static str, &'static 
 
 /// The definitions that make `reduce.cu` the reduction `op` of `input` into `output`.
 pub(super) fn definitions(op: ReduceOp, input: Dtype, output: Dtype) -> String {
-    let (acc, identity, combine) = fold_parts(op, input);
+    fold_definitions(fold_parts(op, input), input, output)
+}
+
+/// The definitions of a fold given as [`fold_parts`] gives them, of `input` into `output`.
+pub(super) fn fold_definitions((acc, identity, combine): (&str, &str, String), input: Dtype, output: Dtype) -> String {
     let load = match input {
         Dtype::F16 => "(double)k_f16_load(x)".to_string(),
         Dtype::BF16 => "(double)k_bf16_load(x)".to_string(),

@@ -41,24 +41,31 @@ fn first_value(op: ReduceOp, output: Dtype) -> String {
 }
 
 /// The definitions that make the reduction text and `scan.cu` scan `op` of `input` into `output`.
+/// The running log-sum-exp folds in the float accumulator with `k_logaddexp`, from -inf.
 fn definitions(op: ScanOp, input: Dtype, output: Dtype, reverse: bool, inclusive: bool) -> String {
-    let r = op.as_reduce();
+    let (fold, first) = match op.as_reduce() {
+        Some(r) => (reduce::fold_parts(r, input), first_value(r, output)),
+        None => {
+            let fold = (reduce::accumulator(input), "(-(double)K_INF)", "k_logaddexp((a), (b))".to_string());
+            (fold, from_f64(output, "(-(double)K_INF)"))
+        }
+    };
     format!(
-        "{}#define K_FIRST {}\n#define K_REVERSE {}\n#define K_INCLUSIVE {}\n{}",
-        reduce::definitions(r, input, output),
-        first_value(r, output),
+        "{}#define K_FIRST {first}\n#define K_REVERSE {}\n#define K_INCLUSIVE {}\n{}",
+        reduce::fold_definitions(fold, input, output),
         u8::from(reverse),
         u8::from(inclusive),
         reduce::BODY
     )
 }
 
-/// Every scan kernel (each op, input dtype, direction and inclusiveness), as (what, CUDA C).
+/// Every scan kernel (each op, input dtype, direction and inclusiveness), as (what, CUDA C). The
+/// running log-sum-exp takes floats only (`ops::logcumsumexp` casts integers).
 pub(super) fn variants() -> Vec<(String, String)> {
     let mut all = Vec::new();
-    for op in [ScanOp::Sum, ScanOp::Prod, ScanOp::Max, ScanOp::Min] {
+    for op in [ScanOp::Sum, ScanOp::Prod, ScanOp::Max, ScanOp::Min, ScanOp::LogAddExp] {
         for d in Dtype::REAL {
-            let out = op.as_reduce().out_dtype(d);
+            let Some(out) = op.as_reduce().map_or(d.is_float().then_some(d), |r| Some(r.out_dtype(d))) else { continue };
             for (reverse, inclusive) in [(false, true), (true, false)] {
                 let what = format!("{op:?} scan of {d} (reverse {reverse}, inclusive {inclusive})");
                 all.push((what, nvrtc::handwritten_source(BODY, &definitions(op, d, out, reverse, inclusive))));
