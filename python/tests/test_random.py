@@ -79,3 +79,33 @@ def test_bits_widths_and_uniformity():
         assert abs(v.mean() / top - 0.5) < 0.03
     with pytest.raises(ValueError):
         mx.random.bits((2,), width=3)
+
+
+def test_parameters_as_arrays_broadcast_to_the_sample_shape():
+    key = mx.random.key(3)
+    low, high = mx.array([[0], [100]]), mx.array([[3], [102]])
+    r = np.array(mx.random.randint(low, high, (2, 5000), key=key))
+    assert set(r[0].tolist()) == {0, 1, 2} and set(r[1].tolist()) == {100, 101}
+    loc, scale = mx.array([0.0, 10.0]), mx.array([1.0, 3.0])
+    for sampler in (mx.random.normal, mx.random.laplace):
+        z = np.array(sampler((4, 2), key=key))
+        np.testing.assert_allclose(np.array(sampler((4, 2), loc=loc, scale=scale, key=key)), z * [1.0, 3.0] + [0.0, 10.0], rtol=1e-5)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        mx.random.normal((2, 10, 2), loc=mx.zeros((10,)))
+    # truncated_normal's shape defaults to the bounds' broadcast shape.
+    t = mx.random.truncated_normal(mx.array([[-2.0, 0.0]]), mx.array([[0.0], [1.0], [2.0]]), key=key)
+    assert t.shape == (3, 2)
+    c = mx.random.normal((3,), dtype=mx.complex64, loc=3.0 + 1j, key=key)
+    assert c.dtype == mx.complex64
+
+
+def test_multivariate_normal_matches_its_mean_and_covariance():
+    mean, cov = np.array([1.0, -2.0]), np.array([[2.0, 0.6], [0.6, 1.0]])
+    x = np.array(mx.random.multivariate_normal(mx.array(mean), mx.array(cov), shape=(100_000,), key=mx.random.key(4)))
+    assert x.shape == (100_000, 2)
+    np.testing.assert_allclose(x.mean(0), mean, atol=0.03)
+    np.testing.assert_allclose(np.cov(x.T), cov, atol=0.05)
+    with pytest.raises(ValueError, match="multivariate_normal"):
+        mx.random.multivariate_normal(mx.zeros((3,)), mx.zeros((2, 2)))
+    with pytest.raises(ValueError, match="float32"):
+        mx.random.multivariate_normal(mx.zeros((2,)), mx.eye(2), dtype=mx.float16)
