@@ -40,8 +40,8 @@ def test_ragged_list_is_a_value_error():
         mx.array([[1, 2], [3]])
 
 
-def test_unsupported_element_is_a_type_error():
-    with pytest.raises(TypeError, match="nested list"):
+def test_unsupported_elements_are_refused():
+    with pytest.raises(ValueError, match="nested list"):
         mx.array([1, "two"])
     with pytest.raises(TypeError, match="cannot make an array"):
         mx.array(object())

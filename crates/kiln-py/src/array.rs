@@ -9,7 +9,7 @@ use crate::errors::OrRaise;
 use kiln::{Array, Dtype};
 use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 /// A lazy n-dimensional array.
 #[pyclass(name = "array", module = "kiln.core", from_py_object, weakref)]
@@ -69,6 +69,18 @@ fn ordering(py: Python<'_>, lhs: &Array, other: &Bound<'_, PyAny>, symbol: &str,
     binary_op(py, lhs, other, false, f)
 }
 
+/// Refuses `a /= b` for an integer or bool `a`, whose quotient would need another dtype (as mlx
+/// and numpy refuse it); `a = a / b` is the way to ask for it.
+fn check_in_place(dunder: &str, a: &Array) -> PyResult<()> {
+    if dunder == "__itruediv__" && !a.dtype().is_inexact() {
+        return Err(PyValueError::new_err(format!(
+            "a /= b: true division in place needs a floating-point array, got {}; write a = a / b for a new array",
+            a.dtype()
+        )));
+    }
+    Ok(())
+}
+
 macro_rules! binary_dunders {
     ($($dunder:ident, $rdunder:ident, $idunder:ident => $op:path;)*) => {
         #[pymethods]
@@ -82,6 +94,7 @@ macro_rules! binary_dunders {
                 }
                 /// In place, as mlx: the array object itself now holds the result.
                 fn $idunder(&mut self, other: Operand) -> PyResult<()> {
+                    check_in_place(stringify!($idunder), &self.array)?;
                     let rhs = other.0;
                     self.array = $op(self.array.clone(), rhs).or_raise()?;
                     Ok(())
@@ -368,6 +381,24 @@ impl PyArray {
         kiln::ops::copy(&self.array).or_raise().map(PyArray::from)
     }
 
+    /// Pickling: the row-major bytes, the dtype's name and the shape, rebuilt by
+    /// `kiln._core._array_from_bytes` (every dtype, bfloat16 and complex64 included).
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let (row_major, start) = self.array.row_major_parts().or_raise()?;
+        // Safety: `row_major` holds its nbytes() bytes from `start` and outlives this read.
+        let bytes = unsafe { std::slice::from_raw_parts(start, row_major.nbytes()) };
+        let rebuild = py.import("kiln._core")?.getattr("_array_from_bytes")?;
+        let args = (PyBytes::new(py, bytes), self.array.dtype().name(), PyTuple::new(py, self.array.shape())?);
+        Ok((rebuild, args.into_pyobject(py)?))
+    }
+
+    /// The array API namespace of kiln's arrays: `kiln.core`.
+    #[pyo3(signature = (*, api_version = None))]
+    fn __array_namespace__<'py>(&self, py: Python<'py>, api_version: Option<&str>) -> PyResult<Bound<'py, PyModule>> {
+        let _ = api_version;
+        py.import("kiln.core")
+    }
+
     /// The numpy array interface: numpy reads the evaluated memory in place (read-only), so
     /// `np.asarray(a)` does not copy. bfloat16 has no numpy dtype and goes through `__array__`.
     #[getter]
@@ -453,4 +484,11 @@ impl PyArray {
     pub fn operand(&self) -> Operand {
         Operand(self.array.clone())
     }
+}
+
+/// An array rebuilt from its pickled parts (see `array.__reduce__`).
+#[pyfunction]
+pub fn _array_from_bytes(data: &[u8], dtype: &str, shape: Vec<usize>) -> PyResult<PyArray> {
+    let dtype = Dtype::from_name(dtype).ok_or_else(|| PyValueError::new_err(format!("array: unknown dtype '{dtype}' in pickled data")))?;
+    Array::from_bytes(data, &shape, dtype).or_raise().map(PyArray::from)
 }

@@ -15,7 +15,7 @@ use crate::errors::OrRaise;
 use kiln::{ops, Array, Complex64, Dtype};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBool, PyComplex, PyDict, PyFloat, PyInt, PyList, PyTuple};
+use pyo3::types::{IntoPyDict, PyBool, PyByteArray, PyBytes, PyComplex, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyTuple};
 
 /// An array argument of an op: an array, a Python number (weak), a numpy array or a nested list.
 pub struct Operand(pub Array);
@@ -84,6 +84,15 @@ pub fn to_array(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array>
         from_nested(obj, dtype)?
     } else if obj.hasattr("__array_interface__")? {
         from_numpy(obj, dtype)?
+    } else if let Ok(bytes) = obj.cast::<PyBytes>() {
+        Array::from_slice(bytes.as_bytes(), &[bytes.as_bytes().len()]).or_raise()?
+    } else if let Ok(bytes) = obj.cast::<PyByteArray>() {
+        let v = bytes.to_vec();
+        Array::from_slice(&v, &[v.len()]).or_raise()?
+    } else if obj.is_instance_of::<PyMemoryView>() {
+        // Any other buffer: numpy reads its format and shape.
+        let n = obj.py().import("numpy")?.call_method1("asarray", (obj,))?;
+        from_numpy(&n, dtype)?
     } else if let Some(a) = crate::dlpack::from_gpu_producer(obj)? {
         // Another library's array on a GPU: read in place.
         a
@@ -93,7 +102,7 @@ pub fn to_array(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array>
         from_numpy(&n, dtype)?
     } else {
         return Err(PyTypeError::new_err(format!(
-            "array: cannot make an array from a {}; pass a number, a (nested) list or tuple, a numpy array or an array",
+            "array: cannot make an array from a {}; pass a number, a (nested) list or tuple, bytes, a numpy array or an array",
             obj.get_type().name()?
         )));
     };
@@ -151,7 +160,7 @@ impl Leaves {
             }
             return self.push(&obj.call_method0("__float__")?);
         } else {
-            return Err(PyTypeError::new_err(format!(
+            return Err(PyValueError::new_err(format!(
                 "array: a nested list may hold only bools, ints, floats, complex numbers or arrays, got a {}",
                 obj.get_type().name()?
             )));
@@ -195,11 +204,8 @@ fn is_sequence(obj: &Bound<'_, PyAny>) -> bool {
 /// A nested list or tuple of scalars (or of arrays, which are stacked) as an array.
 fn from_nested(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> {
     let items: Vec<Bound<'_, PyAny>> = obj.try_iter()?.collect::<PyResult<_>>()?;
-    if !items.is_empty()
-        && items
-            .iter()
-            .all(|i| i.cast::<PyArray>().is_ok() || is_sequence(i) && contains_array(i))
-    {
+    if items.iter().any(|i| i.cast::<PyArray>().is_ok() || is_sequence(i) && contains_array(i)) {
+        // Arrays at any depth: each item becomes an array, and they stack (promoting dtypes).
         let parts = items
             .iter()
             .map(|i| to_array(i, None))
@@ -221,15 +227,10 @@ fn from_nested(obj: &Bound<'_, PyAny>, dtype: Option<Dtype>) -> PyResult<Array> 
     leaves.into_array(&shape, dtype)
 }
 
+/// Whether a nested list holds an array anywhere.
 fn contains_array(obj: &Bound<'_, PyAny>) -> bool {
     obj.try_iter()
-        .map(|mut it| {
-            it.next().is_some_and(|i| {
-                i.is_ok_and(|i| {
-                    i.cast::<PyArray>().is_ok() || is_sequence(&i) && contains_array(&i)
-                })
-            })
-        })
+        .map(|mut it| it.any(|i| i.is_ok_and(|i| i.cast::<PyArray>().is_ok() || is_sequence(&i) && contains_array(&i))))
         .unwrap_or(false)
 }
 

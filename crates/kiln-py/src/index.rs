@@ -14,7 +14,7 @@ use crate::convert::{operand, Operand};
 use crate::errors::OrRaise;
 use kiln::ops::{self, AxisBound, SliceSpec};
 use kiln::{Array, Dtype};
-use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyEllipsis, PyInt, PyList, PySlice, PyTuple};
 
@@ -91,8 +91,13 @@ fn is_array_like(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(obj.cast::<PyArray>().is_ok() || obj.is_instance_of::<PyList>() || obj.hasattr("__array_interface__")?)
 }
 
-/// The key as a boolean mask when it is one (a kiln or numpy bool array, or a list of bools).
+/// The key as a boolean mask when it is one (a Python bool, a kiln or numpy bool array, or a list
+/// of bools).
 fn boolean_mask(key: &Bound<'_, PyAny>) -> PyResult<Option<Array>> {
+    if key.is_instance_of::<PyBool>() {
+        // `a[True] = v` writes everything, `a[False] = v` nothing: a 0-d mask.
+        return Ok(Some(Array::scalar(key.extract::<bool>()?)));
+    }
     if !is_array_like(key)? {
         return Ok(None);
     }
@@ -428,6 +433,16 @@ impl ArrayAt {
             array: self.array.clone(),
             key: key.unbind(),
         }
+    }
+
+    /// An update method asked of `a.at` itself is a ValueError naming the missing index (as
+    /// in mlx); other names are not attributes.
+    fn __getattr__(&self, name: &str) -> PyResult<()> {
+        Err(if ["add", "subtract", "multiply", "divide", "maximum", "minimum"].contains(&name) {
+            PyValueError::new_err(format!("a.at.{name}: choose the elements first, as in a.at[index].{name}(v)"))
+        } else {
+            PyAttributeError::new_err(format!("'ArrayAt' object has no attribute '{name}'"))
+        })
     }
 }
 

@@ -93,6 +93,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     linalg::register(m)?;
     fft::register(m)?;
     io::register(m)?;
+    m.add_function(wrap_pyfunction!(array::_array_from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add_function(wrap_pyfunction!(async_eval, m)?)?;
     m.add_function(wrap_pyfunction!(_to_dot, m)?)?;

@@ -189,6 +189,23 @@ fn custom_function(
     list_of(py, &outs)
 }
 
+/// `inputs` (an array or a list of arrays), unchanged, made to depend on `dependencies`:
+/// evaluating them evaluates the dependencies first (mlx's `depends`).
+#[pyfunction]
+fn depends<'py>(py: Python<'py>, inputs: &Bound<'py, PyAny>, dependencies: &Bound<'py, PyAny>) -> PyResult<Py<PyAny>> {
+    let listed = |o: &Bound<'py, PyAny>, what: &str| match o.cast::<PyArray>() {
+        Ok(a) => Ok(vec![a.borrow().array.clone()]),
+        Err(_) => arrays_of(o, what),
+    };
+    let single = inputs.cast::<PyArray>().is_ok();
+    let outs = kiln::depends(&listed(inputs, "depends' inputs")?, &listed(dependencies, "depends' dependencies")?).or_raise()?;
+    if single {
+        Ok(PyArray::from(outs[0].clone()).into_pyobject(py)?.into_any().unbind())
+    } else {
+        Ok(list_of(py, &outs)?.into_any())
+    }
+}
+
 /// Adds the flat transforms to the module (as `_vjp`, `_jvp`, ...: `kiln.core` wraps them).
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for (name, f) in [
@@ -198,6 +215,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("_vmap", wrap_pyfunction!(vmap, m)?),
         ("_checkpoint", wrap_pyfunction!(checkpoint, m)?),
         ("_custom_function", wrap_pyfunction!(custom_function, m)?),
+        ("depends", wrap_pyfunction!(depends, m)?),
     ] {
         m.add(name, f)?;
     }

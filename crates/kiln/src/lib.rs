@@ -53,7 +53,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use ops::random;
 pub use shape::Shape;
 pub use kernel::{custom_kernel, KernelArgs};
-pub use transforms::{checkpoint, grad, jvp, stop_gradient, value_and_grad, vjp, vmap, CustomFunction};
+pub use transforms::{checkpoint, depends, grad, jvp, stop_gradient, value_and_grad, vjp, vmap, CustomFunction};
 pub use transforms::compile::eager::{eager_fusion_stats, set_eager_fusion, EagerFusionStats};
 pub use transforms::{
     compile, compile_fn, compile_with, compile_with_constants, disable_compile, enable_compile, is_compile_enabled,

@@ -4,9 +4,9 @@
 //! complex64 converts as its float32 real part does, and real values become complex with a zero
 //! imaginary part.
 mod common;
-use common::wrap;
+use common::{wrap, Rng};
 use half::{bf16, f16};
-use kiln::{ops, Array, Complex64, Dtype};
+use kiln::{ops, Array, Complex64, Dtype, ErrorKind};
 
 /// Source values per dtype, including edge cases.
 fn sources(dtype: Dtype) -> Vec<f64> {
@@ -168,4 +168,50 @@ fn view_reinterprets_row_major_bytes() {
     let f = |a: &[Array]| Ok(vec![ops::sum(ops::view(ops::view(&a[0], Dtype::U32)?, Dtype::F32)?, None, false)?]);
     let e = kiln::grad(f, &[0])(&[Array::from_slice(&[1.0f32, 2.0], &[2]).unwrap()]).unwrap_err();
     assert!(e.op == "view" && e.message.contains("stop_gradient"), "{e}");
+}
+
+/// e4m3's value of `code` by the format's definition, in float64 (NaN for 0x7F and 0xFF).
+fn e4m3_value(code: u8) -> f64 {
+    let (sign, exponent, mantissa) = (if code & 0x80 != 0 { -1.0 } else { 1.0 }, (code >> 3) & 0xF, code & 7);
+    if code & 0x7F == 0x7F {
+        return f64::NAN;
+    }
+    sign * if exponent == 0 { mantissa as f64 / 8.0 * 2f64.powi(-6) } else { (1.0 + mantissa as f64 / 8.0) * 2f64.powi(exponent as i32 - 7) }
+}
+
+#[test]
+fn fp8_codes_round_to_nearest_even_and_decode_exactly() {
+    let codes: Vec<u8> = (0..=255).collect();
+    let decoded = ops::from_fp8(Array::from_slice(&codes, &[256]).unwrap(), Dtype::F32).unwrap().to_f64_vec().unwrap();
+    for (&c, &v) in codes.iter().zip(&decoded) {
+        let want = e4m3_value(c);
+        assert!(v == want || (v.is_nan() && want.is_nan()), "code {c:#04x}: {v} against {want}");
+    }
+    // Encoding: every representable value maps back to its code, and random values to the
+    // nearest code by brute force (ties to the even code; beyond 448 saturating).
+    let finite: Vec<(u8, f64)> = codes.iter().map(|&c| (c, e4m3_value(c))).filter(|(c, v)| v.is_finite() && *c != 0x80).collect();
+    let mut rng = Rng::new(13);
+    let mut values: Vec<f64> = finite.iter().map(|&(_, v)| v).collect();
+    values.extend((0..2000).map(|_| rng.uniform(-500.0, 500.0) * 2f64.powi(-((rng.next_u64() % 14) as i32))));
+    values.extend([1.0625, 1.1875, 0.0009765625 * 3.0, 1e6, -1e6]); // exact ties and saturation
+    let got = ops::to_fp8(Array::from_slice(&values.iter().map(|&v| v as f32).collect::<Vec<_>>(), &[values.len()]).unwrap())
+        .unwrap()
+        .to_vec::<u8>()
+        .unwrap();
+    for (&v, &c) in values.iter().zip(&got) {
+        let v = v as f32 as f64;
+        let best = finite
+            .iter()
+            .min_by(|a, b| {
+                let (da, db) = ((a.1 - v).abs(), (b.1 - v).abs());
+                da.partial_cmp(&db).unwrap().then((a.0 & 1).cmp(&(b.0 & 1)))
+            })
+            .unwrap();
+        let same_value = e4m3_value(c) == best.1;
+        assert!(same_value, "{v}: code {c:#04x} ({}) against {:#04x} ({})", e4m3_value(c), best.0, best.1);
+    }
+    let nan = ops::to_fp8(Array::from_vec(vec![f32::NAN])).unwrap().to_vec::<u8>().unwrap();
+    assert_eq!(nan[0] & 0x7F, 0x7F);
+    assert_eq!(ops::to_fp8(Array::from_vec(vec![1i32])).unwrap_err().kind, ErrorKind::Dtype);
+    assert_eq!(ops::from_fp8(Array::from_vec(vec![1.0f32]), Dtype::F32).unwrap_err().kind, ErrorKind::Dtype);
 }

@@ -281,6 +281,11 @@ fn full_zeros_like_and_arange_edges() {
         assert_close(&a, &want, 1e-12, 1e-12, &format!("arange({start}, {stop}, {step})"));
     }
     assert_eq!(ops::arange(0.0, 5.0, 2.0, Dtype::U8).unwrap().to_f64_vec().unwrap(), vec![0.0, 2.0, 4.0]);
+    // Past a narrow integer dtype's bounds the range wraps, as int64 values narrowed would.
+    let n = i32::MAX as f64;
+    let wrapped = ops::arange(n - 1.0, n + 3.0, 1.0, Dtype::I32).unwrap().to_vec::<i32>().unwrap();
+    assert_eq!(wrapped, vec![i32::MAX - 1, i32::MAX, i32::MIN, i32::MIN + 1]);
+    assert_eq!(ops::arange(254.0, 258.0, 1.0, Dtype::U8).unwrap().to_vec::<u8>().unwrap(), vec![254, 255, 0, 1]);
     assert_eq!(ops::arange(0.0, 1.0, 0.0, Dtype::F32).unwrap_err().kind, ErrorKind::Value);
     assert_eq!(ops::arange(0.0, f64::INFINITY, 1.0, Dtype::F32).unwrap_err().kind, ErrorKind::Value);
     assert_eq!(ops::arange(0.0, 2.0, 1.0, Dtype::Bool).unwrap_err().kind, ErrorKind::Dtype);

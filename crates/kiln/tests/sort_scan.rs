@@ -406,3 +406,14 @@ fn views_that_start_inside_their_buffer() {
         }
     }
 }
+
+#[test]
+fn argpartition_breaks_ties_by_position() {
+    // Equal values keep their order around kth: the k-th position holds the k-th (value,
+    // position) pair, as numpy's result for these rows.
+    let x = ops::broadcast_to(Array::from_slice(&[1i32, 2, 3], &[3]).unwrap(), &[2, 3]).unwrap();
+    let got = ops::argpartition(&x, 1, Some(0)).unwrap().to_vec::<u32>().unwrap();
+    assert_eq!(got, vec![0, 0, 0, 1, 1, 1]);
+    let got = ops::argpartition(Array::from_slice(&[5.0f32, 5.0, 5.0, 5.0, 1.0], &[5]).unwrap(), 1, Some(0)).unwrap();
+    assert_eq!(got.to_vec::<u32>().unwrap()[..2], [4, 0]);
+}

@@ -12,7 +12,7 @@ use common::derivatives::check;
 use common::{assert_close, check_err, Rng};
 use kiln::ops::{self, AsArray};
 use kiln::{
-    checkpoint, grad, jvp, random, stop_gradient, value_and_grad, vjp, vmap, Array, CustomFunction, Dtype, ErrorKind,
+    checkpoint, depends, grad, jvp, random, stop_gradient, value_and_grad, vjp, vmap, Array, CustomFunction, Dtype, ErrorKind,
     Result,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1253,4 +1253,23 @@ fn traced_functions_may_evaluate_on_other_threads() {
     let x = arr(&[0.5, -1.0], &[2]);
     let g = only(grad(f, &[0])(&[x]));
     assert_array(&g, &[2], &[0.5f64.exp() + 0.5f64.cos(), (-1f64).exp() + (-1f64).cos()], "gradient");
+}
+
+#[test]
+fn depends_keeps_values_evaluates_dependencies_and_routes_gradients_to_inputs() {
+    let a = Array::from_vec(vec![1.0f32, 2.0, 3.0]);
+    let (b, c) = (ops::exp(&a).unwrap(), ops::log(&a).unwrap());
+    let out = depends(std::slice::from_ref(&b), std::slice::from_ref(&c)).unwrap();
+    out[0].eval().unwrap();
+    assert!(c.is_evaluated(), "the dependency is computed with the output");
+    assert_close(&out[0].to_f64_vec().unwrap(), &b.to_f64_vec().unwrap(), 0.0, 0.0, "depends keeps the value");
+    // d/dx sum(exp(x)) through depends is exp(x); the dependency gets nothing.
+    let f = |x: &[Array]| Ok(vec![ops::sum(&depends(&[ops::exp(&x[0])?], &[ops::square(&x[1])?])?[0], None, false)?]);
+    let g = grad(f, &[0, 1])(&[a.clone(), a.clone()]).unwrap();
+    assert_close(&g[0].to_f64_vec().unwrap(), &b.to_f64_vec().unwrap(), 1e-6, 0.0, "gradient to the input");
+    assert_eq!(g[1].to_f64_vec().unwrap(), vec![0.0; 3]);
+    // vmap passes through.
+    let rows = ops::reshape(ops::arange(0.0, 6.0, 1.0, Dtype::F32).unwrap(), &[2, 3]).unwrap();
+    let v = vmap(|x: &[Array]| depends(&[ops::negative(&x[0])?], &[x[0].clone()]), &[Some(0)], &[Some(0)])(&[rows]).unwrap();
+    assert_eq!(v[0].to_vec::<f32>().unwrap(), vec![-0.0, -1.0, -2.0, -3.0, -4.0, -5.0]);
 }

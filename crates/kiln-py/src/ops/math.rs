@@ -1,5 +1,5 @@
-//! Elementwise ops: unary math, broadcasting binary ops, `where`, `clip`, and the comparisons
-//! built from them (`isclose`, `allclose`, `array_equal`).
+//! Elementwise ops: unary math, broadcasting binary ops, `where`, `clip`, `view`, the fp8 codes, and
+//! the comparisons built from them (`isclose`, `allclose`, `array_equal`).
 
 use crate::array::PyArray;
 use crate::convert::Operand;
@@ -174,6 +174,20 @@ pub fn view(a: Operand, dtype: crate::dtype::PyDtype, stream: Option<StreamOrDev
     on(stream.as_ref(), || ops::view(&a.0, dtype.0)).map(PyArray::from)
 }
 
+/// `x` rounded to 8-bit e4m3 floats, as their uint8 codes.
+#[pyfunction]
+#[pyo3(signature = (x, /, *, stream = None))]
+pub fn to_fp8(x: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::to_fp8(&x.0)).map(PyArray::from)
+}
+
+/// The values of e4m3 codes `x` (uint8) as `dtype` (bfloat16 unless given, as mlx).
+#[pyfunction]
+#[pyo3(signature = (x, /, dtype = None, *, stream = None))]
+pub fn from_fp8(x: Operand, dtype: Option<crate::dtype::PyDtype>, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || ops::from_fp8(&x.0, dtype.map_or(kiln::Dtype::BF16, |d| d.0))).map(PyArray::from)
+}
+
 /// Where both `a` and `b` are NaN.
 fn both_nan(a: &Array, b: &Array) -> kiln::Result<Array> {
     ops::logical_and(ops::isnan(a)?, ops::isnan(b)?)
@@ -256,6 +270,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(clip, m)?,
         wrap_pyfunction!(stop_gradient, m)?,
         wrap_pyfunction!(view, m)?,
+        wrap_pyfunction!(to_fp8, m)?,
+        wrap_pyfunction!(from_fp8, m)?,
         wrap_pyfunction!(isclose, m)?,
         wrap_pyfunction!(allclose, m)?,
         wrap_pyfunction!(array_equal, m)?,

@@ -87,6 +87,14 @@ pub fn arange(start: f64, stop: f64, step: f64, dtype: Dtype) -> Result<Array> {
     // An integer range counts its length from the given bounds, then steps from the start and by
     // the step truncated to integers, as mlx: arange(0, 3, 0.2) in int32 is fifteen zeros.
     let (start, step) = if dtype.is_integer() { (start.trunc(), step.trunc()) } else { (start, step) };
+    let last = start + len.saturating_sub(1) as f64 * step;
+    let fits = |v: f64| v.abs() < 2f64.powi(63) && dtype.holds_integer(v as i64);
+    if dtype.is_integer() && dtype.size() < 8 && len > 0 && !(fits(start) && fits(last)) {
+        // A range past a narrow integer dtype's bounds wraps as integer arithmetic does, as in
+        // mlx: counted in int64, then narrowed.
+        let wide = Array::from_op(Op::Arange { start: F64Bits::new(start), step: F64Bits::new(step), len, dtype: Dtype::I64 }, vec![])?;
+        return cast(&wide, dtype);
+    }
     Array::from_op(Op::Arange { start: F64Bits::new(start), step: F64Bits::new(step), len, dtype }, vec![])
 }
 

@@ -508,6 +508,9 @@ pub fn diag(x: impl AsArray, k: i64) -> Result<Array> {
             let rows = arange(r0, r0 + len as f64, 1.0, Dtype::I64)?;
             let cols = arange(c0, c0 + len as f64, 1.0, Dtype::I64)?;
             let base = zeros(&[n, n], x.dtype())?;
+            if len == 0 {
+                return Ok(base);
+            }
             let upd = reshape_to(&x, Shape::from_slice(&[len, 1, 1]))?;
             scatter_op("diag", base, &[rows, cols], upd, &[0, 1], ScatterOp::Set)
         }

@@ -187,6 +187,22 @@ impl CustomFunction {
     }
 }
 
+/// `inputs`, unchanged, made to depend on `dependencies`: evaluating an output evaluates the
+/// dependencies first (mlx's `depends`, which orders side effects such as communication).
+/// Gradients flow to `inputs` only; vmap and jvp pass through.
+pub fn depends(inputs: &[Array], dependencies: &[Array]) -> Result<Vec<Array>> {
+    let n = inputs.len();
+    let identity = CustomFunction::new("depends", move |args: &[Array]| Ok(args[..n].to_vec()))
+        .vjp(move |args, cotangents, _| {
+            let none = args[n..].iter().map(crate::ops::zeros_like);
+            cotangents.iter().cloned().map(Ok).chain(none).collect()
+        })
+        .jvp(move |_, tangents| Ok(tangents[..n].to_vec()))
+        .vmap(move |args, axes| Ok((args[..n].to_vec(), axes[..n].to_vec())))
+        .into_fn();
+    identity(&[inputs, dependencies].concat())
+}
+
 /// `f` whose reverse-mode derivative recomputes `f`'s forward pass from its arguments instead of
 /// keeping its intermediates alive: trades compute for memory (apply it to the blocks of a deep
 /// model; the block boundaries are all that stays alive between forward and backward). Arrays

@@ -41,7 +41,7 @@ mod jvp_rules;
 mod vjp_rules;
 
 pub use autodiff::{grad, jvp, stop_gradient, value_and_grad, vjp};
-pub use custom::{checkpoint, CustomFunction};
+pub use custom::{checkpoint, depends, CustomFunction};
 pub use vmap::vmap;
 pub use compile::{
     compile, compile_fn, compile_with, compile_with_constants, disable_compile, enable_compile, is_compile_enabled,

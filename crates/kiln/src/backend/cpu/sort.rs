@@ -49,7 +49,8 @@ fn run(x: &Input, axis: usize, op: RowOp, indices: bool) -> Result<Buffer> {
                     let by = |a: &u32, b: &u32| nan_last(&row[*a as usize], &row[*b as usize]);
                     match op {
                         RowOp::Sort => idx.sort_by(by), // stable: equal values keep their order
-                        RowOp::Partition(k) => { idx.select_nth_unstable_by(k, by); }
+                        // Ties go by position, so equal values keep their order around `k`.
+                        RowOp::Partition(k) => { idx.select_nth_unstable_by(k, |a, b| by(a, b).then(a.cmp(b))); }
                     }
                     let o = unsafe { std::slice::from_raw_parts_mut((dst as *mut u32).add(r * len), len) };
                     o.copy_from_slice(&idx);
