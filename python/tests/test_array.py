@@ -315,3 +315,38 @@ def test_dunder_array_refuses_copy_false_when_it_must_convert():
         a.__array__(np.float64, copy=False)
     with pytest.raises(ValueError, match="copy=False"):
         mx.array([1.0], dtype=mx.bfloat16).__array__(copy=False)
+
+
+def test_pickling_round_trips_every_dtype():
+    import pickle
+
+    for dtype in [mx.bool_, mx.uint8, mx.int16, mx.int64, mx.float16, mx.bfloat16, mx.float32, mx.complex64]:
+        x = mx.array([[1, 0], [3, 4]], dtype=dtype)
+        y = pickle.loads(pickle.dumps(x))
+        assert y.dtype == dtype and y.shape == (2, 2)
+        assert mx.array_equal(y, x).item()
+    t = mx.arange(6).reshape(2, 3).T  # a strided view pickles as its values
+    assert pickle.loads(pickle.dumps(t)).tolist() == np.arange(6).reshape(2, 3).T.tolist()
+
+
+def test_arrays_from_bytes_buffers_and_lists_holding_arrays():
+    assert mx.array(b"Hi").tolist() == [72, 105] and mx.array(b"Hi").dtype == mx.uint8
+    assert mx.array(bytearray([1, 2])).tolist() == [1, 2]
+    assert mx.array(memoryview(np.array([1.5, 2.5], np.float32))).tolist() == [1.5, 2.5]
+    x, y = mx.array([True]), mx.array([False])
+    z = mx.array([[x, [2.0]], [[3.0], y]])
+    assert z.dtype == mx.float32 and z.tolist() == [[[1.0], [2.0]], [[3.0], [0.0]]]
+    assert mx.array(1.0).__array_namespace__() is mx
+
+
+def test_update_errors_and_boolean_scalar_masks():
+    with pytest.raises(ValueError, match="a.at"):
+        mx.array([1, 2]).at.add(1)
+    a = mx.array([1, 2])
+    with pytest.raises(ValueError, match="floating-point"):
+        a /= 2
+    b = mx.array([1.0, 2.0, 3.0])
+    b[True] = 5.0
+    assert b.tolist() == [5.0, 5.0, 5.0]
+    b[mx.array(False)] = 0.0
+    assert b.tolist() == [5.0, 5.0, 5.0]

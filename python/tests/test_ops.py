@@ -674,3 +674,35 @@ def test_split_refuses_non_positive_section_counts():
     for n in (0, -1):
         with pytest.raises(ValueError, match="split"):
             mx.split(a, n)
+
+
+def test_fp8_codes_decode_by_definition_and_round_trip():
+    # Decoding by the e4m3 definition, in float64: every code but the NaNs round-trips.
+    codes = np.arange(256, dtype=np.uint8)
+    e, m, s = (codes >> 3) & 15, codes & 7, np.where(codes & 0x80, -1.0, 1.0)
+    want = s * np.where(e == 0, m / 8 * 2.0**-6, (1 + m / 8) * 2.0 ** (e.astype(np.float64) - 7))
+    want[(codes & 0x7F) == 0x7F] = np.nan
+    got = np.array(mx.from_fp8(mx.array(codes), dtype=mx.float32))
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    finite = ~np.isnan(want)
+    back = np.array(mx.to_fp8(mx.array(want[finite].astype(np.float32))))
+    np.testing.assert_array_equal(np.array(mx.from_fp8(mx.array(back), dtype=mx.float32)), want[finite].astype(np.float32))
+    assert mx.from_fp8(mx.to_fp8(mx.array([1000.0]))).item() == 448.0  # saturates
+    assert mx.from_fp8(mx.array([0x38], mx.uint8)).dtype == mx.bfloat16
+
+
+def test_depends_returns_inputs_and_evaluates_dependencies():
+    a = mx.array([1.0, 2.0, 3.0])
+    b, c = mx.exp(a), mx.log(a)
+    out = mx.depends([b], [c])[0]
+    np.testing.assert_allclose(np.array(out), np.exp([1.0, 2.0, 3.0]), rtol=1e-6)
+    assert isinstance(mx.depends(b, c), mx.array)
+    g = mx.grad(lambda x: mx.depends(mx.exp(x), mx.square(x)).sum())(a)
+    np.testing.assert_allclose(np.array(g), np.exp([1.0, 2.0, 3.0]), rtol=1e-6)
+
+
+def test_arange_wraps_past_int32_and_diag_of_empty_vectors():
+    n = 2**31 - 1
+    assert mx.arange(n - 1, n + 3, dtype=mx.int32).tolist() == [n - 1, n, -(2**31), -(2**31) + 1]
+    for k in (-2, 0, 1):
+        assert mx.diag(mx.zeros((0,)), k=k).shape == np.diag(np.zeros((0,)), k=k).shape
