@@ -89,11 +89,12 @@ def _seed_files(tmp_path):
     mx.save_safetensors(
         str(tmp_path / "e.safetensors"), {"w": mx.ones((2, 3)), "b": mx.array([1, 2], dtype=mx.int64)}, metadata={"format": "mlx"}
     )
+    mx.save_gguf(str(tmp_path / "f.gguf"), {"w": mx.ones((2, 3)), "i": mx.array([1, 2], dtype=mx.int16)}, {"tags": ["a", "b"], "n": mx.array([3, 4])})
     return {fmt: [(tmp_path / n).read_bytes() for n in names] for fmt, names in
-            {"npy": ["a.npy", "b.npy"], "npz": ["c.npz", "d.npz"], "safetensors": ["e.safetensors"]}.items()}
+            {"npy": ["a.npy", "b.npy"], "npz": ["c.npz", "d.npz"], "safetensors": ["e.safetensors"], "gguf": ["f.gguf"]}.items()}
 
 
-@pytest.mark.parametrize("fmt", ["npy", "npz", "safetensors"])
+@pytest.mark.parametrize("fmt", ["npy", "npz", "safetensors", "gguf"])
 def test_mutated_files_load_or_raise_value_error(tmp_path, fmt):
     cases = int(os.environ.get("KILN_FUZZ_FILES", "3000"))
     seeds = _seed_files(tmp_path)[fmt]
@@ -124,3 +125,35 @@ def test_load_honours_the_stream_argument(tmp_path):
     assert a.tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(TypeError):
         mx.load(str(tmp_path / "a.npy"), stream="not a stream")
+
+
+def test_gguf_round_trips_tensors_and_metadata(tmp_path):
+    rng = np.random.default_rng(0)
+    arrays = {
+        "w": mx.array(rng.standard_normal((3, 4)).astype(np.float32)),
+        "h": mx.array(rng.standard_normal((5,)).astype(np.float16)),
+        "b": mx.array([1.5, -2.0]).astype(mx.bfloat16),
+        "i": mx.arange(24, dtype=mx.int32).reshape(2, 3, 4),
+    }
+    meta = {"name": "tiny", "tags": ["a", "bc"], "n": mx.array(3, mx.uint64), "v": mx.array([1.5, 2.5])}
+    path = tmp_path / "m.gguf"
+    mx.save_gguf(path, arrays, meta)
+    loaded, loaded_meta = mx.load(str(path), return_metadata=True)
+    assert list(loaded) == list(arrays)
+    for k, a in arrays.items():
+        assert loaded[k].dtype == a.dtype and loaded[k].shape == a.shape
+        np.testing.assert_array_equal(np.array(loaded[k].astype(mx.float32)), np.array(a.astype(mx.float32)))
+    assert loaded_meta["name"] == "tiny" and loaded_meta["tags"] == ["a", "bc"]
+    assert loaded_meta["n"].dtype == mx.uint64 and loaded_meta["n"].item() == 3
+    assert loaded_meta["v"].tolist() == [1.5, 2.5]
+    with open(path, "rb") as f:  # open files work too
+        assert mx.load(f, format="gguf")["i"].tolist() == arrays["i"].tolist()
+    with pytest.raises(ValueError, match="uint8"):
+        mx.save_gguf(tmp_path / "bad", {"u": mx.array([1], mx.uint8)})
+    with pytest.raises(ValueError, match="float16"):
+        mx.save_gguf(tmp_path / "bad", arrays, {"m": mx.array(1.0, mx.float16)})
+    with pytest.raises(TypeError, match="metadata"):
+        mx.save_gguf(tmp_path / "bad", arrays, {"m": 3})
+    (tmp_path / "cut.gguf").write_bytes(path.read_bytes()[:50])
+    with pytest.raises(ValueError, match="cut.gguf"):
+        mx.load(str(tmp_path / "cut.gguf"))

@@ -322,10 +322,12 @@ fn tensor_entry(value: &json::Value, body: &[u8]) -> std::result::Result<Array, 
         Some(json::Value::String(s)) => s.as_str(),
         _ => return Err("no dtype".into()),
     };
-    let dtype = Dtype::ALL
-        .into_iter()
-    .find(|&d| safetensors_dtype(d) == dtype)
-    .ok_or_else(|| format!("dtype {dtype} is not supported"))?;
+    // 8-bit floats load as their uint8 codes (decode them with `ops::from_fp8`), as in mlx.
+    let dtype = if dtype == "F8_E4M3" {
+        Dtype::U8
+    } else {
+        Dtype::ALL.into_iter().find(|&d| safetensors_dtype(d) == dtype).ok_or_else(|| format!("dtype {dtype} is not supported"))?
+    };
     let numbers = |key: &str| -> std::result::Result<Vec<usize>, String> {
         match value.get(key) {
             Some(json::Value::Array(items)) => items

@@ -23,6 +23,7 @@ pub mod dtype;
 pub mod error;
 pub mod external;
 pub mod fused;
+pub mod gguf;
 pub mod io;
 pub mod kernel;
 pub mod linalg;

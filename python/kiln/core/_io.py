@@ -1,5 +1,5 @@
 """Saving and loading arrays, as mlx's: ``save`` (.npy), ``savez``/``savez_compressed`` (.npz),
-``save_safetensors`` and ``load`` (all three by extension). numpy writes the .npy/.npz formats;
+``save_safetensors``, ``save_gguf`` and ``load`` (all four by extension). numpy writes the .npy/.npz formats;
 kiln's own writer makes safetensors (BF16 included, which numpy lacks). Loading hands the file's
 bytes to kiln's own parsers (``kiln::io``), which check every length, shape and offset a file
 claims before reading it."""
@@ -43,30 +43,48 @@ def savez_compressed(file: str, *args: array, **kwargs: array) -> None:
     )
 
 
-def save_safetensors(file, arrays: Dict[str, array], metadata: Optional[Dict[str, str]] = None) -> None:
-    """Saves a dict of arrays, and string metadata, in the safetensors format, to a path (the
-    extension is added when missing) or an open binary file."""
+def _check_named(what: str, arrays) -> None:
     if not isinstance(arrays, dict):
-        raise TypeError(f"save_safetensors: arrays must be a dict of name to array, got {type(arrays).__name__}")
+        raise TypeError(f"{what}: arrays must be a dict of name to array, got {type(arrays).__name__}")
     for name, a in arrays.items():
         if not isinstance(name, str) or not isinstance(a, array):
-            raise TypeError(f"save_safetensors: {name!r} maps to a {type(a).__name__}; expected str names and arrays")
-    meta = dict(metadata or {})
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
-        raise TypeError("save_safetensors: metadata must map strings to strings")
-    def encoded(target: str) -> bytes:
-        return _core._safetensors_bytes(list(arrays.items()), list(meta.items()), target)
+            raise TypeError(f"{what}: {name!r} maps to a {type(a).__name__}; expected str names and arrays")
 
+
+def _write(what: str, file, extension: str, encoded) -> None:
+    """Writes ``encoded(target)`` (bytes) to a path (``extension`` added when missing) or to an
+    open binary file."""
     if isinstance(file, (str, os.PathLike)):
         path = os.fspath(file)
-        path += "" if path.endswith(".safetensors") else ".safetensors"
+        path += "" if path.endswith(extension) else extension
         data = encoded(path)
         with open(path, "wb") as f:
             f.write(data)
     elif hasattr(file, "write"):
         file.write(encoded(str(getattr(file, "name", "<stream>"))))
     else:
-        raise TypeError(f"save_safetensors: expected a path or a file opened for binary writing, got {type(file).__name__}")
+        raise TypeError(f"{what}: expected a path or a file opened for binary writing, got {type(file).__name__}")
+
+
+def save_safetensors(file, arrays: Dict[str, array], metadata: Optional[Dict[str, str]] = None) -> None:
+    """Saves a dict of arrays, and string metadata, in the safetensors format, to a path (the
+    extension is added when missing) or an open binary file."""
+    _check_named("save_safetensors", arrays)
+    meta = dict(metadata or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        raise TypeError("save_safetensors: metadata must map strings to strings")
+    _write("save_safetensors", file, ".safetensors", lambda t: _core._safetensors_bytes(list(arrays.items()), list(meta.items()), t))
+
+
+def save_gguf(file, arrays: Dict[str, array], metadata: Optional[Dict[str, object]] = None) -> None:
+    """Saves a dict of arrays in the GGUF format (float32/16/64, bfloat16 and signed integers),
+    with metadata mapping names to strings, lists of strings or arrays (0-d or 1-d, integer,
+    float32/64 or bool), to a path (``.gguf`` added when missing) or an open binary file."""
+    _check_named("save_gguf", arrays)
+    meta = dict(metadata or {})
+    if not all(isinstance(k, str) for k in meta):
+        raise TypeError("save_gguf: metadata keys must be strings")
+    _write("save_gguf", file, ".gguf", lambda t: _core._gguf_bytes(list(arrays.items()), list(meta.items()), t))
 
 
 def _is_path(file) -> bool:
@@ -95,7 +113,7 @@ def _format_of(file, fmt: Optional[str]) -> str:
         return fmt
     name = os.fspath(file) if _is_path(file) else getattr(file, "name", None)
     if not isinstance(name, str) or "." not in os.path.basename(name):
-        raise ValueError("load: cannot infer the file format from its name; pass format='npy', 'npz' or 'safetensors'")
+        raise ValueError("load: cannot infer the file format from its name; pass format='npy', 'npz', 'safetensors' or 'gguf'")
     return name.rsplit(".", 1)[-1]
 
 
@@ -113,21 +131,22 @@ def _load_npz(data: bytes, source: str) -> Dict[str, array]:
 
 
 def load(file, format: Optional[str] = None, return_metadata: bool = False, stream=None):
-    """Loads ``.npy`` (an array), ``.npz`` or ``.safetensors`` (a dict of arrays) from a path or an
-    open binary file, as arrays of ``stream`` (a stream or device; the default one if None).
+    """Loads ``.npy`` (an array), ``.npz``, ``.safetensors`` or ``.gguf`` (a dict of arrays, and
+    with ``return_metadata`` the file's metadata) from a path or an open binary file, as arrays of ``stream`` (a stream or device; the default one if None).
     Arrays keep their dtype (float64 included); a malformed or truncated file is a ValueError
     naming it."""
     fmt = _format_of(file, format)
-    if fmt not in ("npy", "npz", "safetensors"):
-        raise ValueError(f"load: unsupported format {fmt!r}; use .npy, .npz or .safetensors")
-    if return_metadata and fmt != "safetensors":
-        raise ValueError(f"load: metadata is only available for safetensors files, not {fmt}")
+    if fmt not in ("npy", "npz", "safetensors", "gguf"):
+        raise ValueError(f"load: unsupported format {fmt!r}; use .npy, .npz, .safetensors or .gguf")
+    if return_metadata and fmt not in ("safetensors", "gguf"):
+        raise ValueError(f"load: metadata is only available for safetensors and GGUF files, not {fmt}")
     data, source = _read(file)
     with on_stream(stream):
         if fmt == "npy":
             return _core._load_npy_bytes(data, source)
         if fmt == "npz":
             return _load_npz(data, source)
-        named, metadata = _core._load_safetensors_bytes(data, source)
+        parse = _core._load_gguf_bytes if fmt == "gguf" else _core._load_safetensors_bytes
+        named, metadata = parse(data, source)
     arrays = dict(named)
     return (arrays, dict(metadata)) if return_metadata else arrays
