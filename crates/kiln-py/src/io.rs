@@ -49,7 +49,7 @@ fn gguf_value(key: &str, v: &Bound<'_, PyAny>) -> PyResult<GgufValue> {
         Ok(GgufValue::Texts(items))
     } else {
         Err(PyTypeError::new_err(format!(
-            "save_gguf: metadata '{key}' is a {}; GGUF metadata are strings, lists of strings or arrays",
+            "save_gguf: metadata '{key}' has type {}; GGUF metadata are strings, lists of strings or arrays (wrap numbers in kiln.core.array)",
             v.get_type().name()?
         )))
     }

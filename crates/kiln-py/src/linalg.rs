@@ -86,6 +86,21 @@ fn eigvalsh(a: Operand, UPLO: &str, stream: Option<StreamOrDevice>) -> PyResult<
     on(stream.as_ref(), || linalg::eigvalsh(a.0, UPLO)).map(PyArray::from)
 }
 
+/// The eigenvalues and eigenvectors (columns) of each general real matrix, as complex64.
+#[pyfunction]
+#[pyo3(signature = (a, /, *, stream = None))]
+fn eig(a: Operand, stream: Option<StreamOrDevice>) -> PyResult<(PyArray, PyArray)> {
+    let [w, v] = arrays(on(stream.as_ref(), || linalg::eig(a.0).map(|(w, v)| [w, v]))?);
+    Ok((w, v))
+}
+
+/// The eigenvalues of each general real matrix, as complex64.
+#[pyfunction]
+#[pyo3(signature = (a, /, *, stream = None))]
+fn eigvals(a: Operand, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    on(stream.as_ref(), || linalg::eigvals(a.0)).map(PyArray::from)
+}
+
 /// The LU factorization: (P, L, U) with `L[P] @ U == a`.
 #[pyfunction]
 #[pyo3(signature = (a, /, *, stream = None))]
@@ -144,6 +159,8 @@ pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(svd, &m)?,
         wrap_pyfunction!(eigh, &m)?,
         wrap_pyfunction!(eigvalsh, &m)?,
+        wrap_pyfunction!(eig, &m)?,
+        wrap_pyfunction!(eigvals, &m)?,
         wrap_pyfunction!(lu, &m)?,
         wrap_pyfunction!(lu_factor, &m)?,
         wrap_pyfunction!(det, &m)?,

@@ -158,7 +158,8 @@ impl Array {
     /// and native byte order (how foreign buffers such as numpy arrays come in); fails if the
     /// byte count does not match.
     pub fn from_bytes(bytes: &[u8], shape: &[usize], dtype: Dtype) -> Result<Array> {
-        if numel(shape) * dtype.size() != bytes.len() {
+        let needed = shape.iter().try_fold(dtype.size(), |n, &d| n.checked_mul(d));
+        if needed != Some(bytes.len()) {
             return Err(Error::shape(
                 "array",
                 format!("{} bytes cannot fill shape {} of {dtype}", bytes.len(), fmt_shape(shape)),

@@ -30,37 +30,43 @@ const DEFAULT_ALIGNMENT: usize = 32;
 const STRING: u32 = 8;
 const ARRAY: u32 = 9;
 
-/// The metadata value type of numbers of `dtype`, if the format has one.
-fn value_type(dtype: Dtype) -> Option<u32> {
-    Some(match dtype {
-        Dtype::U8 => 0,
-        Dtype::I8 => 1,
-        Dtype::U16 => 2,
-        Dtype::I16 => 3,
-        Dtype::U32 => 4,
-        Dtype::I32 => 5,
-        Dtype::F32 => 6,
-        Dtype::Bool => 7,
-        Dtype::U64 => 10,
-        Dtype::I64 => 11,
-        Dtype::F64 => 12,
-        _ => return None,
-    })
+/// The metadata value types of numbers, by dtype.
+const VALUE_TYPES: [(Dtype, u32); 11] = [
+    (Dtype::U8, 0),
+    (Dtype::I8, 1),
+    (Dtype::U16, 2),
+    (Dtype::I16, 3),
+    (Dtype::U32, 4),
+    (Dtype::I32, 5),
+    (Dtype::F32, 6),
+    (Dtype::Bool, 7),
+    (Dtype::U64, 10),
+    (Dtype::I64, 11),
+    (Dtype::F64, 12),
+];
+
+/// The ggml tensor types kiln reads and writes, by dtype.
+const TENSOR_TYPES: [(Dtype, u32); 8] =
+    [(Dtype::F32, 0), (Dtype::F16, 1), (Dtype::I8, 24), (Dtype::I16, 25), (Dtype::I32, 26), (Dtype::I64, 27), (Dtype::F64, 28), (Dtype::BF16, 30)];
+
+/// The code of `dtype` in `table`, if it has one.
+fn code_of(table: &[(Dtype, u32)], dtype: Dtype) -> Option<u32> {
+    table.iter().find(|(d, _)| *d == dtype).map(|(_, c)| *c)
 }
 
-/// The ggml tensor type of `dtype`, if it has one.
-fn tensor_type(dtype: Dtype) -> Option<u32> {
-    Some(match dtype {
-        Dtype::F32 => 0,
-        Dtype::F16 => 1,
-        Dtype::I8 => 24,
-        Dtype::I16 => 25,
-        Dtype::I32 => 26,
-        Dtype::I64 => 27,
-        Dtype::F64 => 28,
-        Dtype::BF16 => 30,
-        _ => return None,
-    })
+/// The dtype of `code` in `table`, if it has one.
+fn dtype_of(table: &[(Dtype, u32)], code: u32) -> Option<Dtype> {
+    table.iter().find(|(_, c)| *c == code).map(|(d, _)| *d)
+}
+
+/// The alignment `general.alignment` asks for: a power of two given as a 0-d integer.
+fn alignment_of(value: &GgufValue) -> Option<usize> {
+    match value {
+        GgufValue::Numbers(a) if a.ndim() == 0 && a.dtype().is_integer() => {
+            crate::ops::astype(a, Dtype::U64).ok()?.item::<u64>().ok().map(|v| v as usize).filter(|v| v.is_power_of_two())
+        }
+        _ => None,
+    }
 }
 
 /// The name of a block-quantized ggml type, for the refusal.
@@ -97,7 +103,7 @@ fn put_value(out: &mut Vec<u8>, key: &str, value: &GgufValue, target: &str) -> R
             items.iter().for_each(|s| put_string(out, s));
         }
         GgufValue::Numbers(a) => {
-            let code = value_type(a.dtype()).ok_or_else(|| {
+            let code = code_of(&VALUE_TYPES, a.dtype()).ok_or_else(|| {
                 Error::dtype(op, format!("{target}: metadata '{key}' is {}, which GGUF cannot hold; use an integer, float32/64 or bool dtype", a.dtype()))
             })?;
             match a.ndim() {
@@ -118,6 +124,11 @@ fn put_value(out: &mut Vec<u8>, key: &str, value: &GgufValue, target: &str) -> R
 /// The bytes of a GGUF file holding `arrays` and `metadata`; errors name `target`.
 pub fn gguf_to_bytes(arrays: &[(String, Array)], metadata: &[(String, GgufValue)], target: &str) -> Result<Vec<u8>> {
     let op = "save_gguf";
+    let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
+        Some((_, v)) => alignment_of(v)
+            .ok_or_else(|| Error::value(op, format!("{target}: general.alignment must be a power of two given as a 0-d integer array")))?,
+        None => DEFAULT_ALIGNMENT,
+    };
     let mut out = b"GGUF".to_vec();
     out.extend_from_slice(&3u32.to_le_bytes());
     out.extend_from_slice(&(arrays.len() as u64).to_le_bytes());
@@ -127,18 +138,18 @@ pub fn gguf_to_bytes(arrays: &[(String, Array)], metadata: &[(String, GgufValue)
     }
     let mut data = Vec::new();
     for (name, a) in arrays {
-        let code = tensor_type(a.dtype()).ok_or_else(|| {
+        let code = code_of(&TENSOR_TYPES, a.dtype()).ok_or_else(|| {
             Error::dtype(op, format!("{target}: '{name}' is {}, which GGUF cannot hold; cast it to float32, float16, bfloat16 or a signed integer dtype", a.dtype()))
         })?;
         put_string(&mut out, name);
         out.extend_from_slice(&(a.ndim() as u32).to_le_bytes());
         a.shape().iter().rev().for_each(|&d| out.extend_from_slice(&(d as u64).to_le_bytes()));
         out.extend_from_slice(&code.to_le_bytes());
-        data.resize(data.len().next_multiple_of(DEFAULT_ALIGNMENT), 0);
+        data.resize(data.len().next_multiple_of(alignment), 0);
         out.extend_from_slice(&(data.len() as u64).to_le_bytes());
         data.extend_from_slice(&bytes_of(a)?);
     }
-    out.resize(out.len().next_multiple_of(DEFAULT_ALIGNMENT), 0);
+    out.resize(out.len().next_multiple_of(alignment), 0);
     out.extend_from_slice(&data);
     Ok(out)
 }
@@ -182,15 +193,8 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The dtype of metadata value type `code`.
-fn dtype_of_value(code: u32) -> Option<Dtype> {
-    [Dtype::U8, Dtype::I8, Dtype::U16, Dtype::I16, Dtype::U32, Dtype::I32, Dtype::F32, Dtype::Bool, Dtype::U64, Dtype::I64, Dtype::F64]
-        .into_iter()
-        .find(|&d| value_type(d) == Some(code))
-}
-
 fn numbers(c: &mut Cursor<'_>, code: u32, shape: &[usize], key: &str) -> Result<Array> {
-    let dtype = dtype_of_value(code).ok_or_else(|| c.fail(format!("metadata '{key}' has unknown value type {code}")))?;
+    let dtype = dtype_of(&VALUE_TYPES, code).ok_or_else(|| c.fail(format!("metadata '{key}' has unknown value type {code}")))?;
     let bytes = c.take(numel(shape) * dtype.size(), key)?;
     if dtype == Dtype::Bool && bytes.iter().any(|&b| b > 1) {
         return Err(c.fail(format!("metadata '{key}' holds a bool that is neither 0 nor 1")));
@@ -208,7 +212,7 @@ fn value(c: &mut Cursor<'_>, key: &str) -> Result<GgufValue> {
             }
             ARRAY => Err(c.fail(format!("metadata '{key}' nests arrays, which kiln does not read"))),
             code => {
-                let item = dtype_of_value(code).map_or(1, Dtype::size);
+                let item = dtype_of(&VALUE_TYPES, code).map_or(1, Dtype::size);
                 let n = c.count(item, key)?;
                 Ok(GgufValue::Numbers(numbers(c, code, &[n], key)?))
             }
@@ -237,14 +241,7 @@ pub fn gguf_from_bytes(data: &[u8], source: &str) -> Result<(Vec<(String, Array)
         let key = c.string("a metadata key")?;
         let v = value(&mut c, &key)?;
         if key == "general.alignment" {
-            alignment = match &v {
-                GgufValue::Numbers(a) if a.ndim() == 0 && a.dtype().is_integer() => crate::ops::astype(a, Dtype::U64)?.item::<u64>()? as usize,
-                _ => return Err(c.fail("general.alignment is not an integer")),
-            };
-            if !alignment.is_power_of_two() {
-                return Err(c.fail(format!("general.alignment {alignment} is not a power of two")));
-            }
-            continue;
+            alignment = alignment_of(&v).ok_or_else(|| c.fail("general.alignment is not a power of two given as an integer"))?;
         }
         metadata.push((key, v));
     }
@@ -265,13 +262,13 @@ pub fn gguf_from_bytes(data: &[u8], source: &str) -> Result<(Vec<(String, Array)
     let body = data.get(start..).unwrap_or(&[]);
     let mut arrays = Vec::with_capacity(tensors);
     for (name, shape, code, offset) in infos {
-        let dtype = [Dtype::F32, Dtype::F16, Dtype::I8, Dtype::I16, Dtype::I32, Dtype::I64, Dtype::F64, Dtype::BF16]
-            .into_iter()
-            .find(|&d| tensor_type(d) == Some(code))
-            .ok_or_else(|| match quantized_name(code) {
-                Some(q) => c.fail(format!("tensor '{name}' is block-quantized ({q}); kiln reads GGUF's unquantized types only")),
-                None => c.fail(format!("tensor '{name}' has unknown ggml type {code}")),
-            })?;
+        if arrays.iter().any(|(n, _)| *n == name) {
+            return Err(c.fail(format!("tensor name '{name}' appears twice")));
+        }
+        let dtype = dtype_of(&TENSOR_TYPES, code).ok_or_else(|| match quantized_name(code) {
+            Some(q) => c.fail(format!("tensor '{name}' is block-quantized ({q}); kiln reads GGUF's unquantized types only")),
+            None => c.fail(format!("tensor '{name}' has unknown ggml type {code}")),
+        })?;
         let bytes = shape
             .iter()
             .try_fold(dtype.size(), |n, &d| n.checked_mul(d))

@@ -242,6 +242,16 @@ fn scans_in_every_direction() {
         let wide = ops::multiply(distinct(&mut rng, &[3, 5]), 8.0).unwrap();
         let position = ops::reshape(ops::arange(0.0, 15.0, 1.0, Dtype::F32).unwrap(), &[3, 5]).unwrap();
         let with_neg_inf = ops::where_(ops::equal(&position, 7.0).unwrap(), f64::NEG_INFINITY, &x).unwrap();
+        // A NaN cotangent makes every input it reaches NaN, as the product it stands for would.
+        let (_, grads) = kiln::vjp(
+            move |a: &[Array]| Ok(vec![ops::logcumsumexp(&a[0], Some(0), reverse, inclusive)?]),
+            &[Array::from_vec(vec![1.0f64, 2.0, 3.0])],
+            &[Array::from_vec(vec![1.0f64, f64::NAN, 1.0])],
+        )
+        .unwrap();
+        let g = grads[0].to_vec::<f64>().unwrap();
+        let reached: Vec<bool> = (0..3).map(|j| (0..3).any(|i| i == 1 && (if reverse { i <= j } else { i >= j }) && (inclusive || i != j))).collect();
+        assert!(g.iter().zip(&reached).all(|(v, &r)| v.is_nan() == r), "r={reverse} i={inclusive}: {g:?}");
         for (what, v) in [("wide", wide), ("with -inf", with_neg_inf)] {
             let f = move |a: &[Array]| finite(ops::logcumsumexp(&a[0], Some(1), reverse, inclusive)?);
             check(&format!("logcumsumexp {what} {tag}"), &f, &[v], 5);

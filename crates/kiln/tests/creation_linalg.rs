@@ -221,6 +221,9 @@ fn einsum_with_ellipses_diagonals_and_broadcasting_matches_loops() {
         let got = ops::einsum(subscripts, &arrays).unwrap();
         assert_close(&got.to_f64_vec().unwrap(), &want, 1e-4, 1e-5, subscripts);
     }
+    // A size of 1 broadcasts against 0 too (numpy's result is empty).
+    let e = ops::einsum("i,i->i", &[ops::zeros(&[0], Dtype::F32).unwrap(), ops::ones(&[1], Dtype::F32).unwrap()]).unwrap();
+    assert_eq!(e.shape(), &[0]);
     // A size that neither matches nor is 1 is refused, naming both sizes.
     let e = ops::einsum("ij,jk", &[ops::zeros(&[2, 3], Dtype::F32).unwrap(), ops::zeros(&[2, 4], Dtype::F32).unwrap()]).unwrap_err();
     assert!(e.message.contains("size 3") && e.message.contains("but 2"), "{e}");
@@ -232,7 +235,7 @@ type PathCase = (&'static str, Vec<Array>, Vec<Vec<usize>>);
 #[test]
 fn einsum_path_takes_the_pair_that_removes_the_most_elements_first() {
     let zeros = |s: &[usize]| ops::zeros(s, Dtype::F32).unwrap();
-    let cases: [PathCase; 6] = [
+    let cases: [PathCase; 8] = [
         ("ii->i", vec![zeros(&[5, 5])], vec![vec![0]]),
         ("ij,jk", vec![zeros(&[5, 8]), zeros(&[8, 3])], vec![vec![0, 1]]),
         // (5x8)(8x3) first leaves 15 elements of 64 + 24; (8x3)(3x7) would leave 56 of 24 + 21.
@@ -243,12 +246,25 @@ fn einsum_path_takes_the_pair_that_removes_the_most_elements_first() {
         ("i,j,ij->", vec![zeros(&[3]), zeros(&[4]), zeros(&[3, 4])], vec![vec![1, 2], vec![0, 1]]),
         // numpy 2.4's einsum_path gives (0, 3), (0, 2), (0, 1).
         ("dd,fb,be,cdb->cef", vec![zeros(&[3, 3]), zeros(&[2, 4]), zeros(&[4, 5]), zeros(&[2, 3, 4])], vec![vec![0, 3], vec![0, 2], vec![0, 1]]),
+        // A repeated index counts twice in the memory limit, as numpy sizes its terms (numpy 2.4).
+        ("cdca,d,dbc,d", vec![zeros(&[2, 5, 2, 3]), zeros(&[5]), zeros(&[5, 4, 2]), zeros(&[5])], vec![vec![0, 2], vec![0, 1], vec![0, 1]]),
+        // Nothing summed: one step takes all.
+        ("i,j,k->ijk", vec![zeros(&[2]), zeros(&[3]), zeros(&[4])], vec![vec![0, 1, 2]]),
     ];
     for (subscripts, operands, want) in cases {
         let (path, report) = ops::einsum_path(subscripts, &operands).unwrap();
         assert_eq!(path, want, "{subscripts}");
         assert!(report.contains("Naive FLOP count") && report.contains("step 1"), "{report}");
     }
+    // The report's costs in numpy's model (numpy 2.4: 8.400e+03 and 1.681e+03, scalings 4 and 3).
+    let (_, report) = ops::einsum_path("ij,jk,kl", &[zeros(&[5, 8]), zeros(&[8, 10]), zeros(&[10, 7])]).unwrap();
+    for line in ["Naive scaling:  4", "Optimized scaling:  3", "Naive FLOP count:  8400", "Optimized FLOP count:  1681"] {
+        assert!(report.contains(line), "{line} in {report}");
+    }
+    // Sizes whose products overflow 64 bits saturate in the cost model instead of panicking.
+    let wide = zeros(&[1 << 22, 0]);
+    let sum = ops::einsum("az,bz,cz->", &[wide.clone(), wide.clone(), wide]).unwrap();
+    assert_eq!(sum.to_f64_vec().unwrap(), vec![0.0]);
 }
 
 #[test]

@@ -334,7 +334,8 @@ fn gguf_reads_a_handmade_file_and_round_trips_tensors_and_metadata() {
     assert_eq!(arrays[0].0, "w");
     assert_eq!((arrays[0].1.shape(), arrays[0].1.to_vec::<f32>().unwrap()), (&[2usize, 3][..], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
     assert_eq!((arrays[1].1.dtype(), arrays[1].1.to_vec::<i16>().unwrap()), (Dtype::I16, vec![-7, 9]));
-    assert!(matches!(&metadata[..], [(k, GgufValue::Text(v))] if k == "general.name" && v == "tiny"));
+    assert!(matches!(&metadata[..], [(a, GgufValue::Numbers(_)), (k, GgufValue::Text(v))]
+        if a == "general.alignment" && k == "general.name" && v == "tiny"));
     // Round trips: every tensor dtype GGUF has, 0-d to 4-d, and every kind of metadata.
     let mut rng = Rng::new(3);
     let mut tensors = Vec::new();
@@ -412,4 +413,22 @@ fn mutated_gguf_files_are_errors_or_arrays_never_crashes() {
     eprintln!("gguf: {out:?}");
     assert!(out.panics.is_empty(), "{} panics:\n{}", out.panics.len(), out.panics.join("\n"));
     assert!(out.loaded * 100 > fuzz_cases() && out.errors * 2 > fuzz_cases(), "{out:?}");
+}
+
+#[test]
+fn gguf_alignment_is_honoured_and_repeated_names_refused() {
+    use kiln::gguf::{gguf_from_bytes, gguf_to_bytes, GgufValue};
+    let tensors = vec![("a".to_string(), Array::from_vec(vec![1.0f32, 2.0, 3.0])), ("b".to_string(), Array::from_vec(vec![7i32]))];
+    let meta = vec![("general.alignment".to_string(), GgufValue::Numbers(Array::scalar(64u32)))];
+    let bytes = gguf_to_bytes(&tensors, &meta, "aligned").unwrap();
+    let (back, back_meta) = gguf_from_bytes(&bytes, "aligned").unwrap();
+    assert_eq!(back[1].1.to_vec::<i32>().unwrap(), vec![7]);
+    assert!(matches!(&back_meta[..], [(k, GgufValue::Numbers(_))] if k == "general.alignment"));
+    let bad = vec![("general.alignment".to_string(), GgufValue::Numbers(Array::scalar(48u32)))];
+    assert!(gguf_to_bytes(&tensors, &bad, "x").unwrap_err().message.contains("power of two"));
+    let twice = vec![tensors[0].clone(), tensors[0].clone()];
+    let e = gguf_from_bytes(&gguf_to_bytes(&twice, &[], "x").unwrap(), "twice.gguf").unwrap_err();
+    assert!(e.message.contains("twice"), "{e}");
+    // A shape whose byte count overflows is refused by from_bytes, not wrapped.
+    assert!(Array::from_bytes(&[], &[1 << 40, 1 << 40], Dtype::F32).is_err());
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{assert_close, Rng};
-use kiln::{linalg, ops, Array, Dtype};
+use kiln::{linalg, ops, Array, Complex64, Dtype, ErrorKind};
 
 /// Row-major product of an (m × k) and a (k × n) matrix, in float64.
 fn product(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
@@ -401,4 +401,52 @@ fn cholesky_of_semidefinite_matrices_within_rounding_and_indefinite_errors() {
         let err = linalg::cholesky(Array::from_slice(&indefinite, &[2, 2]).unwrap(), false).unwrap().eval().unwrap_err();
         assert!(err.to_string().contains("not positive definite"), "{indefinite:?}: {err}");
     }
+}
+
+#[test]
+fn general_eigenpairs_satisfy_the_definition() {
+    let mut rng = Rng::new(31);
+    for (shape, dtype) in [(vec![1, 1], Dtype::F32), (vec![2, 2], Dtype::F64), (vec![3, 5, 5], Dtype::F32), (vec![6, 6], Dtype::F16)] {
+        let n = shape[shape.len() - 1];
+        let count: usize = shape[..shape.len() - 2].iter().product();
+        let (a, av) = random(&mut rng, &shape, dtype);
+        let (w, v) = linalg::eig(&a).unwrap();
+        assert_eq!((w.dtype(), v.dtype(), v.shape()), (Dtype::C64, Dtype::C64, a.shape()));
+        let (w, v) = (w.to_vec::<Complex64>().unwrap(), v.to_vec::<Complex64>().unwrap());
+        let only = linalg::eigvals(&a).unwrap().to_vec::<Complex64>().unwrap();
+        for i in 0..count {
+            let m = nth(&av, i, n, n);
+            let (wi, vi) = (&w[i * n..(i + 1) * n], &v[i * n * n..(i + 1) * n * n]);
+            // A v_k = w_k v_k for every column k, in float64 complex arithmetic; unit columns.
+            for k in 0..n {
+                let (lr, li) = (wi[k].re as f64, wi[k].im as f64);
+                let mut norm = 0.0;
+                for r in 0..n {
+                    let (mut re, mut im) = (0.0, 0.0);
+                    for c in 0..n {
+                        re += m[r * n + c] * vi[c * n + k].re as f64;
+                        im += m[r * n + c] * vi[c * n + k].im as f64;
+                    }
+                    let (vr, vim) = (vi[r * n + k].re as f64, vi[r * n + k].im as f64);
+                    assert!((re - (lr * vr - li * vim)).abs() < 1e-4 && (im - (lr * vim + li * vr)).abs() < 1e-4, "{shape:?} batch {i} column {k}");
+                    norm += vr * vr + vim * vim;
+                }
+                assert!((norm - 1.0).abs() < 1e-4, "column {k} has norm² {norm}");
+            }
+            // Their sum is the trace, their product the determinant; eigvals gives the same values.
+            let trace: f64 = (0..n).map(|d| m[d * n + d]).sum();
+            let (sum_re, sum_im) = wi.iter().fold((0.0, 0.0), |(r, im), z| (r + z.re as f64, im + z.im as f64));
+            assert!((sum_re - trace).abs() < 1e-4 && sum_im.abs() < 1e-4, "trace {trace} against {sum_re}+{sum_im}i");
+            let (pr, pi) = wi.iter().fold((1.0, 0.0), |(r, im), z| (r * z.re as f64 - im * z.im as f64, r * z.im as f64 + im * z.re as f64));
+            assert!((pr - cofactor_det(&m, n)).abs() < 1e-4 && pi.abs() < 1e-4, "det against {pr}+{pi}i");
+            assert_eq!(&only[i * n..(i + 1) * n], wi);
+        }
+    }
+    // A rotation by a quarter turn: eigenvalues ±i.
+    let rotation = Array::from_slice(&[0.0f32, -1.0, 1.0, 0.0], &[2, 2]).unwrap();
+    let mut w = linalg::eigvals(&rotation).unwrap().to_vec::<Complex64>().unwrap();
+    w.sort_by(|a, b| a.im.partial_cmp(&b.im).unwrap());
+    assert_eq!(w, vec![Complex64::new(0.0, -1.0), Complex64::new(0.0, 1.0)]);
+    assert_eq!(linalg::eig(ops::zeros(&[2, 3], Dtype::F32).unwrap()).unwrap_err().kind, ErrorKind::Value);
+    assert_eq!(linalg::eigvals(ops::zeros(&[2, 2], Dtype::I32).unwrap()).unwrap_err().kind, ErrorKind::Dtype);
 }

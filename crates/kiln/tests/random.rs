@@ -209,6 +209,28 @@ fn parameters_given_as_arrays_broadcast_per_sample() {
 }
 
 #[test]
+fn randint_spans_wide_ranges_and_truncated_normal_keeps_its_tails() {
+    let k = random::key(8);
+    // 64 random bits per sample: a 2^40-wide range is not a lattice of 2^32 points, and the full
+    // int64 range is neither constant nor out of range.
+    let wide = random::randint(0i64, 1i64 << 40, &[4000], Dtype::I64, Some(&k)).unwrap().to_vec::<i64>().unwrap();
+    assert!(wide.iter().any(|v| v % 256 != 0) && wide.iter().all(|v| (0..1i64 << 40).contains(v)));
+    let full = random::randint(i64::MIN, i64::MAX, &[4000], Dtype::I64, Some(&k)).unwrap().to_vec::<i64>().unwrap();
+    assert!(full.iter().any(|&v| v < -(1i64 << 62)) && full.iter().any(|&v| v > 1i64 << 62), "{:?}", &full[..4]);
+    let e = random::randint(0.5f32, 3.0f32, &[2], Dtype::I32, None).unwrap_err();
+    assert!(e.kind == ErrorKind::Dtype && e.message.contains("integers"), "{e}");
+    // [6, 7]: mean (phi(6) - phi(7)) / (Phi(7) - Phi(6)) = 6.1568...; float32 CDFs collapsed it to 6.
+    let t = random::truncated_normal(6.0, 7.0, &[N], Dtype::F32, Some(&k)).unwrap().to_f64_vec().unwrap();
+    let phi = |x: f64| (-x * x / 2.0).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    let cdf = |x: f64| 0.5 * (1.0 + kiln::backend::cpu::math::erf_f64(x / std::f64::consts::SQRT_2));
+    let want = (phi(6.0) - phi(7.0)) / (cdf(7.0) - cdf(6.0));
+    assert!(t.iter().all(|&x| (6.0..=7.0).contains(&x)) && (stats(&t).0 - want).abs() < 0.01, "mean {} want {want}", stats(&t).0);
+    // A complex loc needs complex samples.
+    let e = random::normal(&[2], Dtype::F32, Array::scalar(kiln::Complex64::new(1.0, 1.0)), 1.0, None).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Dtype);
+}
+
+#[test]
 fn laplace_and_multivariate_normal_distributions() {
     let k = random::key(6);
     // Laplace(1, 2): mean 1, variance 2·2², P(|x - 1| < 2) = 1 - 1/e.

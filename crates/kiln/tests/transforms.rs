@@ -1273,3 +1273,33 @@ fn depends_keeps_values_evaluates_dependencies_and_routes_gradients_to_inputs() 
     let v = vmap(|x: &[Array]| depends(&[ops::negative(&x[0])?], &[x[0].clone()]), &[Some(0)], &[Some(0)])(&[rows]).unwrap();
     assert_eq!(v[0].to_vec::<f32>().unwrap(), vec![-0.0, -1.0, -2.0, -3.0, -4.0, -5.0]);
 }
+
+#[test]
+fn depends_keeps_its_dependencies_in_compiled_replays_and_under_vmap() {
+    use std::sync::atomic::AtomicUsize;
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    // A user kernel with a side effect (a count) as the dependency: each replay must run it.
+    let counted = |x: &Array| -> Result<Array> {
+        let out = kiln::custom_kernel("count", &[x.clone()], &[(vec![1], Dtype::F32)], |args| {
+            RUNS.fetch_add(1, Ordering::SeqCst);
+            args.output::<f32>(0)?[0] = 0.0;
+            Ok(())
+        })?;
+        Ok(out.into_iter().next().unwrap())
+    };
+    let f = kiln::compile(move |x: &[Array]| depends(&[ops::multiply(&x[0], 2.0)?], &[counted(&x[0])?]));
+    let x = Array::from_vec(vec![1.0f32, 2.0]);
+    for call in 1..=3 {
+        let y = f.call(&[x.clone()]).unwrap();
+        assert_eq!(y[0].to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+        assert_eq!(RUNS.load(Ordering::SeqCst), call, "the dependency ran once per call");
+    }
+    // Under vmap, an unbatched dependency is still evaluated with the output.
+    let dependency = ops::log(Array::from_vec(vec![2.0f32])).unwrap();
+    let captured = dependency.clone();
+    let rows = ops::reshape(ops::arange(0.0, 4.0, 1.0, Dtype::F32).unwrap(), &[2, 2]).unwrap();
+    let v = vmap(move |x: &[Array]| depends(&[ops::negative(&x[0])?], &[captured.clone()]), &[Some(0)], &[Some(0)])(&[rows]).unwrap();
+    v[0].eval().unwrap();
+    assert!(dependency.is_evaluated(), "vmap kept the dependency");
+    assert_eq!(v[0].to_vec::<f32>().unwrap(), vec![-0.0, -1.0, -2.0, -3.0]);
+}

@@ -21,6 +21,8 @@ qr = _native.qr
 svd = _native.svd
 eigh = _native.eigh
 eigvalsh = _native.eigvalsh
+eig = _native.eig
+eigvals = _native.eigvals
 lu = _native.lu
 lu_factor = _native.lu_factor
 det = _native.det
@@ -116,18 +118,3 @@ def cross(a, b, axis=-1, *, stream=None):
         a0, a1, a2 = _c.split(a, 3, axis=axis)
         b0, b1, b2 = _c.split(b, 3, axis=axis)
         return _c.concatenate([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=axis)
-
-
-def _needs_complex(name):
-    def general_eigen(a, *, stream=None):
-        raise ValueError(
-            f"linalg.{name}: the eigenvalues of a general matrix are complex, and kiln has no "
-            "complex64 dtype yet; for symmetric matrices use linalg.eigh or linalg.eigvalsh"
-        )
-
-    general_eigen.__name__ = name
-    return general_eigen
-
-
-eig = _needs_complex("eig")
-eigvals = _needs_complex("eigvals")

@@ -2,6 +2,7 @@
 //! each matrix, and writes the row-major results. All in float64 (see the module above).
 
 use super::Batch;
+use crate::complex::Complex64;
 use crate::error::{Error, Result};
 use crate::kernel::KernelArgs;
 use faer::linalg::solvers::{DenseSolveCore, Solve};
@@ -249,6 +250,40 @@ pub(crate) fn eigvalsh(args: &mut KernelArgs, b: Batch) -> Result<()> {
         }
         let w = matrix(&a, i, b.n, b.n).self_adjoint_eigenvalues(side(b.flag)).map_err(|_| eigen_error("linalg.eigvalsh", i))?;
         out[i * b.n..(i + 1) * b.n].copy_from_slice(&w);
+    }
+    Ok(())
+}
+
+/// The eigenvalues (output 0) and, with `b.flag`, the eigenvectors (output 1, columns) of each
+/// general matrix, complex, rounded once to complex64.
+pub(crate) fn eig(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let narrow = |z: &faer::c64| Complex64::new(z.re as f32, z.im as f32);
+    let mut results = Vec::with_capacity(b.count);
+    for i in 0..b.count {
+        if b.n == 0 {
+            break;
+        }
+        let m = matrix(&a, i, b.n, b.n);
+        let op = if b.flag { "linalg.eig" } else { "linalg.eigvals" };
+        if b.flag {
+            let e = m.eigen().map_err(|_| eigen_error(op, i))?;
+            let w: Vec<Complex64> = (0..b.n).map(|d| narrow(e.S().column_vector().get(d))).collect();
+            // Each column scaled to unit 2-norm, as LAPACK's geev returns them.
+            let norms: Vec<f64> = (0..b.n).map(|c| (0..b.n).map(|r| e.U().get(r, c).norm_sqr()).sum::<f64>().sqrt()).collect();
+            let unit = |r: usize, c: usize| e.U().get(r, c) / if norms[c] > 0.0 { norms[c] } else { 1.0 };
+            let v: Vec<Complex64> = (0..b.n * b.n).map(|p| narrow(&unit(p / b.n, p % b.n))).collect();
+            results.push((w, v));
+        } else {
+            let w = m.eigenvalues().map_err(|_| eigen_error(op, i))?;
+            results.push((w.iter().map(narrow).collect(), Vec::new()));
+        }
+    }
+    for (i, (w, v)) in results.iter().enumerate() {
+        args.output::<Complex64>(0)?[i * b.n..(i + 1) * b.n].copy_from_slice(w);
+        if b.flag {
+            args.output::<Complex64>(1)?[i * b.n * b.n..(i + 1) * b.n * b.n].copy_from_slice(v);
+        }
     }
     Ok(())
 }

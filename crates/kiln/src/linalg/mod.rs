@@ -1,5 +1,5 @@
 //! Matrix factorizations and solvers (`mx.linalg`): inverses, Cholesky, QR, SVD, the symmetric
-//! eigendecomposition, LU, determinants and linear solves. The numerical work is faer's (a
+//! and the general eigendecompositions, LU, determinants and linear solves. The numerical work is faer's (a
 //! LAPACK-quality Rust library), not factorizations written here; this module checks shapes and
 //! dtypes, broadcasts batches and wraps each op as one host kernel call
 //! ([`crate::custom_kernel`]) over the batch of matrices in the leading axes. So every op is lazy,
@@ -54,7 +54,10 @@ type Body = fn(&mut KernelArgs, Batch) -> Result<()>;
 /// refused unless `promote`, which gives them float32 results.
 fn float_input(op: &str, a: &Array, promote: bool) -> Result<(Array, Dtype)> {
     match a.dtype() {
-        Dtype::C64 => Err(Error::dtype(op, format!("complex64 matrices are not supported yet (shape {})", fmt_shape(a.shape())))),
+        Dtype::C64 => Err(Error::dtype(
+            op,
+            format!("complex64 matrices are not supported yet (shape {}); kiln's linalg takes real matrices", fmt_shape(a.shape())),
+        )),
         d if d.is_float() => Ok((ops::astype(a, Dtype::F64)?, d)),
         _ if promote => Ok((ops::astype(a, Dtype::F64)?, Dtype::F32)),
         d => Err(Error::dtype(
@@ -233,6 +236,30 @@ fn symmetric_eigen(op: &'static str, a: &Array, uplo: &str, vectors: bool) -> Re
         let outputs = if vectors { vec![w, (x.shape().to_vec(), None)] } else { vec![w] };
         let body = if vectors { kernels::eigh } else { kernels::eigvalsh };
         run(op, &[x], &outputs, dtype, b, body)
+    })
+}
+
+/// The eigenvalues and right eigenvectors (columns, unit 2-norm) of each general real square
+/// matrix, as complex64 (real matrices have complex eigenvalues in conjugate pairs), in faer's
+/// order: `A @ V == V * w[..., None, :]`. Computed in float64 and rounded once.
+pub fn eig(a: impl AsArray) -> Result<(Array, Array)> {
+    let mut r = general_eigen("linalg.eig", &a.as_array(), true)?;
+    let v = r.pop().unwrap();
+    Ok((r.pop().unwrap(), v))
+}
+
+/// The eigenvalues of each general real square matrix, as complex64; see [`eig`].
+pub fn eigvals(a: impl AsArray) -> Result<Array> {
+    Ok(general_eigen("linalg.eigvals", &a.as_array(), false)?.remove(0))
+}
+
+fn general_eigen(op: &'static str, a: &Array, vectors: bool) -> Result<Vec<Array>> {
+    call(op, std::slice::from_ref(a), move |a| {
+        let (x, _) = float_input(op, &a[0], false)?;
+        let b = Batch { flag: vectors, ..matrices(op, &x, true)? };
+        let w = (x.shape()[..x.ndim() - 1].to_vec(), Some(Dtype::C64));
+        let outputs = if vectors { vec![w, (x.shape().to_vec(), Some(Dtype::C64))] } else { vec![w] };
+        run(op, &[x], &outputs, Dtype::C64, b, kernels::eig)
     })
 }
 

@@ -6,7 +6,8 @@
 //! takes that operand's diagonal. Operands are then contracted in the order of a greedy path:
 //! at each step the pair whose product removes the most elements (then costs the fewest
 //! multiply-adds) among pairs that share an index, as numpy's `einsum_path` chooses with its
-//! default `greedy` strategy. Each pairwise contraction is one batched matmul.
+//! default `greedy` strategy, whose cost model `einsum_path`'s report uses too. Each pairwise
+//! contraction is one batched matmul.
 
 use super::AsArray;
 use crate::array::Array;
@@ -83,7 +84,10 @@ fn parse(op: &str, subscripts: &str, shapes: &[&[usize]]) -> Result<Spec> {
                     format!("index '{c}' has size {size} elsewhere but {d} in operand {i} of shape {}; sizes must match or be 1", fmt_shape(shape)),
                 ));
             }
-            *size = (*size).max(d);
+            // A size of 1 broadcasts against any other, 0 included.
+            if *size == 1 {
+                *size = d;
+            }
         }
     }
     let output = match rhs {
@@ -122,46 +126,40 @@ fn prepare(op: &str, x: &Array, labels: &[char], sizes: &BTreeMap<char, usize>) 
     Ok((x, labels))
 }
 
-/// The number of elements of an array with these labels.
-fn size_of<'a>(labels: impl IntoIterator<Item = &'a char>, sizes: &BTreeMap<char, usize>) -> usize {
-    labels.into_iter().map(|c| sizes[c]).product()
+/// The number of elements of an array with these labels (a repeated label counts each time, as
+/// numpy sizes its terms), saturating at 2⁶⁴ rather than overflowing.
+fn size_of<'a>(labels: impl IntoIterator<Item = &'a char>, sizes: &BTreeMap<char, usize>) -> u128 {
+    labels.into_iter().fold(1u128, |n, c| n.saturating_mul(sizes[c] as u128)).min(u64::MAX as u128)
 }
 
 /// numpy's cost model of one contraction of `operands` terms over the union `labels`: the
 /// product of all sizes, times the multiply-adds per element (one per extra term, one more when
-/// an index is summed).
-fn flops(labels: &BTreeSet<char>, summed: bool, operands: usize, sizes: &BTreeMap<char, usize>) -> usize {
-    size_of(labels, sizes) * ((operands.saturating_sub(1)).max(1) + usize::from(summed))
+/// `inner`).
+fn flops(labels: &BTreeSet<char>, inner: bool, operands: usize, sizes: &BTreeMap<char, usize>) -> u128 {
+    size_of(labels, sizes) * (operands.saturating_sub(1).max(1) + usize::from(inner)) as u128
 }
 
 /// A pairwise contraction the greedy search may take: its ranking (elements removed, then
 /// cost), positions and the labels its result keeps.
 struct Candidate {
     removed: i128,
-    cost: usize,
+    cost: u128,
     pair: (usize, usize),
     result: BTreeSet<char>,
 }
 
-/// The contraction order: positions in the list of operands still to contract, where each
-/// step's result goes to the end of the list. Also the naive and the path's cost and scaling.
-struct Path {
-    steps: Vec<Vec<usize>>,
-    naive: (usize, usize),
-    optimized: (usize, usize),
-}
-
-/// The greedy path over label sets `terms` (numpy's `greedy` strategy): results never larger
-/// than the largest operand or output, total cost never above the naive one.
-fn greedy_path(terms: &[BTreeSet<char>], output: &BTreeSet<char>, sizes: &BTreeMap<char, usize>) -> Path {
+/// The greedy path over label sets `terms` (numpy's `greedy` strategy): the positions each step
+/// takes from the list of operands still to contract (its result goes to the end). Results are
+/// never larger than `limit` elements and the total cost never exceeds the naive one; with one
+/// or two operands, or nothing to sum, one step takes all.
+fn greedy_path(terms: &[BTreeSet<char>], output: &BTreeSet<char>, sizes: &BTreeMap<char, usize>, limit: u128) -> Vec<Vec<usize>> {
     let all: BTreeSet<char> = terms.iter().flatten().copied().collect();
-    let naive = (flops(&all, all.iter().any(|c| !output.contains(c)), terms.len(), sizes), all.len());
-    if terms.len() <= 2 {
-        return Path { steps: vec![(0..terms.len()).collect()], naive, optimized: naive };
+    if terms.len() <= 2 || all == *output {
+        return vec![(0..terms.len()).collect()];
     }
-    let limit = terms.iter().chain([output]).map(|t| size_of(t, sizes)).max().unwrap_or(1);
+    let naive = flops(&all, all.iter().any(|c| !output.contains(c)), terms.len(), sizes);
     let mut terms = terms.to_vec();
-    let (mut steps, mut cost, mut scaling) = (Vec::new(), 0usize, 0usize);
+    let (mut steps, mut cost) = (Vec::new(), 0u128);
     let mut known: Vec<Candidate> = Vec::new();
     let mut pairs: Vec<(usize, usize)> = (0..terms.len()).flat_map(|i| (i + 1..terms.len()).map(move |j| (i, j))).collect();
     while terms.len() > 1 {
@@ -175,7 +173,7 @@ fn greedy_path(terms: &[BTreeSet<char>], output: &BTreeSet<char>, sizes: &BTreeM
                 let result: BTreeSet<char> = joined.iter().filter(needed).copied().collect();
                 let new_size = size_of(&result, sizes);
                 let step_cost = flops(&joined, joined.len() > result.len(), 2, sizes);
-                if new_size > limit || cost + step_cost > naive.0 {
+                if new_size > limit || cost.saturating_add(step_cost) > naive {
                     continue;
                 }
                 let removed = (size_of(&terms[x], sizes) + size_of(&terms[y], sizes)) as i128 - new_size as i128;
@@ -189,16 +187,12 @@ fn greedy_path(terms: &[BTreeSet<char>], output: &BTreeSet<char>, sizes: &BTreeM
         }
         let Some(best) = known.iter().enumerate().min_by_key(|(_, c)| (-c.removed, c.cost)).map(|(i, _)| i) else {
             // Nothing fits the limits: the rest in one step, as numpy does.
-            let rest: BTreeSet<char> = terms.iter().flatten().copied().collect();
-            cost += flops(&rest, rest.iter().any(|c| !output.contains(c)), terms.len(), sizes);
-            scaling = scaling.max(rest.len());
             steps.push((0..terms.len()).collect());
             break;
         };
         let best = known.remove(best);
         let (bx, by) = best.pair;
-        scaling = scaling.max(terms[bx].union(&terms[by]).count());
-        cost += best.cost;
+        cost = cost.saturating_add(best.cost);
         steps.push(vec![bx, by]);
         let shift = |i: usize| i - usize::from(i > bx) - usize::from(i > by);
         known = known
@@ -212,18 +206,20 @@ fn greedy_path(terms: &[BTreeSet<char>], output: &BTreeSet<char>, sizes: &BTreeM
         let last = terms.len() - 1;
         pairs = (0..last).map(|i| (i, last)).collect();
     }
-    Path { steps, naive, optimized: (cost, scaling) }
+    steps
 }
 
-/// The parsed spec of `subscripts` over `operands` and its greedy path.
-fn plan(op: &str, subscripts: &str, operands: &[Array]) -> Result<(Spec, Path)> {
+/// The parsed spec of `subscripts` over `operands` and its greedy path; the memory limit is the
+/// largest operand or output, as numpy's default.
+fn plan(op: &str, subscripts: &str, operands: &[Array]) -> Result<(Spec, Vec<Vec<usize>>)> {
     if operands.is_empty() {
         return Err(Error::value(op, "at least one operand is required"));
     }
     let shapes: Vec<&[usize]> = operands.iter().map(|x| x.shape()).collect();
     let spec = parse(op, subscripts, &shapes)?;
     let sets: Vec<BTreeSet<char>> = spec.inputs.iter().map(|t| t.iter().copied().collect()).collect();
-    let path = greedy_path(&sets, &spec.output.iter().copied().collect(), &spec.sizes);
+    let limit = spec.inputs.iter().chain([&spec.output]).map(|t| size_of(t, &spec.sizes)).max().unwrap_or(1);
+    let path = greedy_path(&sets, &spec.output.iter().copied().collect(), &spec.sizes, limit);
     Ok((spec, path))
 }
 
@@ -238,7 +234,7 @@ pub fn einsum(subscripts: &str, operands: &[Array]) -> Result<Array> {
         .zip(&spec.inputs)
         .map(|(x, labels)| prepare(op, x, labels, &spec.sizes))
         .collect::<Result<_>>()?;
-    for step in &path.steps {
+    for step in &path {
         let mut group: Vec<(Array, Vec<char>)> = step.iter().rev().map(|&i| pending.remove(i)).collect();
         group.reverse();
         // Labels still needed after this step: the output's and those of operands outside it.
@@ -262,31 +258,36 @@ fn labels_of(group: &[(Array, Vec<char>)]) -> Vec<Vec<char>> {
 }
 
 /// The order in which [`einsum`] contracts `operands`: the positions each step takes from the
-/// list of operands still to contract (its result goes to the end), and a report of the naive
-/// and the path's cost in numpy's terms.
+/// list of operands still to contract (its result goes to the end), and a report: the naive
+/// and the path's cost and scaling in numpy's model, then each step.
 pub fn einsum_path(subscripts: &str, operands: &[impl AsArray]) -> Result<(Vec<Vec<usize>>, String)> {
     let operands: Vec<Array> = operands.iter().map(|x| x.as_array()).collect();
     let (spec, path) = plan("einsum_path", subscripts, &operands)?;
-    let output: String = spec.output.iter().collect();
-    let inputs: Vec<String> = spec.inputs.iter().map(|t| t.iter().collect()).collect();
-    let mut report = format!(
-        "  Complete contraction:  {}->{output}\n         Naive scaling:  {}\n     Optimized scaling:  {}\n      \
-         Naive FLOP count:  {}\n  Optimized FLOP count:  {}\n",
-        inputs.join(","),
-        path.naive.1,
-        path.optimized.1,
-        path.naive.0,
-        path.optimized.0,
-    );
-    let mut terms = inputs;
-    for (k, step) in path.steps.iter().enumerate() {
-        let taken: Vec<String> = step.iter().rev().map(|&i| terms.remove(i)).collect::<Vec<_>>().into_iter().rev().collect();
-        let rest: String = terms.concat() + &output;
-        let kept: String = taken.concat().chars().collect::<BTreeSet<char>>().into_iter().filter(|c| rest.contains(*c)).collect();
-        report += &format!("  step {}: operands {step:?}, {}->{kept}\n", k + 1, taken.join(","));
+    let output: BTreeSet<char> = spec.output.iter().copied().collect();
+    let mut terms: Vec<BTreeSet<char>> = spec.inputs.iter().map(|t| t.iter().copied().collect()).collect();
+    let all: BTreeSet<char> = terms.iter().flatten().copied().collect();
+    let inner = terms.iter().map(BTreeSet::len).sum::<usize>() > all.len();
+    let naive = flops(&all, inner, terms.len(), &spec.sizes);
+    let (mut cost, mut scaling, mut lines) = (1u128, 0, String::new());
+    let text = |t: &BTreeSet<char>| t.iter().collect::<String>();
+    for (k, step) in path.iter().enumerate() {
+        let taken: Vec<BTreeSet<char>> = step.iter().rev().map(|&i| terms.remove(i)).collect::<Vec<_>>().into_iter().rev().collect();
+        let joined: BTreeSet<char> = taken.iter().flatten().copied().collect();
+        let kept: BTreeSet<char> = joined.iter().copied().filter(|c| output.contains(c) || terms.iter().any(|t| t.contains(c))).collect();
+        cost = cost.saturating_add(flops(&joined, joined.len() > kept.len(), step.len(), &spec.sizes));
+        scaling = scaling.max(joined.len());
+        lines += &format!("  step {}: operands {step:?}, {}->{}\n", k + 1, taken.iter().map(text).collect::<Vec<_>>().join(","), text(&kept));
         terms.push(kept);
     }
-    Ok((path.steps, report))
+    let inputs: Vec<String> = spec.inputs.iter().map(|t| t.iter().collect()).collect();
+    let report = format!(
+        "  Complete contraction:  {}->{}\n         Naive scaling:  {}\n     Optimized scaling:  {scaling}\n      \
+         Naive FLOP count:  {naive}\n  Optimized FLOP count:  {cost}\n{lines}",
+        inputs.join(","),
+        spec.output.iter().collect::<String>(),
+        all.len(),
+    );
+    Ok((path, report))
 }
 
 /// Sums away the indices of `(x, t)` that are neither in `out` nor in any of `rest`.

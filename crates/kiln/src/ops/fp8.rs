@@ -13,8 +13,9 @@ const MAX_FINITE: i32 = 0x7E;
 /// The NaN code (sign bit clear).
 const NAN: i32 = 0x7F;
 
-/// `x` (any float dtype) rounded to the nearest e4m3 value, ties to even, as its uint8 code;
-/// magnitudes beyond 448 saturate to ±448 and NaN gives 0x7F.
+/// `x` (any float dtype; float64 is rounded to float32 first) rounded to the nearest e4m3
+/// value, ties to even, as its uint8 code; magnitudes beyond 448 saturate to ±448 and NaN gives
+/// 0x7F (0xFF with its sign bit set).
 pub fn to_fp8(x: impl AsArray) -> Result<Array> {
     let x = x.as_array();
     if !x.dtype().is_float() {
@@ -35,8 +36,8 @@ pub fn to_fp8(x: impl AsArray) -> Result<Array> {
     cast(&super::bitwise_or(cast(&code, Dtype::U32)?, sign)?, Dtype::U8)
 }
 
-/// The values of e4m3 codes `x` (uint8) in float `dtype` (exact in every float dtype but
-/// float16 subnormals, which round).
+/// The values of e4m3 codes `x` (uint8) in float `dtype`, exactly (every e4m3 value is a normal
+/// float16, bfloat16, float32 and float64 value).
 pub fn from_fp8(x: impl AsArray, dtype: Dtype) -> Result<Array> {
     let x = x.as_array();
     if x.dtype() != Dtype::U8 {

@@ -243,6 +243,9 @@ fn open_unit_interval(op: &str, shape: &[usize], work: Dtype, key: Option<&Array
 pub fn normal(shape: &[usize], dtype: Dtype, loc: impl AsArray, scale: impl AsArray, key: Option<&Array>) -> Result<Array> {
     let (loc, scale) = (loc.as_array(), scale.as_array());
     check_parameters("normal", shape, &[loc.shape(), scale.shape()])?;
+    if !dtype.is_complex() && (loc.dtype().is_complex() || scale.dtype().is_complex()) {
+        return Err(Error::dtype("normal", format!("a complex loc or scale needs dtype=complex64, got dtype={dtype}")));
+    }
     let z = if dtype.is_complex() {
         standard_complex_normal(shape, key)?
     } else {
@@ -281,10 +284,11 @@ fn f64_next_up(v: f64, dtype: Dtype) -> f64 {
 }
 
 /// Normal samples truncated to [lower, upper] (numbers or arrays that broadcast to `shape`), by
-/// the inverse CDF. Where `lower >= upper` the sample is `lower`, as in mlx.
+/// the inverse CDF in float64 (so tails up to about 8 standard deviations keep their spread),
+/// rounded once to `dtype`. Where `lower >= upper` the sample is `lower`, as in mlx.
 pub fn truncated_normal(lower: impl AsArray, upper: impl AsArray, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
     check_float("truncated_normal", dtype)?;
-    let work = work_dtype(dtype);
+    let work = Dtype::F64;
     let (lower, upper) = (cast(&lower.as_array(), work)?, cast(&upper.as_array(), work)?);
     check_parameters("truncated_normal", shape, &[lower.shape(), upper.shape()])?;
     let cdf = |v: &Array| super::erf(super::multiply(v, std::f64::consts::FRAC_1_SQRT_2)?);
@@ -315,28 +319,45 @@ pub fn bernoulli(p: impl AsArray, shape: Option<&[usize]>, key: Option<&Array>) 
     super::less(unit(p.shape(), Dtype::F32, &k)?, &p)
 }
 
-/// Integers uniform in [low, high) (numbers or arrays that broadcast to `shape`) of an integer
-/// or bool `dtype`: low + ⌊b·(high - low) / 2³²⌋ for 32 random bits b, exact in 64 bits (bias at
-/// most range / 2³²). Where `high <= low` the sample is `low`, as in mlx.
+/// Integers uniform in [low, high) (integers, or integer arrays that broadcast to `shape`) of an
+/// integer or bool `dtype`: low + ⌊b·(high - low) / 2⁶⁴⌋ for 64 random bits b, computed exactly
+/// in 32-bit halves (bias at most range / 2⁶⁴, any int64 range). Where `high <= low` the sample
+/// is `low`, as in mlx.
 pub fn randint(low: impl AsArray, high: impl AsArray, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
+    let op = "randint";
     if !dtype.is_integer() && dtype != Dtype::Bool {
-        return Err(Error::dtype("randint", format!("needs an integer or bool dtype, got {dtype}")));
+        return Err(Error::dtype(op, format!("needs an integer or bool dtype, got {dtype}")));
     }
-    let (low, high) = (cast(&low.as_array(), Dtype::I64)?, cast(&high.as_array(), Dtype::I64)?);
-    check_parameters("randint", shape, &[low.shape(), high.shape()])?;
-    let range = cast(&super::maximum(super::subtract(&high, &low)?, 0)?, Dtype::U64)?;
-    let k = key_or_next("randint", key)?;
-    let b = cast(&bits_from(&k, shape, 4)?, Dtype::U64)?;
-    // b·range split at 32 bits of range, so no product overflows 64 bits.
-    let low_half = super::bitwise_and(&range, cast(&Array::scalar(u32::MAX), Dtype::U64)?)?;
-    let high_half = super::right_shift(&range, 32)?;
-    let offset = super::add(super::multiply(&b, high_half)?, super::right_shift(super::multiply(&b, low_half)?, 32)?)?;
-    cast(&super::add(cast(&offset, Dtype::I64)?, &low)?, dtype)
+    let (low, high) = (low.as_array(), high.as_array());
+    if let Some(d) = [low.dtype(), high.dtype()].into_iter().find(|d| !d.is_integer() && *d != Dtype::Bool) {
+        return Err(Error::dtype(op, format!("the bounds must be integers, got {d}; round them first")));
+    }
+    let (low, high) = (cast(&low, Dtype::I64)?, cast(&high, Dtype::I64)?);
+    check_parameters(op, shape, &[low.shape(), high.shape()])?;
+    // high - low as an unsigned 64-bit count: the wrapped int64 difference's bits.
+    let range = super::where_(super::greater(&high, &low)?, super::view(&super::subtract(&high, &low)?, Dtype::U64)?, Array::scalar(0u64))?;
+    let mut words_shape = shape.to_vec();
+    words_shape.push(2);
+    let k = key_or_next(op, key)?;
+    let words = cast(&bits_from(&k, &words_shape, 4)?, Dtype::U64)?;
+    let word = |i: i32| super::take(&words, Array::scalar(i), Some(-1));
+    let (b_high, b_low) = (word(0)?, word(1)?);
+    let mask = Array::scalar(u64::from(u32::MAX));
+    let (r_high, r_low) = (super::right_shift(&range, 32)?, super::bitwise_and(&range, &mask)?);
+    // ⌊(bₕ·2³² + bₗ)(rₕ·2³² + rₗ) / 2⁶⁴⌋ from four 32 × 32-bit products, none overflowing.
+    let (cross_a, cross_b) = (super::multiply(&b_high, &r_low)?, super::multiply(&b_low, &r_high)?);
+    let low_product_top = super::right_shift(super::multiply(&b_low, &r_low)?, 32)?;
+    let middle = super::add(super::add(super::bitwise_and(&cross_a, &mask)?, super::bitwise_and(&cross_b, &mask)?)?, low_product_top)?;
+    let tops = super::add(super::right_shift(&cross_a, 32)?, super::right_shift(&cross_b, 32)?)?;
+    let offset = super::add(super::add(super::multiply(&b_high, &r_high)?, tops)?, super::right_shift(middle, 32)?)?;
+    cast(&super::add(super::view(&offset, Dtype::I64)?, &low)?, dtype)
 }
 
 /// Samples of the multivariate normal with mean `mean` (…, n) and covariance `cov` (…, n, n),
-/// of shape `shape` + (n,): mean + U·√S·z for standard normal z, where cov = U·S·Uᵀ by the SVD
-/// (so positive semi-definite covariances work). The batch axes of both broadcast to `shape`.
+/// of shape `shape` + (n,): mean + U·√S·z for standard normal z, where cov = U·S·Uᵀ by the SVD.
+/// `cov` is taken to be symmetric positive semi-definite, as numpy assumes (numpy warns where it
+/// is not; here a matrix that is not gives the covariance U·S·Uᵀ). The batch axes of both
+/// broadcast to `shape`.
 pub fn multivariate_normal(mean: impl AsArray, cov: impl AsArray, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
     let op = "multivariate_normal";
     if !matches!(dtype, Dtype::F32 | Dtype::F64) {

@@ -187,18 +187,22 @@ impl CustomFunction {
     }
 }
 
+/// The name of [`depends`]' calls, which compile's simplifier keeps (other custom calls become
+/// views of their outputs there).
+pub(crate) const DEPENDS: &str = "depends";
+
 /// `inputs`, unchanged, made to depend on `dependencies`: evaluating an output evaluates the
-/// dependencies first (mlx's `depends`, which orders side effects such as communication).
-/// Gradients flow to `inputs` only; vmap and jvp pass through.
+/// dependencies first, eagerly, under vmap and in compiled replays (mlx's `depends`, which orders
+/// side effects such as communication). Gradients flow to `inputs` only.
 pub fn depends(inputs: &[Array], dependencies: &[Array]) -> Result<Vec<Array>> {
     let n = inputs.len();
-    let identity = CustomFunction::new("depends", move |args: &[Array]| Ok(args[..n].to_vec()))
+    let identity = CustomFunction::new(DEPENDS, move |args: &[Array]| Ok(args[..n].to_vec()))
         .vjp(move |args, cotangents, _| {
             let none = args[n..].iter().map(crate::ops::zeros_like);
             cotangents.iter().cloned().map(Ok).chain(none).collect()
         })
         .jvp(move |_, tangents| Ok(tangents[..n].to_vec()))
-        .vmap(move |args, axes| Ok((args[..n].to_vec(), axes[..n].to_vec())))
+        .vmap(move |args, axes| Ok((depends(&args[..n], &args[n..])?, axes[..n].to_vec())))
         .into_fn();
     identity(&[inputs, dependencies].concat())
 }

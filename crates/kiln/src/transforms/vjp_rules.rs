@@ -410,7 +410,10 @@ pub(super) fn signed_log_scan(
         let window = ops::logcumsumexp(ops::add(log_weight, log_v)?, Some(axis as i64), reverse, inclusive)?;
         ops::exp(ops::add(offset, window)?)
     };
-    ops::subtract(part(ops::greater(v, 0.0)?)?, part(ops::less(v, 0.0)?)?)
+    let scanned = ops::subtract(part(ops::greater(v, 0.0)?)?, part(ops::less(v, 0.0)?)?)?;
+    // A NaN in `v` is in neither part: it makes every window holding it NaN.
+    let nans = ops::cumsum(ops::astype(ops::isnan(v)?, Dtype::F32)?, Some(axis as i64), reverse, inclusive)?;
+    ops::where_(ops::greater(nans, 0.0)?, f64::NAN, scanned)
 }
 
 /// A reverse or exclusive scan rebuilt from a forward inclusive scan: flips and a shift by one

@@ -80,9 +80,9 @@ pub fn scan(op: ScanOp, x: &Input, axis: usize, reverse: bool, inclusive: bool, 
     let (src, dst, rows, len) = (l.buffer.start_address(x.dtype.size()), out.ptr::<u8>() as usize, l.rows, l.len);
     crate::with_dtype!(x.dtype, T => crate::with_dtype!(dtype, O => match (op.as_reduce(), x.dtype) {
         (None, Dtype::C64) => {
-            let start = (Complex64::new(f32::NEG_INFINITY, 0.0), O::from_f64(f64::NEG_INFINITY));
+            let start = Complex64::new(f32::NEG_INFINITY, 0.0);
             scan_rows::<Complex64, Complex64, Complex64>(
-                (start.0, start.0), Complex64::logaddexp, src, dst, rows, len, reverse, inclusive, |v| v, |a| a,
+                (start, start), Complex64::logaddexp, src, dst, rows, len, reverse, inclusive, |v| v, |a| a,
             )
         }
         (None, _) => {

@@ -229,6 +229,7 @@ fn identity_of(op: &Op, inputs: &[usize], nodes: &[TapeNode]) -> Option<usize> {
     let first = inputs.first().map(|&i| &nodes[i]);
     let same = match op {
         Op::StopGradient => true,
+        Op::Custom { call, .. } if call.rules().name == crate::transforms::custom::DEPENDS => false,
         Op::Custom { index, .. } => return Some(inputs[*index]),
         Op::Reshape { shape: s, .. } | Op::BroadcastTo(s) => first?.shape == *s,
         Op::Flatten { start, end } => start == end,
