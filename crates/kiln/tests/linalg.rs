@@ -450,3 +450,76 @@ fn general_eigenpairs_satisfy_the_definition() {
     assert_eq!(linalg::eig(ops::zeros(&[2, 3], Dtype::F32).unwrap()).unwrap_err().kind, ErrorKind::Value);
     assert_eq!(linalg::eigvals(ops::zeros(&[2, 2], Dtype::I32).unwrap()).unwrap_err().kind, ErrorKind::Dtype);
 }
+
+/// A random complex64 batch and its values in float64 (re, im) pairs.
+fn random_complex(rng: &mut Rng, count: usize, m: usize, n: usize) -> (Array, Vec<(f64, f64)>) {
+    let v: Vec<(f64, f64)> = (0..count * m * n).map(|_| (rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0))).collect();
+    let z: Vec<Complex64> = v.iter().map(|&(re, im)| Complex64::new(re as f32, im as f32)).collect();
+    let v = z.iter().map(|z| (z.re as f64, z.im as f64)).collect();
+    (Array::from_slice(&z, &[count, m, n]).unwrap(), v)
+}
+
+/// Complex m × k times k × n, row-major, in float64.
+fn complex_product(a: &[(f64, f64)], b: &[(f64, f64)], m: usize, k: usize, n: usize) -> Vec<(f64, f64)> {
+    (0..m * n)
+        .map(|p| (0..k).fold((0.0, 0.0), |(re, im), j| {
+            let (x, y) = (a[p / n * k + j], b[j * n + p % n]);
+            (re + x.0 * y.0 - x.1 * y.1, im + x.0 * y.1 + x.1 * y.0)
+        }))
+        .collect()
+}
+
+fn complex_close(got: &[(f64, f64)], want: &[(f64, f64)], what: &str) {
+    for (g, w) in got.iter().zip(want) {
+        assert!((g.0 - w.0).abs() < 1e-4 && (g.1 - w.1).abs() < 1e-4, "{what}: {g:?} against {w:?}");
+    }
+}
+
+#[test]
+fn complex_matrices_factor_by_eig_eigh_and_svd() {
+    let mut rng = Rng::new(41);
+    let pairs = |a: &Array| a.to_vec::<Complex64>().unwrap().iter().map(|z| (z.re as f64, z.im as f64)).collect::<Vec<_>>();
+    let (n, count) = (4, 2);
+    let (b, bv) = random_complex(&mut rng, count, n, n);
+    // Hermitian: B + Bᴴ.
+    let h: Vec<(f64, f64)> = (0..count * n * n)
+        .map(|p| {
+            let (i, r, c) = (p / (n * n), p / n % n, p % n);
+            let t = bv[i * n * n + c * n + r];
+            (bv[p].0 + t.0, bv[p].1 - t.1)
+        })
+        .collect();
+    let ha = Array::from_slice(&h.iter().map(|&(re, im)| Complex64::new(re as f32, im as f32)).collect::<Vec<_>>(), &[count, n, n]).unwrap();
+    let (w, v) = linalg::eigh(&ha, "L").unwrap();
+    assert_eq!((w.dtype(), v.dtype()), (Dtype::F32, Dtype::C64));
+    let (wv, vv) = (values(&w), pairs(&v));
+    for i in 0..count {
+        let hv = complex_product(&h[i * n * n..(i + 1) * n * n], &vv[i * n * n..(i + 1) * n * n], n, n, n);
+        let scaled: Vec<(f64, f64)> = (0..n * n).map(|p| (vv[i * n * n + p].0 * wv[i * n + p % n], vv[i * n * n + p].1 * wv[i * n + p % n])).collect();
+        complex_close(&hv, &scaled, "A v = w v (Hermitian)");
+        assert!(wv[i * n..(i + 1) * n].windows(2).all(|p| p[0] <= p[1]), "eigenvalues ascend");
+    }
+    assert_eq!(values(&linalg::eigvalsh(&ha, "L").unwrap()), wv);
+    // SVD: U diag(S) Vᴴ rebuilds A.
+    let svd = linalg::svd(&b, true).unwrap();
+    let (u, s, vt) = (pairs(&svd[0]), values(&svd[1]), pairs(&svd[2]));
+    assert_eq!((svd[0].dtype(), svd[1].dtype(), svd[2].dtype()), (Dtype::C64, Dtype::F32, Dtype::C64));
+    for i in 0..count {
+        let us: Vec<(f64, f64)> = (0..n * n).map(|p| (u[i * n * n + p].0 * s[i * n + p % n], u[i * n * n + p].1 * s[i * n + p % n])).collect();
+        complex_close(&complex_product(&us, &vt[i * n * n..(i + 1) * n * n], n, n, n), &bv[i * n * n..(i + 1) * n * n], "U S Vᴴ = A");
+    }
+    // eig of the general complex matrix: A v = w v.
+    let (w, v) = linalg::eig(&b).unwrap();
+    let (wc, vv) = (pairs(&w), pairs(&v));
+    for i in 0..count {
+        let av = complex_product(&bv[i * n * n..(i + 1) * n * n], &vv[i * n * n..(i + 1) * n * n], n, n, n);
+        let scaled: Vec<(f64, f64)> = (0..n * n)
+            .map(|p| {
+                let (x, l) = (vv[i * n * n + p], wc[i * n + p % n]);
+                (x.0 * l.0 - x.1 * l.1, x.0 * l.1 + x.1 * l.0)
+            })
+            .collect();
+        complex_close(&av, &scaled, "A v = w v (general complex)");
+    }
+    assert_eq!(linalg::inv(&b).unwrap_err().kind, ErrorKind::Dtype);
+}

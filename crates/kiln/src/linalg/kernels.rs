@@ -6,7 +6,7 @@ use crate::complex::Complex64;
 use crate::error::{Error, Result};
 use crate::kernel::KernelArgs;
 use faer::linalg::solvers::{DenseSolveCore, Solve};
-use faer::{Mat, MatMut, MatRef, Par, Side};
+use faer::{c64, Mat, MatMut, MatRef, Par, Side};
 
 /// Matrix `i` (m × n) of a row-major batch.
 fn matrix(data: &[f64], i: usize, m: usize, n: usize) -> MatRef<'_, f64> {
@@ -254,35 +254,128 @@ pub(crate) fn eigvalsh(args: &mut KernelArgs, b: Batch) -> Result<()> {
     Ok(())
 }
 
-/// The eigenvalues (output 0) and, with `b.flag`, the eigenvectors (output 1, columns) of each
-/// general matrix, complex, rounded once to complex64.
-pub(crate) fn eig(args: &mut KernelArgs, b: Batch) -> Result<()> {
-    let a = args.input::<f64>(0)?.to_vec();
-    let narrow = |z: &faer::c64| Complex64::new(z.re as f32, z.im as f32);
-    let mut results = Vec::with_capacity(b.count);
-    for i in 0..b.count {
-        if b.n == 0 {
-            break;
-        }
-        let m = matrix(&a, i, b.n, b.n);
-        let op = if b.flag { "linalg.eig" } else { "linalg.eigvals" };
-        if b.flag {
-            let e = m.eigen().map_err(|_| eigen_error(op, i))?;
-            let w: Vec<Complex64> = (0..b.n).map(|d| narrow(e.S().column_vector().get(d))).collect();
-            // Each column scaled to unit 2-norm, as LAPACK's geev returns them.
-            let norms: Vec<f64> = (0..b.n).map(|c| (0..b.n).map(|r| e.U().get(r, c).norm_sqr()).sum::<f64>().sqrt()).collect();
-            let unit = |r: usize, c: usize| e.U().get(r, c) / if norms[c] > 0.0 { norms[c] } else { 1.0 };
-            let v: Vec<Complex64> = (0..b.n * b.n).map(|p| narrow(&unit(p / b.n, p % b.n))).collect();
-            results.push((w, v));
-        } else {
-            let w = m.eigenvalues().map_err(|_| eigen_error(op, i))?;
-            results.push((w.iter().map(narrow).collect(), Vec::new()));
+/// Matrix `i` (m × n) of a row-major complex64 batch, in complex float64.
+fn complex_matrix(data: &[Complex64], i: usize, m: usize, n: usize) -> Mat<c64> {
+    Mat::from_fn(m, n, |r, c| {
+        let z = data[i * m * n + r * n + c];
+        c64::new(z.re as f64, z.im as f64)
+    })
+}
+
+fn narrow(z: &c64) -> Complex64 {
+    Complex64::new(z.re as f32, z.im as f32)
+}
+
+/// Writes `mat` as block `i` of the row-major complex64 batch `out`.
+fn store_complex(out: &mut [Complex64], i: usize, mat: MatRef<'_, c64>) {
+    let (r, c) = (mat.nrows(), mat.ncols());
+    for row in 0..r {
+        for col in 0..c {
+            out[i * r * c + row * c + col] = narrow(mat.get(row, col));
         }
     }
+}
+
+/// One general eigendecomposition: eigenvalues and, when asked, eigenvector columns scaled to
+/// unit 2-norm, as LAPACK's geev returns them.
+type GeneralEigen = (Vec<c64>, Option<Mat<c64>>);
+
+fn general_eigen_of<M>(m: MatRef<'_, M>, vectors: bool) -> std::result::Result<GeneralEigen, faer::linalg::evd::EvdError>
+where
+    M: faer::traits::Conjugate<Canonical = M> + faer::traits::ComplexField<Real = f64>,
+{
+    if !vectors {
+        return Ok((m.eigenvalues()?, None));
+    }
+    let e = m.eigen()?;
+    let n = m.nrows();
+    let w = (0..n).map(|d| *e.S().column_vector().get(d)).collect();
+    let norms: Vec<f64> = (0..n).map(|c| (0..n).map(|r| e.U().get(r, c).norm_sqr()).sum::<f64>().sqrt()).collect();
+    let v = Mat::from_fn(n, n, |r, c| e.U().get(r, c) / if norms[c] > 0.0 { norms[c] } else { 1.0 });
+    Ok((w, Some(v)))
+}
+
+/// Writes the eigenvalues (output 0) and, with `b.flag`, the eigenvectors (output 1) of each
+/// matrix, as complex64.
+fn write_general_eigen(args: &mut KernelArgs, b: Batch, results: Vec<GeneralEigen>) -> Result<()> {
     for (i, (w, v)) in results.iter().enumerate() {
-        args.output::<Complex64>(0)?[i * b.n..(i + 1) * b.n].copy_from_slice(w);
+        let out = args.output::<Complex64>(0)?;
+        w.iter().enumerate().for_each(|(d, z)| out[i * b.n + d] = narrow(z));
+        if let Some(v) = v {
+            store_complex(args.output::<Complex64>(1)?, i, v.as_ref());
+        }
+    }
+    Ok(())
+}
+
+fn eig_op(b: Batch) -> &'static str {
+    if b.flag { "linalg.eig" } else { "linalg.eigvals" }
+}
+
+/// The eigenvalues (output 0) and, with `b.flag`, the eigenvectors (output 1, columns) of each
+/// general real matrix, rounded once to complex64.
+pub(crate) fn eig(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<f64>(0)?.to_vec();
+    let results = (0..b.count * usize::from(b.n > 0))
+        .map(|i| general_eigen_of(matrix(&a, i, b.n, b.n), b.flag).map_err(|_| eigen_error(eig_op(b), i)))
+        .collect::<Result<Vec<_>>>()?;
+    write_general_eigen(args, b, results)
+}
+
+/// [`eig`] of complex64 matrices.
+pub(crate) fn eig_complex(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<Complex64>(0)?.to_vec();
+    let results = (0..b.count * usize::from(b.n > 0))
+        .map(|i| general_eigen_of(complex_matrix(&a, i, b.n, b.n).as_ref(), b.flag).map_err(|_| eigen_error(eig_op(b), i)))
+        .collect::<Result<Vec<_>>>()?;
+    write_general_eigen(args, b, results)
+}
+
+/// [`eigh`] of complex Hermitian matrices: float32 eigenvalues, complex64 eigenvectors.
+pub(crate) fn eigh_complex(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    hermitian_eigen(args, b, true)
+}
+
+/// [`eigvalsh`] of complex Hermitian matrices: float32 eigenvalues.
+pub(crate) fn eigvalsh_complex(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    hermitian_eigen(args, b, false)
+}
+
+/// The real eigenvalues (output 0, float32) and, with `vectors`, the eigenvectors (output 1,
+/// complex64 columns) of each complex Hermitian matrix, reading the triangle `b.flag` names.
+fn hermitian_eigen(args: &mut KernelArgs, b: Batch, vectors: bool) -> Result<()> {
+    let a = args.input::<Complex64>(0)?.to_vec();
+    let op = if vectors { "linalg.eigh" } else { "linalg.eigvalsh" };
+    for i in 0..b.count * usize::from(b.n > 0) {
+        let e = complex_matrix(&a, i, b.n, b.n).self_adjoint_eigen(side(b.flag)).map_err(|_| eigen_error(op, i))?;
+        let w = args.output::<f32>(0)?;
+        (0..b.n).for_each(|d| w[i * b.n + d] = e.S().column_vector().get(d).re as f32);
+        if vectors {
+            store_complex(args.output::<Complex64>(1)?, i, e.U());
+        }
+    }
+    Ok(())
+}
+
+/// The SVD of each complex64 matrix: U (output 0, complex64), the singular values (output 1,
+/// float32) and Vᴴ (output 2, complex64); the singular values alone (output 0) without `b.flag`.
+pub(crate) fn svd_complex(args: &mut KernelArgs, b: Batch) -> Result<()> {
+    let a = args.input::<Complex64>(0)?.to_vec();
+    let k = b.m.min(b.n);
+    for i in 0..b.count * usize::from(k > 0) {
+        let svd = complex_matrix(&a, i, b.m, b.n).svd().map_err(|_| svd_error("linalg.svd", i))?;
+        let s = args.output::<f32>(usize::from(b.flag))?;
+        (0..k).for_each(|d| s[i * k + d] = svd.S().column_vector().get(d).re as f32);
         if b.flag {
-            args.output::<Complex64>(1)?[i * b.n * b.n..(i + 1) * b.n * b.n].copy_from_slice(v);
+            store_complex(args.output::<Complex64>(0)?, i, svd.U());
+            store_complex(args.output::<Complex64>(2)?, i, svd.V().adjoint().to_owned().as_ref());
+        }
+    }
+    if k == 0 && b.flag {
+        // Empty matrices: identity factors, as for real ones.
+        for i in 0..b.count {
+            store_complex(args.output::<Complex64>(0)?, i, Mat::<c64>::identity(b.m, b.m).as_ref());
+            store_complex(args.output::<Complex64>(2)?, i, Mat::<c64>::identity(b.n, b.n).as_ref());
         }
     }
     Ok(())

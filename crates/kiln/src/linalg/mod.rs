@@ -56,7 +56,10 @@ fn float_input(op: &str, a: &Array, promote: bool) -> Result<(Array, Dtype)> {
     match a.dtype() {
         Dtype::C64 => Err(Error::dtype(
             op,
-            format!("complex64 matrices are not supported yet (shape {}); kiln's linalg takes real matrices", fmt_shape(a.shape())),
+            format!(
+                "complex64 matrices are not supported yet (shape {}); of kiln's linalg ops only eig, eigvals, eigh, eigvalsh and svd take them",
+                fmt_shape(a.shape())
+            ),
         )),
         d if d.is_float() => Ok((ops::astype(a, Dtype::F64)?, d)),
         _ if promote => Ok((ops::astype(a, Dtype::F64)?, Dtype::F32)),
@@ -181,19 +184,23 @@ pub fn qr(a: impl AsArray) -> Result<(Array, Array)> {
 }
 
 /// The singular value decomposition of each matrix: `[U (m × m), S (min(m, n), nonincreasing),
-/// Vt (n × n)]` with `A = U[:, :k] diag(S) Vt[:k]`, or `[S]` alone without `compute_uv`.
+/// Vt (n × n)]` with `A = U[:, :k] diag(S) Vt[:k]`, or `[S]` alone without `compute_uv`. A
+/// complex64 matrix gives complex64 factors (Vt is Vᴴ) and float32 singular values.
 pub fn svd(a: impl AsArray, compute_uv: bool) -> Result<Vec<Array>> {
     let op = "linalg.svd";
     call(op, &[a.as_array()], move |a| {
-        let (x, dtype) = float_input(op, &a[0], false)?;
+        // Complex matrices: complex64 factors and float32 singular values.
+        let complex = a[0].dtype() == Dtype::C64;
+        let (x, dtype) = if complex { (a[0].clone(), Dtype::C64) } else { float_input(op, &a[0], false)? };
         let b = Batch { flag: compute_uv, ..matrices(op, &x, false)? };
+        let (factor, values) = if complex { (Some(Dtype::C64), Some(Dtype::F32)) } else { (None, None) };
         let s = x.shape()[..x.ndim() - 2].iter().copied().chain([b.m.min(b.n)]).collect();
         let outputs = if compute_uv {
-            vec![(with_tail(x.shape(), &[b.m, b.m]), None), (s, None), (with_tail(x.shape(), &[b.n, b.n]), None)]
+            vec![(with_tail(x.shape(), &[b.m, b.m]), factor), (s, values), (with_tail(x.shape(), &[b.n, b.n]), factor)]
         } else {
-            vec![(s, None)]
+            vec![(s, values)]
         };
-        run(op, &[x], &outputs, dtype, b, kernels::svd)
+        run(op, &[x], &outputs, dtype, b, if complex { kernels::svd_complex } else { kernels::svd })
     })
 }
 
@@ -211,7 +218,8 @@ pub fn pinv(a: impl AsArray) -> Result<Array> {
 }
 
 /// The eigenvalues (nondecreasing) and eigenvectors (columns) of each symmetric matrix, reading
-/// the lower triangle (`uplo` "L") or the upper ("U").
+/// the lower triangle (`uplo` "L") or the upper ("U"). Complex Hermitian matrices give float32
+/// eigenvalues and complex64 eigenvectors.
 pub fn eigh(a: impl AsArray, uplo: &str) -> Result<(Array, Array)> {
     let mut r = symmetric_eigen("linalg.eigh", &a.as_array(), uplo, true)?;
     let v = r.pop().unwrap();
@@ -230,36 +238,45 @@ fn symmetric_eigen(op: &'static str, a: &Array, uplo: &str, vectors: bool) -> Re
         other => return Err(Error::value(op, format!("UPLO must be \"L\" or \"U\", got {other:?}"))),
     };
     call(op, std::slice::from_ref(a), move |a| {
-        let (x, dtype) = float_input(op, &a[0], false)?;
+        // Complex Hermitian matrices: float32 eigenvalues and complex64 eigenvectors.
+        let complex = a[0].dtype() == Dtype::C64;
+        let (x, dtype) = if complex { (a[0].clone(), Dtype::C64) } else { float_input(op, &a[0], false)? };
         let b = Batch { flag: upper, ..matrices(op, &x, true)? };
-        let w = (x.shape()[..x.ndim() - 1].to_vec(), None);
-        let outputs = if vectors { vec![w, (x.shape().to_vec(), None)] } else { vec![w] };
-        let body = if vectors { kernels::eigh } else { kernels::eigvalsh };
+        let (values, vectors_dtype) = if complex { (Some(Dtype::F32), Some(Dtype::C64)) } else { (None, None) };
+        let w = (x.shape()[..x.ndim() - 1].to_vec(), values);
+        let outputs = if vectors { vec![w, (x.shape().to_vec(), vectors_dtype)] } else { vec![w] };
+        let body = match (complex, vectors) {
+            (false, true) => kernels::eigh,
+            (false, false) => kernels::eigvalsh,
+            (true, true) => kernels::eigh_complex,
+            (true, false) => kernels::eigvalsh_complex,
+        };
         run(op, &[x], &outputs, dtype, b, body)
     })
 }
 
-/// The eigenvalues and right eigenvectors (columns, unit 2-norm) of each general real square
-/// matrix, as complex64 (real matrices have complex eigenvalues in conjugate pairs), in faer's
-/// order: `A @ V == V * w[..., None, :]`. Computed in float64 and rounded once.
+/// The eigenvalues and right eigenvectors (columns, unit 2-norm) of each general square matrix,
+/// real or complex64, as complex64 (real matrices have complex eigenvalues in conjugate pairs),
+/// in faer's order: `A @ V == V * w[..., None, :]`. Computed in float64 and rounded once.
 pub fn eig(a: impl AsArray) -> Result<(Array, Array)> {
     let mut r = general_eigen("linalg.eig", &a.as_array(), true)?;
     let v = r.pop().unwrap();
     Ok((r.pop().unwrap(), v))
 }
 
-/// The eigenvalues of each general real square matrix, as complex64; see [`eig`].
+/// The eigenvalues of each general square matrix, as complex64; see [`eig`].
 pub fn eigvals(a: impl AsArray) -> Result<Array> {
     Ok(general_eigen("linalg.eigvals", &a.as_array(), false)?.remove(0))
 }
 
 fn general_eigen(op: &'static str, a: &Array, vectors: bool) -> Result<Vec<Array>> {
     call(op, std::slice::from_ref(a), move |a| {
-        let (x, _) = float_input(op, &a[0], false)?;
+        let complex = a[0].dtype() == Dtype::C64;
+        let x = if complex { a[0].clone() } else { float_input(op, &a[0], false)?.0 };
         let b = Batch { flag: vectors, ..matrices(op, &x, true)? };
         let w = (x.shape()[..x.ndim() - 1].to_vec(), Some(Dtype::C64));
         let outputs = if vectors { vec![w, (x.shape().to_vec(), Some(Dtype::C64))] } else { vec![w] };
-        run(op, &[x], &outputs, Dtype::C64, b, kernels::eig)
+        run(op, &[x], &outputs, Dtype::C64, b, if complex { kernels::eig_complex } else { kernels::eig })
     })
 }
 
