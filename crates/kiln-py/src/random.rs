@@ -80,40 +80,35 @@ fn or_float(o: Option<Operand>, default: f64) -> Array {
     o.map_or_else(|| Array::weak_float(default), |o| o.0)
 }
 
-/// Normal samples with mean `loc` and standard deviation `scale` (numbers or arrays that
-/// broadcast to `shape`).
-#[pyfunction]
-#[pyo3(signature = (shape = None, dtype = None, loc = None, scale = None, key = None, stream = None))]
-fn normal(
-    shape: Option<Sizes>,
-    dtype: Option<PyDtype>,
-    loc: Option<Operand>,
-    scale: Option<Operand>,
-    key: Option<PyArray>,
-    stream: Option<StreamOrDevice>,
-) -> PyResult<PyArray> {
-    let shape = dims(shape, "normal")?;
-    let (loc, scale) = (or_float(loc, 0.0), or_float(scale, 1.0));
-    on(stream.as_ref(), || random::normal(&shape, dtype_or_f32(dtype), loc, scale, key.as_ref().map(|k| &k.array)))
-        .map(PyArray::from)
+/// The samplers of location-scale families, with mlx's signature.
+macro_rules! location_scale_samplers {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[pyfunction]
+        #[pyo3(signature = (shape = None, dtype = None, loc = None, scale = None, key = None, stream = None))]
+        fn $name(
+            shape: Option<Sizes>,
+            dtype: Option<PyDtype>,
+            loc: Option<Operand>,
+            scale: Option<Operand>,
+            key: Option<PyArray>,
+            stream: Option<StreamOrDevice>,
+        ) -> PyResult<PyArray> {
+            let shape = dims(shape, stringify!($name))?;
+            let (loc, scale) = (or_float(loc, 0.0), or_float(scale, 1.0));
+            on(stream.as_ref(), || random::$name(&shape, dtype_or_f32(dtype), loc, scale, key.as_ref().map(|k| &k.array)))
+                .map(PyArray::from)
+        }
+    )*};
 }
 
-/// Laplace samples with location `loc` and scale `scale` (numbers or arrays that broadcast to
-/// `shape`).
-#[pyfunction]
-#[pyo3(signature = (shape = None, dtype = None, loc = None, scale = None, key = None, stream = None))]
-fn laplace(
-    shape: Option<Sizes>,
-    dtype: Option<PyDtype>,
-    loc: Option<Operand>,
-    scale: Option<Operand>,
-    key: Option<PyArray>,
-    stream: Option<StreamOrDevice>,
-) -> PyResult<PyArray> {
-    let shape = dims(shape, "laplace")?;
-    let (loc, scale) = (or_float(loc, 0.0), or_float(scale, 1.0));
-    on(stream.as_ref(), || random::laplace(&shape, dtype_or_f32(dtype), loc, scale, key.as_ref().map(|k| &k.array)))
-        .map(PyArray::from)
+location_scale_samplers! {
+    /// Normal samples with mean `loc` and standard deviation `scale` (numbers or arrays that
+    /// broadcast to `shape`).
+    normal;
+    /// Laplace samples with location `loc` and scale `scale` (numbers or arrays that broadcast
+    /// to `shape`).
+    laplace;
 }
 
 /// The samples' shape: the one given, or the broadcast shape of the parameters.
