@@ -384,11 +384,9 @@ impl PyArray {
     /// Pickling: the row-major bytes, the dtype's name and the shape, rebuilt by
     /// `kiln._core._array_from_bytes` (every dtype, bfloat16 and complex64 included).
     fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let (row_major, start) = self.array.row_major_parts().or_raise()?;
-        // Safety: `row_major` holds its nbytes() bytes from `start` and outlives this read.
-        let bytes = unsafe { std::slice::from_raw_parts(start, row_major.nbytes()) };
+        let bytes = kiln::io::row_major_bytes("pickle", &self.array).or_raise()?;
         let rebuild = py.import("kiln._core")?.getattr("_array_from_bytes")?;
-        let args = (PyBytes::new(py, bytes), self.array.dtype().name(), PyTuple::new(py, self.array.shape())?);
+        let args = (PyBytes::new(py, &bytes), self.array.dtype().name(), PyTuple::new(py, self.array.shape())?);
         Ok((rebuild, args.into_pyobject(py)?))
     }
 

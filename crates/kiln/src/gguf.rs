@@ -11,6 +11,7 @@
 use crate::array::Array;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
+use crate::io::row_major_bytes;
 use crate::shape::numel;
 
 /// A metadata value of a GGUF file.
@@ -81,13 +82,6 @@ fn put_string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// The row-major bytes of `a` in little-endian order (kiln's hosts are little-endian).
-fn bytes_of(a: &Array) -> Result<Vec<u8>> {
-    let (row_major, start) = a.row_major_parts()?;
-    // Safety: `row_major` holds its nbytes() bytes from `start` and lives through the copy.
-    Ok(unsafe { std::slice::from_raw_parts(start, row_major.nbytes()) }.to_vec())
-}
-
 fn put_value(out: &mut Vec<u8>, key: &str, value: &GgufValue, target: &str) -> Result<()> {
     let op = "save_gguf";
     put_string(out, key);
@@ -115,7 +109,7 @@ fn put_value(out: &mut Vec<u8>, key: &str, value: &GgufValue, target: &str) -> R
                 }
                 n => return Err(Error::shape(op, format!("{target}: metadata '{key}' has {n} dimensions; GGUF holds numbers and 1-d arrays"))),
             }
-            out.extend_from_slice(&bytes_of(a)?);
+            out.extend_from_slice(&row_major_bytes(op, a)?);
         }
     }
     Ok(())
@@ -147,7 +141,7 @@ pub fn gguf_to_bytes(arrays: &[(String, Array)], metadata: &[(String, GgufValue)
         out.extend_from_slice(&code.to_le_bytes());
         data.resize(data.len().next_multiple_of(alignment), 0);
         out.extend_from_slice(&(data.len() as u64).to_le_bytes());
-        data.extend_from_slice(&bytes_of(a)?);
+        data.extend_from_slice(&row_major_bytes(op, a)?);
     }
     out.resize(out.len().next_multiple_of(alignment), 0);
     out.extend_from_slice(&data);

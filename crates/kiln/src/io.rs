@@ -21,8 +21,9 @@ fn io_error(op: &str, source: impl std::fmt::Display, what: impl std::fmt::Displ
     Error::new(op, ErrorKind::Value, format!("{source}: {what}"))
 }
 
-/// The array's elements in row-major order, as bytes in native (little-endian) order.
-fn row_major_bytes(op: &str, a: &Array) -> Result<Vec<u8>> {
+/// The array's elements in row-major order, as bytes in native (little-endian) order: what every
+/// writer here (npy, safetensors, GGUF) and Python's pickling store.
+pub fn row_major_bytes(op: &str, a: &Array) -> Result<Vec<u8>> {
     let (_keep, ptr) = a.row_major_parts()?;
     let n = a.nbytes();
     if n == 0 {

@@ -211,8 +211,7 @@ pub fn uniform(low: f64, high: f64, shape: &[usize], dtype: Dtype, key: Option<&
 /// growing it (mlx's rule: the shape is the caller's, parameters fit into it).
 fn check_parameters(op: &str, shape: &[usize], parameters: &[&[usize]]) -> Result<()> {
     for p in parameters {
-        let fits = p.len() <= shape.len() && p.iter().rev().zip(shape.iter().rev()).all(|(&d, &s)| d == s || d == 1);
-        if !fits {
+        if crate::shape::broadcast_shapes(op, p, shape).ok().as_deref() != Some(shape) {
             return Err(Error::value(
                 op,
                 format!(
