@@ -351,3 +351,52 @@ def test_update_errors_and_boolean_scalar_masks():
     assert b.tolist() == [5.0, 5.0, 5.0]
     b[mx.array(False)] = 0.0
     assert b.tolist() == [5.0, 5.0, 5.0]
+
+
+def test_in_place_operators_and_updates_may_read_the_array_itself():
+    a = mx.array([[1.0, 2.0], [3.0, 4.0]])
+    b = a
+    b @= a
+    np.testing.assert_array_equal(np.array(a), np.array([[1.0, 2.0], [3.0, 4.0]]) @ np.array([[1.0, 2.0], [3.0, 4.0]]))
+    c = mx.array([2.0, 3.0])
+    c **= c
+    assert c.tolist() == [4.0, 27.0]
+    d = mx.array([1.0, -2.0, 3.0])
+    d[mx.array([True, False, True])] = d  # mlx's masked scatter: the values in order
+    want = np.array([1.0, -2.0, 3.0])
+    want[[0, 2]] = want[:2]
+    assert d.tolist() == want.tolist()
+    e = mx.array([0, 1, 2])
+    e[e] = e + 5
+    assert e.tolist() == [5, 6, 7]
+
+
+@pytest.mark.parametrize("other", ["hello", [1, 2, 3], (1, 2, 3)])
+def test_operators_refuse_strings_lists_and_tuples_as_mlx(other):
+    a = mx.array([1.0, 2.5, 3.25])
+    for apply in (lambda: a * other, lambda: other * a, lambda: a + other, lambda: a // other, lambda: a & other):
+        with pytest.raises(ValueError, match="an operand must be an array"):
+            apply()
+    b = mx.array([1.0, 2.5, 3.25])
+    with pytest.raises(ValueError, match=r"\*="):
+        b *= other
+    assert b.tolist() == [1.0, 2.5, 3.25]
+
+
+def test_unknown_objects_get_their_reflected_operator():
+    class Tagged:
+        def __radd__(self, other):
+            return ("radd", other.tolist())
+
+    assert mx.array([1, 2]) + Tagged() == ("radd", [1, 2])
+    assert (mx.array([1.0]) == 2j).tolist() == [False]
+    assert (mx.array([1.0]) * 2j).tolist() == [2j]
+
+
+def test_bad_indices_are_both_index_and_value_errors():
+    for exc in (IndexError, ValueError):
+        with pytest.raises(exc, match="too many indices"):
+            a = mx.array(0)
+            a[0] = mx.array(1)
+        with pytest.raises(exc, match="out of bounds"):
+            mx.array([1, 2])[5]

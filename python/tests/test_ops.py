@@ -166,9 +166,11 @@ def test_in_place_operators_update_the_array_object():
     assert alias.tolist() == [4.0, 6.0]
 
 
-def test_unsupported_operand_raises_type_error():
-    with pytest.raises(TypeError):
+def test_unsupported_operands_raise_as_mlx():
+    with pytest.raises(ValueError):
         mx.array([1.0]) + "x"
+    with pytest.raises(TypeError):
+        mx.array([1.0]) + object()
     with pytest.raises(TypeError):
         mx.add(mx.array([1.0]), object())
 

@@ -26,16 +26,36 @@ impl From<Array> for PyArray {
     }
 }
 
-/// Applies a binary op with `other` on the right, or returns `NotImplemented` when `other` is not
-/// something an op accepts (so Python can try the reflected operator).
+/// `other` as the second operand of an arithmetic or bitwise operator (`symbol` names it in
+/// errors). Arrays, Python and numpy numbers and numpy arrays are operands; strings, lists and
+/// tuples are a ValueError, as in mlx; any other object gives None, so Python can try that
+/// object's reflected operator.
+fn binary_operand(other: &Bound<'_, PyAny>, symbol: &str) -> PyResult<Option<Array>> {
+    if compares_elementwise(other)? {
+        return operand(other).map(Some);
+    }
+    if other.is_instance_of::<pyo3::types::PyString>()
+        || other.is_instance_of::<pyo3::types::PyList>()
+        || other.is_instance_of::<PyTuple>()
+    {
+        return Err(PyValueError::new_err(format!(
+            "array {symbol} {}: an operand must be an array, a number or a numpy array; wrap a list or tuple in mx.array(...)",
+            other.get_type().name()?
+        )));
+    }
+    Ok(None)
+}
+
+/// Applies a binary op with `other` on the right (on the left when `reflected`), or returns
+/// `NotImplemented` when `other` is an object kiln does not know (see [`binary_operand`]).
 fn binary_op(
     py: Python<'_>,
     lhs: &Array,
     other: &Bound<'_, PyAny>,
-    reflected: bool,
+    (symbol, reflected): (&str, bool),
     f: fn(Array, Array) -> kiln::Result<Array>,
 ) -> PyResult<Py<PyAny>> {
-    let Ok(rhs) = operand(other) else {
+    let Some(rhs) = binary_operand(other, symbol)? else {
         return Ok(py.NotImplemented());
     };
     let (a, b) = if reflected {
@@ -54,6 +74,7 @@ fn compares_elementwise(other: &Bound<'_, PyAny>) -> PyResult<bool> {
         || other.is_instance_of::<pyo3::types::PyBool>()
         || other.is_instance_of::<pyo3::types::PyInt>()
         || other.is_instance_of::<pyo3::types::PyFloat>()
+        || other.is_instance_of::<pyo3::types::PyComplex>()
         || other.hasattr("__array_interface__")?)
 }
 
@@ -66,13 +87,13 @@ fn ordering(py: Python<'_>, lhs: &Array, other: &Bound<'_, PyAny>, symbol: &str,
             other.get_type().name()?
         )));
     }
-    binary_op(py, lhs, other, false, f)
+    binary_op(py, lhs, other, (symbol, false), f)
 }
 
 /// Refuses `a /= b` for an integer or bool `a`, whose quotient would need another dtype (as mlx
 /// and numpy refuse it); `a = a / b` is the way to ask for it.
-fn check_in_place(dunder: &str, a: &Array) -> PyResult<()> {
-    if dunder == "__itruediv__" && !a.dtype().is_inexact() {
+fn check_in_place(symbol: &str, a: &Array) -> PyResult<()> {
+    if symbol == "/=" && !a.dtype().is_inexact() {
         return Err(PyValueError::new_err(format!(
             "a /= b: true division in place needs a floating-point array, got {}; write a = a / b for a new array",
             a.dtype()
@@ -81,23 +102,35 @@ fn check_in_place(dunder: &str, a: &Array) -> PyResult<()> {
     Ok(())
 }
 
+/// `a op= b`: the array object `slf` now holds the result. The operand is read before `slf` is
+/// borrowed for writing, so `a @= a` works.
+fn in_place(slf: &Bound<'_, PyArray>, other: &Bound<'_, PyAny>, symbol: &str, f: fn(Array, Array) -> kiln::Result<Array>) -> PyResult<()> {
+    let Some(rhs) = binary_operand(other, symbol)? else {
+        return Err(PyTypeError::new_err(format!(
+            "unsupported operand type for {symbol}: array and {}",
+            other.get_type().name()?
+        )));
+    };
+    let mut this = slf.try_borrow_mut()?;
+    check_in_place(symbol, &this.array)?;
+    this.array = f(this.array.clone(), rhs).or_raise()?;
+    Ok(())
+}
+
 macro_rules! binary_dunders {
-    ($($dunder:ident, $rdunder:ident, $idunder:ident => $op:path;)*) => {
+    ($($dunder:ident, $rdunder:ident, $idunder:ident, $symbol:literal => $op:path;)*) => {
         #[pymethods]
         impl PyArray {
             $(
                 fn $dunder(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-                    binary_op(py, &self.array, other, false, |a, b| $op(a, b))
+                    binary_op(py, &self.array, other, ($symbol, false), |a, b| $op(a, b))
                 }
                 fn $rdunder(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-                    binary_op(py, &self.array, other, true, |a, b| $op(a, b))
+                    binary_op(py, &self.array, other, ($symbol, true), |a, b| $op(a, b))
                 }
                 /// In place, as mlx: the array object itself now holds the result.
-                fn $idunder(&mut self, other: Operand) -> PyResult<()> {
-                    check_in_place(stringify!($idunder), &self.array)?;
-                    let rhs = other.0;
-                    self.array = $op(self.array.clone(), rhs).or_raise()?;
-                    Ok(())
+                fn $idunder(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+                    in_place(slf, other, concat!($symbol, "="), |a, b| $op(a, b))
                 }
             )*
         }
@@ -105,18 +138,18 @@ macro_rules! binary_dunders {
 }
 
 binary_dunders! {
-    __add__, __radd__, __iadd__ => kiln::ops::add;
-    __sub__, __rsub__, __isub__ => kiln::ops::subtract;
-    __mul__, __rmul__, __imul__ => kiln::ops::multiply;
-    __truediv__, __rtruediv__, __itruediv__ => kiln::ops::divide;
-    __floordiv__, __rfloordiv__, __ifloordiv__ => kiln::ops::floor_divide;
-    __mod__, __rmod__, __imod__ => kiln::ops::remainder;
-    __matmul__, __rmatmul__, __imatmul__ => kiln::ops::matmul;
-    __and__, __rand__, __iand__ => kiln::ops::bitwise_and;
-    __or__, __ror__, __ior__ => kiln::ops::bitwise_or;
-    __xor__, __rxor__, __ixor__ => kiln::ops::bitwise_xor;
-    __lshift__, __rlshift__, __ilshift__ => kiln::ops::left_shift;
-    __rshift__, __rrshift__, __irshift__ => kiln::ops::right_shift;
+    __add__, __radd__, __iadd__, "+" => kiln::ops::add;
+    __sub__, __rsub__, __isub__, "-" => kiln::ops::subtract;
+    __mul__, __rmul__, __imul__, "*" => kiln::ops::multiply;
+    __truediv__, __rtruediv__, __itruediv__, "/" => kiln::ops::divide;
+    __floordiv__, __rfloordiv__, __ifloordiv__, "//" => kiln::ops::floor_divide;
+    __mod__, __rmod__, __imod__, "%" => kiln::ops::remainder;
+    __matmul__, __rmatmul__, __imatmul__, "@" => kiln::ops::matmul;
+    __and__, __rand__, __iand__, "&" => kiln::ops::bitwise_and;
+    __or__, __ror__, __ior__, "|" => kiln::ops::bitwise_or;
+    __xor__, __rxor__, __ixor__, "^" => kiln::ops::bitwise_xor;
+    __lshift__, __rlshift__, __ilshift__, "<<" => kiln::ops::left_shift;
+    __rshift__, __rrshift__, __irshift__, ">>" => kiln::ops::right_shift;
 }
 
 #[pymethods]
@@ -321,23 +354,22 @@ impl PyArray {
         self.power(py, other, modulo, true)
     }
 
-    fn __ipow__(&mut self, other: Operand, _modulo: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.array = kiln::ops::power(self.array.clone(), other.0).or_raise()?;
-        Ok(())
+    fn __ipow__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>, _modulo: &Bound<'_, PyAny>) -> PyResult<()> {
+        in_place(slf, other, "**=", kiln::ops::power)
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         if !compares_elementwise(other)? {
             return Ok(false.into_pyobject(py)?.to_owned().into_any().unbind());
         }
-        binary_op(py, &self.array, other, false, kiln::ops::equal)
+        binary_op(py, &self.array, other, ("==", false), kiln::ops::equal)
     }
 
     fn __ne__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         if !compares_elementwise(other)? {
             return Ok(true.into_pyobject(py)?.to_owned().into_any().unbind());
         }
-        binary_op(py, &self.array, other, false, kiln::ops::not_equal)
+        binary_op(py, &self.array, other, ("!=", false), kiln::ops::not_equal)
     }
 
     fn __lt__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
@@ -470,7 +502,7 @@ impl PyArray {
                 "pow() with a modulus is not supported for arrays",
             ));
         }
-        binary_op(py, &self.array, other, reflected, kiln::ops::power)
+        binary_op(py, &self.array, other, ("**", reflected), kiln::ops::power)
     }
 
     /// The values of a one-element array, for `bool()`, `int()` and `float()`.

@@ -3,7 +3,10 @@
 //! reading data that does not exist yet (a placeholder inside a trace) is a `RuntimeError`.
 
 use kiln::ErrorKind;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyType};
 use pyo3::PyErr;
 use std::cell::RefCell;
 
@@ -41,5 +44,26 @@ pub trait OrRaise<T> {
 impl<T> OrRaise<T> for kiln::Result<T> {
     fn or_raise(self) -> pyo3::PyResult<T> {
         self.map_err(to_py)
+    }
+}
+
+/// A bad index: an exception that is both an `IndexError` (numpy's type for it) and a
+/// `ValueError` (mlx's), so code written for either catches it.
+pub fn index_error(message: String) -> PyErr {
+    Python::attach(|py| index_error_in(py, message))
+}
+
+fn index_error_in(py: Python<'_>, message: String) -> PyErr {
+    static TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let made = TYPE.get_or_try_init(py, || -> PyResult<Py<PyType>> {
+        let namespace = PyDict::new(py);
+        namespace.set_item("__module__", "kiln.core")?;
+        let bases = (py.get_type::<PyIndexError>(), py.get_type::<PyValueError>());
+        let made = py.get_type::<PyType>().call1(("IndexError", bases, namespace))?;
+        Ok(made.cast_into::<PyType>()?.unbind())
+    });
+    match made {
+        Ok(t) => PyErr::from_type(t.bind(py).clone(), message),
+        Err(e) => e,
     }
 }

@@ -14,7 +14,8 @@ use crate::convert::{operand, Operand};
 use crate::errors::OrRaise;
 use kiln::ops::{self, AxisBound, SliceSpec};
 use kiln::{Array, Dtype};
-use pyo3::exceptions::{PyAttributeError, PyIndexError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
+use crate::errors::index_error;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyEllipsis, PyInt, PyList, PySlice, PyTuple};
 
@@ -125,12 +126,10 @@ fn resolve(entries: Vec<Entry>, ndim: usize) -> PyResult<(Vec<AxisIndex>, Vec<i6
         .count()
         > 1
     {
-        return Err(PyIndexError::new_err(
-            "an index can only have a single ellipsis ('...')",
-        ));
+        return Err(index_error("an index can only have a single ellipsis ('...')".into()));
     }
     if used > ndim {
-        return Err(PyIndexError::new_err(format!(
+        return Err(index_error(format!(
             "too many indices for array: array is {ndim}-dimensional, but {used} were indexed"
         )));
     }
@@ -163,9 +162,7 @@ fn resolve(entries: Vec<Entry>, ndim: usize) -> PyResult<(Vec<AxisIndex>, Vec<i6
 fn check_int(i: i64, axis: usize, dim: usize) -> PyResult<i64> {
     let j = if i < 0 { i + dim as i64 } else { i };
     if j < 0 || j >= dim as i64 {
-        return Err(PyIndexError::new_err(format!(
-            "index {i} is out of bounds for axis {axis} with size {dim}"
-        )));
+        return Err(index_error(format!("index {i} is out of bounds for axis {axis} with size {dim}")));
     }
     Ok(j)
 }
@@ -402,12 +399,17 @@ impl PyArray {
     }
 
     /// `a[key] = v`: the array object now holds the updated value (as in mlx).
-    fn __setitem__(&mut self, key: &Bound<'_, PyAny>, v: Operand) -> PyResult<()> {
-        self.array = match boolean_mask(key)? {
+    /// The key and the value are read before `self` is borrowed for writing, so either may be
+    /// the array itself (`a[a > 0] = a`).
+    fn __setitem__(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        let v = operand(v)?;
+        let current = slf.try_borrow()?.array.clone();
+        let updated = match boolean_mask(key)? {
             // `a[mask] = v`: mlx's masked scatter (the result keeps a's shape).
-            Some(mask) => ops::masked_scatter(&self.array, &mask, &v.0).or_raise()?,
-            None => update(&self.array, key, &v.0, Update::Set)?,
+            Some(mask) => ops::masked_scatter(&current, &mask, &v).or_raise()?,
+            None => update(&current, key, &v, Update::Set)?,
         };
+        slf.try_borrow_mut()?.array = updated;
         Ok(())
     }
 

@@ -465,6 +465,13 @@ fn take_and_put_along_axis() {
     let x = idx(&[1, 2, 3, 4], &[2, 2]);
     let got = ops::take_along_axis(&x, idx(&[3, 0], &[2]), None).unwrap();
     assert_eq!(got.to_f64_vec().unwrap(), vec![4.0, 1.0]);
+    // An empty array has nothing to write into: it comes back as it is, whatever the indices'
+    // dtype (as mlx), while a non-empty one still refuses float indices.
+    let empty = Array::from_slice::<f32>(&[], &[0]).unwrap();
+    let put = ops::put_along_axis(&empty, &empty, &empty, None).unwrap();
+    assert_eq!((put.shape(), put.dtype()), (&[0usize][..], Dtype::F32));
+    let float_index = Array::from_slice(&[0.0f32], &[1]).unwrap();
+    check_err(ops::put_along_axis(&float_index, &float_index, 1.0, None), ErrorKind::Dtype, "put_along_axis");
 }
 
 #[test]

@@ -406,6 +406,10 @@ fn scatter_along_axis(
     let (x, a) = axis_or_flat(op, x, axis)?;
     let idx = indices.as_array();
     let idx = if axis.is_none() { reshape_to(&idx, Shape::from_slice(&[idx.size()]))? } else { idx };
+    if x.size() == 0 && idx.ndim() == x.ndim() {
+        // Nothing to write into: x as it is, whatever the indices' dtype (as mlx).
+        return reshape_to(&x, shape);
+    }
     let all = along_axis_indices(op, &x, &idx, a)?;
     let mut b: Vec<usize> = all[0].shape().to_vec();
     let values = values.as_array();
