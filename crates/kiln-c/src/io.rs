@@ -154,7 +154,8 @@ pub unsafe extern "C" fn kiln_save(file: *const c_char, a: kiln_array) -> c_int 
     status("kiln_save", || unsafe { kiln::io::save_npy(text(file, "file")?, &array(a, "a")?) })
 }
 
-/// Loads a `.npy` file.
+/// Loads a `.npy` file: its header now, its data when the array is evaluated (as
+/// `kiln::io::load_npy`).
 #[no_mangle]
 pub unsafe extern "C" fn kiln_load(res: *mut kiln_array, file: *const c_char) -> c_int {
     status("kiln_load", || {

@@ -1,6 +1,7 @@
 //! The file parsers of `kiln::io` for Python's `load`: Python reads the bytes (of a path, an open
 //! file or an `.npz` archive's member) and these turn them into arrays, so every format is read by
-//! the one parser that checks what a file claims before trusting it. `save_safetensors` and
+//! the one parser that checks what a file claims before trusting it. A `.npy` path is the
+//! exception: it loads lazily, its data read when the array is evaluated, as mlx. `save_safetensors` and
 //! `save_gguf` write the bytes kiln's writers make.
 
 use crate::array::PyArray;
@@ -14,6 +15,12 @@ use pyo3::types::PyBytes;
 #[pyfunction]
 fn _load_npy_bytes(py: Python<'_>, data: &[u8], source: &str) -> PyResult<PyArray> {
     py.detach(|| kiln::io::npy_from_bytes(data, source)).or_raise().map(PyArray::from)
+}
+
+/// The array of the `.npy` file at `path`, its data read when the array is evaluated.
+#[pyfunction]
+fn _load_npy_file(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyArray> {
+    py.detach(|| kiln::io::load_npy(path)).or_raise().map(PyArray::from)
 }
 
 /// The named arrays and the metadata of a `.safetensors` file's bytes, each in the file's order;
@@ -97,6 +104,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_gguf_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_load_gguf_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_load_npy_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(_load_npy_file, m)?)?;
     m.add_function(wrap_pyfunction!(_load_safetensors_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_safetensors_bytes, m)?)
 }

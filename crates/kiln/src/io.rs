@@ -127,30 +127,72 @@ fn npy_dtype(descr: &str) -> Option<(Dtype, bool)> {
     Some((d, swap && d.size() > 1))
 }
 
-/// Reads a `.npy` file (format 1.0, 2.0 or 3.0; either byte order; C or Fortran order).
-pub fn load_npy(path: impl AsRef<Path>) -> Result<Array> {
-    let path = path.as_ref();
-    let data = std::fs::read(path).map_err(|e| io_error("load", path.display(), e))?;
-    npy_from_bytes(&data, &path.display().to_string())
+/// What a `.npy` header says: the data's dtype, shape and layout, and where the data starts.
+#[derive(Clone)]
+struct NpyHeader {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    /// The data is in the other byte order.
+    swap: bool,
+    /// The data is in column-major order.
+    fortran: bool,
+    /// The offset of the data in the file.
+    data_start: usize,
 }
 
-/// Reads the bytes of a `.npy` file (from memory, an archive member or a stream); errors name
-/// `source`.
-pub fn npy_from_bytes(data: &[u8], source: &str) -> Result<Array> {
-    let (op, path) = ("load", source);
-    if data.len() < 10 || !data.starts_with(NPY_MAGIC) {
-        return Err(io_error(op, path, "not a .npy file (no \\x93NUMPY magic)"));
+impl NpyHeader {
+    /// The bytes the data takes (None when the shape's size overflows).
+    fn data_len(&self) -> Option<usize> {
+        self.shape.iter().try_fold(self.dtype.size(), |n, &d| n.checked_mul(d))
     }
-    let (len, start) = match data[6] {
-        1 => (u16::from_le_bytes([data[8], data[9]]) as usize, 10),
-        2 | 3 if data.len() >= 12 => (u32::from_le_bytes([data[8], data[9], data[10], data[11]]) as usize, 12),
-        v => return Err(io_error(op, path, format!(".npy format version {v} is not supported (1, 2 and 3 are)"))),
-    };
+
+    /// The error for a file whose data holds `found` bytes when the header asks for more or less.
+    fn wrong_length(&self, source: &str, found: usize) -> Error {
+        let needed = self.data_len().map_or("too many".into(), |n| n.to_string());
+        let what = format!("shape {} of {} needs {needed} bytes of data, the file has {found}", fmt_shape(&self.shape), self.dtype);
+        io_error("load", source, what)
+    }
+
+    /// The shape the data is stored in: reversed in Fortran order.
+    fn stored_shape(&self) -> Vec<usize> {
+        if self.fortran { self.shape.iter().rev().copied().collect() } else { self.shape.clone() }
+    }
+
+    /// The stored array in the header's shape (a transposed view in Fortran order).
+    fn arrange(&self, stored: Array) -> Result<Array> {
+        if self.fortran { crate::ops::transpose(stored, None) } else { Ok(stored) }
+    }
+
+    /// Puts stored bytes in native byte order (a complex number's two parts each in place).
+    fn to_native_order(&self, bytes: &mut [u8]) {
+        if self.swap {
+            let part = if self.dtype.is_complex() { self.dtype.size() / 2 } else { self.dtype.size() };
+            bytes.chunks_exact_mut(part).for_each(|e| e.reverse());
+        }
+    }
+}
+
+/// The length of a `.npy` file's header and where the header text starts, from the file's first
+/// 12 bytes (or fewer).
+fn npy_header_span(data: &[u8], source: &str) -> Result<(usize, usize)> {
+    if data.len() < 10 || !data.starts_with(NPY_MAGIC) {
+        return Err(io_error("load", source, "not a .npy file (no \\x93NUMPY magic)"));
+    }
+    match data[6] {
+        1 => Ok((u16::from_le_bytes([data[8], data[9]]) as usize, 10)),
+        2 | 3 if data.len() >= 12 => Ok((u32::from_le_bytes([data[8], data[9], data[10], data[11]]) as usize, 12)),
+        v => Err(io_error("load", source, format!(".npy format version {v} is not supported (1, 2 and 3 are)"))),
+    }
+}
+
+/// Parses the header at the start of `data`, which holds at least the whole header.
+fn npy_header(data: &[u8], source: &str) -> Result<NpyHeader> {
+    let (len, start) = npy_header_span(data, source)?;
     let header = data
         .get(start..start + len)
         .and_then(|h| std::str::from_utf8(h).ok())
-        .ok_or_else(|| io_error(op, path, "the .npy header is truncated or not text"))?;
-    let bad = |what: &str| io_error(op, path, format!("bad .npy header {}: {what}", header.trim()));
+        .ok_or_else(|| io_error("load", source, "the .npy header is truncated or not text"))?;
+    let bad = |what: &str| io_error("load", source, format!("bad .npy header {}: {what}", header.trim()));
     let descr = npy_field(header, "descr").ok_or_else(|| bad("no 'descr'"))?;
     let (dtype, swap) = npy_dtype(descr).ok_or_else(|| bad(&format!("dtype {descr} is not supported")))?;
     let fortran = match npy_field(header, "fortran_order") {
@@ -166,31 +208,65 @@ pub fn npy_from_bytes(data: &[u8], source: &str) -> Result<Array> {
         .filter(|t| !t.is_empty())
         .map(|t| t.parse::<usize>().map_err(|_| bad(&format!("shape {shape_text}"))))
         .collect::<Result<_>>()?;
-    let body = &data[start + len..];
-    let expected = shape.iter().try_fold(dtype.size(), |n, &d| n.checked_mul(d));
-    if expected != Some(body.len()) {
-        return Err(io_error(
-            op,
-            path,
-            format!("shape {} of {dtype} needs {} bytes of data, the file has {}", fmt_shape(&shape), expected.map_or("too many".into(), |n| n.to_string()), body.len()),
-        ));
-    }
-    array_from_file_bytes(body, &shape, dtype, swap, fortran)
+    Ok(NpyHeader { dtype, shape, swap, fortran, data_start: start + len })
 }
 
-/// An array of file bytes, swapped to native order, and transposed from Fortran order.
-fn array_from_file_bytes(body: &[u8], shape: &[usize], dtype: Dtype, swap: bool, fortran: bool) -> Result<Array> {
+/// Reads a `.npy` file (format 1.0, 2.0 or 3.0; either byte order; C or Fortran order) lazily,
+/// as mlx: the header is read and checked now, the data when the array is evaluated, straight
+/// into the array's memory (so a consumer of the array can take that memory over). A file whose
+/// data is short by then fails that evaluation with a [`ErrorKind::NoData`] error naming it.
+pub fn load_npy(path: impl AsRef<Path>) -> Result<Array> {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = path.as_ref().to_path_buf();
+    let source = path.display().to_string();
+    let open = || std::fs::File::open(&path).map_err(|e| io_error("load", &source, e));
+    let mut head = Vec::new();
+    let read_err = |e: std::io::Error| io_error("load", &source, e);
+    open()?.take(12).read_to_end(&mut head).map_err(read_err)?;
+    let (len, start) = npy_header_span(&head, &source)?;
+    head.clear();
+    open()?.take((start + len) as u64).read_to_end(&mut head).map_err(read_err)?;
+    let header = npy_header(&head, &source)?;
+    if header.data_len().is_none() {
+        return Err(header.wrong_length(&source, 0));
+    }
+    let stored = header.stored_shape();
+    let dtype = header.dtype;
+    let (read_path, reader) = (path.clone(), header.clone());
+    let body = move |args: &mut crate::KernelArgs| -> Result<()> {
+        let bytes = args.output_bytes(0)?;
+        let mut file = std::fs::File::open(&read_path).map_err(|e| io_error("load", read_path.display(), e))?;
+        file.seek(SeekFrom::Start(reader.data_start as u64)).map_err(|e| io_error("load", read_path.display(), e))?;
+        let mut filled = 0;
+        while filled < bytes.len() {
+            match file.read(&mut bytes[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error("load", read_path.display(), e)),
+            }
+        }
+        if filled < bytes.len() {
+            return Err(Error { kind: ErrorKind::NoData, ..reader.wrong_length(&read_path.display().to_string(), filled) });
+        }
+        reader.to_native_order(bytes);
+        Ok(())
+    };
+    let data = crate::custom_kernel("load", &[], &[(stored, dtype)], body)?.remove(0);
+    header.arrange(data)
+}
+
+/// Reads the bytes of a `.npy` file (from memory, an archive member or a stream); errors name
+/// `source`.
+pub fn npy_from_bytes(data: &[u8], source: &str) -> Result<Array> {
+    let header = npy_header(data, source)?;
+    let body = &data[header.data_start..];
+    if header.data_len() != Some(body.len()) {
+        return Err(header.wrong_length(source, body.len()));
+    }
     let mut bytes = body.to_vec();
-    if swap {
-        // A complex number's two parts are swapped each in place.
-        let part = if dtype.is_complex() { dtype.size() / 2 } else { dtype.size() };
-        bytes.chunks_exact_mut(part).for_each(|e| e.reverse());
-    }
-    if !fortran {
-        return Array::from_bytes(&bytes, shape, dtype);
-    }
-    let reversed: Vec<usize> = shape.iter().rev().copied().collect();
-    crate::ops::transpose(Array::from_bytes(&bytes, &reversed, dtype)?, None)
+    header.to_native_order(&mut bytes);
+    header.arrange(Array::from_bytes(&bytes, &header.stored_shape(), header.dtype)?)
 }
 
 fn safetensors_dtype(d: Dtype) -> &'static str {
@@ -351,7 +427,7 @@ fn tensor_entry(value: &json::Value, body: &[u8]) -> std::result::Result<Array, 
     if expected != Some(bytes.len()) {
         return Err(format!("shape {} of {dtype} does not fill its {} bytes", fmt_shape(&shape), bytes.len()));
     }
-    array_from_file_bytes(bytes, &shape, dtype, false, false).map_err(|e| e.to_string())
+    Array::from_bytes(bytes, &shape, dtype).map_err(|e| e.to_string())
 }
 
 /// The JSON a `.safetensors` header uses: objects, arrays, strings and non-negative integers

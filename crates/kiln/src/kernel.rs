@@ -57,6 +57,14 @@ impl KernelArgs<'_> {
         // Safety: a fresh contiguous buffer of numel(shape) elements that only this call sees.
         Ok(unsafe { std::slice::from_raw_parts_mut(buf.ptr::<T>(), numel(shape)) })
     }
+    /// Output `i`'s memory as bytes, whatever its dtype: for bodies that fill data they read
+    /// rather than compute (a file's contents, say).
+    pub fn output_bytes(&mut self, i: usize) -> Result<&mut [u8]> {
+        let n = self.outputs.len();
+        let (shape, dtype, buf) = self.outputs.get(i).ok_or_else(|| self.no_such("output", i, n))?;
+        // Safety: a fresh contiguous buffer of numel(shape) elements that only this call sees.
+        Ok(unsafe { std::slice::from_raw_parts_mut(buf.ptr::<u8>(), numel(shape) * dtype.size()) })
+    }
     fn check<T: Element>(&self, what: &str, i: usize, dtype: Dtype) -> Result<()> {
         if T::DTYPE != dtype {
             return Err(Error::dtype(

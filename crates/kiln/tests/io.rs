@@ -81,7 +81,6 @@ fn bad_npy_files_are_errors_naming_the_file() {
     let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }\n";
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (b"PK\x03\x04 not numpy".to_vec(), "not a .npy file"),
-        (npy_bytes(1, header, &[0; 12]), "needs 16 bytes"),
         (npy_bytes(1, "{'descr': '<c16', 'fortran_order': False, 'shape': (1,), }\n", &[0; 16]), "not supported"),
         (npy_bytes(1, "{'descr': '<f4', 'shape': (1,), }\n", &[0; 4]), "fortran_order"),
         (npy_bytes(7, header, &[0; 16]), "version 7"),
@@ -95,6 +94,25 @@ fn bad_npy_files_are_errors_naming_the_file() {
     }
     let missing = load_npy(temp("does-not-exist.npy")).unwrap_err();
     assert!(missing.message.contains("does-not-exist"), "{missing}");
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn npy_data_is_read_when_the_array_is_evaluated() {
+    let path = temp("lazy.npy");
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }\n";
+    let values = |v: [f32; 4]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    std::fs::write(&path, npy_bytes(1, header, &values([1.0, 2.0, 3.0, 4.0]))).unwrap();
+    let a = load_npy(&path).unwrap();
+    // The header was read at load; the data is whatever the file holds at evaluation (as mlx).
+    std::fs::write(&path, npy_bytes(1, header, &values([5.0, 6.0, 7.0, 8.0]))).unwrap();
+    assert_eq!(ops::multiply(&a, 2.0).unwrap().to_vec::<f32>().unwrap(), vec![10.0, 12.0, 14.0, 16.0]);
+    // A file cut short fails the evaluation, naming the file and the bytes missing.
+    std::fs::write(&path, npy_bytes(1, header, &[0; 12])).unwrap();
+    let short = load_npy(&path).unwrap();
+    let err = short.eval().unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NoData, "{err}");
+    assert!(err.message.contains("needs 16 bytes of data, the file has 12") && err.message.contains("lazy.npy"), "{err}");
     std::fs::remove_file(&path).ok();
 }
 

@@ -133,13 +133,17 @@ def _load_npz(data: bytes, source: str) -> Dict[str, array]:
 def load(file, format: Optional[str] = None, return_metadata: bool = False, stream=None):
     """Loads ``.npy`` (an array), ``.npz``, ``.safetensors`` or ``.gguf`` (a dict of arrays, and
     with ``return_metadata`` the file's metadata) from a path or an open binary file, as arrays of ``stream`` (a stream or device; the default one if None).
-    Arrays keep their dtype (float64 included); a malformed or truncated file is a ValueError
-    naming it."""
+    Arrays keep their dtype (float64 included); a malformed file is a ValueError naming it. A
+    ``.npy`` path loads lazily, as in mlx: its data is read when the array is evaluated, and a file
+    cut short by then makes that evaluation a RuntimeError."""
     fmt = _format_of(file, format)
     if fmt not in ("npy", "npz", "safetensors", "gguf"):
         raise ValueError(f"load: unsupported format {fmt!r}; use .npy, .npz, .safetensors or .gguf")
     if return_metadata and fmt not in ("safetensors", "gguf"):
         raise ValueError(f"load: metadata is only available for safetensors and GGUF files, not {fmt}")
+    if fmt == "npy" and _is_path(file) and os.path.isfile(file):
+        with on_stream(stream):  # lazily, as mlx: the header now, the data when evaluated
+            return _core._load_npy_file(os.fspath(file))
     data, source = _read(file)
     with on_stream(stream):
         if fmt == "npy":
