@@ -127,11 +127,12 @@ fn cuda_kernel(
     ))
 }
 
-/// Adds the native submodule `fast` (`cuda_kernel` and its callable type), which `kiln.core.fast`
-/// re-exports.
+/// Adds the native submodule `fast` (`cuda_kernel` and its callable type, and the layer ops),
+/// which `kiln.core.fast` re-exports.
 pub fn register(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     let m = PyModule::new(parent.py(), "fast")?;
     m.add_class::<PyCudaKernel>()?;
     m.add_function(wrap_pyfunction!(cuda_kernel, &m)?)?;
+    crate::fast_layers::register(&m)?;
     parent.add_submodule(&m)
 }

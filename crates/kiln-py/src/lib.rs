@@ -12,6 +12,7 @@ mod dlpack;
 mod dtype;
 mod errors;
 mod fast;
+mod fast_layers;
 mod fft;
 mod linalg;
 mod index;

@@ -1,5 +1,6 @@
 """``mx.fast`` as in mlx: the layer ops (``rms_norm``, ``layer_norm``, ``rope``,
-``scaled_dot_product_attention``, see ``_fast_layers``) and user GPU kernels from source strings.
+``scaled_dot_product_attention``: kiln's ``ops::fast``, each a compiled, fused composition) and
+user GPU kernels from source strings.
 
 ``cuda_kernel`` builds a CUDA kernel from the body of a ``__global__`` function (kiln prints the
 signature, the template constants and the CUDA toolkit's headers around it) and returns a
@@ -8,10 +9,12 @@ says that kiln has no Metal backend.
 """
 
 from kiln._core import fast as _native
-from kiln.core._fast_layers import layer_norm, rms_norm, rope, scaled_dot_product_attention  # noqa: F401
-
 CudaKernel = _native.CudaKernel
 cuda_kernel = _native.cuda_kernel
+rms_norm = _native.rms_norm
+layer_norm = _native.layer_norm
+rope = _native.rope
+scaled_dot_product_attention = _native.scaled_dot_product_attention
 
 
 def metal_kernel(name, input_names, output_names, source, header="", ensure_row_contiguous=True, atomic_outputs=False):

@@ -6,6 +6,7 @@ pub mod conv;
 pub mod creation;
 pub mod einsum;
 pub mod elementwise;
+pub mod fast;
 pub mod fft;
 pub mod fp8;
 pub mod hadamard;
