@@ -7,6 +7,11 @@ use common::{array, assert_close, check_err, Rng};
 use kiln::ops::fast::{self, AttentionMask, Rope};
 use kiln::{compile, ops, Array, Dtype, ErrorKind};
 
+/// A layer op applied to the test's arrays.
+type LayerOp<'a> = Box<dyn Fn(&[Array]) -> kiln::Result<Array> + Send + Sync + 'a>;
+/// Which (query, key) scores a mask hides.
+type Hidden = Box<dyn Fn(usize, usize) -> bool>;
+
 fn values(a: &Array) -> Vec<f64> {
     a.to_f64_vec().unwrap()
 }
@@ -136,7 +141,7 @@ fn attention_matches_a_float64_loop_with_masks_and_grouped_heads() {
     let dims = [batch, heads, kv_heads, length, keys, features];
     let hidden_by: Vec<bool> = (0..length * keys).map(|p| p % keys != 0 && rng.uniform(0.0, 1.0) < 0.3).collect();
     let boolean = Array::from_slice(&hidden_by.iter().map(|h| !h).collect::<Vec<_>>(), &[length, keys]).unwrap();
-    let cases: Vec<(AttentionMask, Box<dyn Fn(usize, usize) -> bool>)> = vec![
+    let cases: Vec<(AttentionMask, Hidden)> = vec![
         (AttentionMask::None, Box::new(|_, _| false)),
         (AttentionMask::Causal, Box::new(move |i, j| j > i + keys - length)),
         (AttentionMask::Array(boolean), Box::new(move |i, j| hidden_by[i * keys + j])),
@@ -152,14 +157,14 @@ fn attention_matches_a_float64_loop_with_masks_and_grouped_heads() {
 fn norms_and_rope_are_one_fused_kernel_and_attention_three() {
     let x = Array::from_slice(&[0.5f32; 2 * 3 * 16], &[2, 3, 16]).unwrap();
     let w = Array::from_slice(&[1.5f32; 16], &[16]).unwrap();
-    let kernels = |f: Box<dyn Fn(&[Array]) -> kiln::Result<Array> + Send + Sync>, args: &[Array]| {
+    let kernels = |f: LayerOp<'static>, args: &[Array]| {
         let compiled = compile(move |a: &[Array]| Ok(vec![f(a)?]));
         compiled.inspect(args, &[]).unwrap().compiled_kernels
     };
     assert_eq!(kernels(Box::new(|a| fast::rms_norm(&a[0], Some(&a[1]), 1e-5)), &[x.clone(), w.clone()]), 1);
     assert_eq!(kernels(Box::new(|a| fast::layer_norm(&a[0], Some(&a[1]), Some(&a[1]), 1e-5)), &[x.clone(), w]), 1);
     let settings = Rope { dims: 16, traditional: false, base: Some(10000.0), scale: 1.0 };
-    assert_eq!(kernels(Box::new(move |a| fast::rope(&a[0], settings, 2, None)), &[x.clone()]), 1);
+    assert_eq!(kernels(Box::new(move |a| fast::rope(&a[0], settings, 2, None)), std::slice::from_ref(&x)), 1);
     let q = ops::reshape(&x, &[1, 2, 3, 16]).unwrap();
     let attention = |a: &[Array]| fast::scaled_dot_product_attention(&a[0], &a[0], &a[0], 0.25, &AttentionMask::Causal, None);
     assert_eq!(kernels(Box::new(attention), &[q]), 3);
@@ -170,18 +175,18 @@ fn gradients_match_finite_differences() {
     let mut rng = Rng::new(4);
     let x64 = rng.vec(12, -1.0, 1.0);
     let w = array(&rng.vec(6, 0.5, 1.5), &[6], Dtype::F64);
-    let cases: Vec<(&str, Box<dyn Fn(&Array) -> kiln::Result<Array>>)> = vec![
-        ("rms_norm", Box::new(|t| fast::rms_norm(t, Some(&w), 1e-5))),
-        ("layer_norm", Box::new(|t| fast::layer_norm(t, Some(&w), Some(&w), 1e-5))),
-        ("rope", Box::new(|t| fast::rope(&ops::reshape(t, &[1, 2, 6])?, Rope { dims: 4, traditional: true, base: Some(100.0), scale: 1.0 }, 1, None))),
+    let cases: Vec<(&str, LayerOp)> = vec![
+        ("rms_norm", Box::new(|t| fast::rms_norm(&t[0], Some(&w), 1e-5))),
+        ("layer_norm", Box::new(|t| fast::layer_norm(&t[0], Some(&w), Some(&w), 1e-5))),
+        ("rope", Box::new(|t| fast::rope(&ops::reshape(&t[0], &[1, 2, 6])?, Rope { dims: 4, traditional: true, base: Some(100.0), scale: 1.0 }, 1, None))),
         ("attention", Box::new(|t| {
-            let q = ops::reshape(t, &[1, 1, 2, 6])?;
+            let q = ops::reshape(&t[0], &[1, 1, 2, 6])?;
             fast::scaled_dot_product_attention(&q, &q, &ops::multiply(&q, 2.0)?, 0.5, &AttentionMask::Causal, None)
         })),
     ];
     let weights = array(&(0..12).map(|i| i as f64 - 5.5).collect::<Vec<_>>(), &[12], Dtype::F64);
     for (name, f) in &cases {
-        let loss = |t: &Array| -> kiln::Result<Array> { ops::sum(ops::multiply(ops::reshape(f(t)?, &[12])?, &weights)?, None, false) };
+        let loss = |t: &Array| -> kiln::Result<Array> { ops::sum(ops::multiply(ops::reshape(f(std::slice::from_ref(t))?, &[12])?, &weights)?, None, false) };
         let x = array(&x64, &[2, 6], Dtype::F64);
         let g = kiln::grad(|a: &[Array]| Ok(vec![loss(&a[0])?]), &[0])(&[x]).unwrap().remove(0);
         let h = 1e-6;

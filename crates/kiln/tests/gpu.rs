@@ -670,6 +670,33 @@ fn compiled_functions_run_on_a_gpu_stream() {
     assert_close(&gpu_out[0].to_f64_vec().unwrap(), &cpu[0].to_f64_vec().unwrap(), 4e-6, 1e-7, "compiled gelu");
 }
 
+/// The fast layer ops, each a compiled composition, run as fused GPU kernels on a GPU stream and
+/// match the CPU in float32 and bfloat16.
+#[test]
+fn fast_layer_ops_match_the_cpu() {
+    use kiln::ops::fast::{self, AttentionMask, Rope};
+    let Some((g, _one)) = gpu("fast_layer_ops_match_the_cpu") else { return };
+    let mut rng = Rng::new(7);
+    for (dtype, tol) in [(Dtype::F32, 1e-5), (Dtype::BF16, 2e-2)] {
+        let x = array(&rng.vec(2 * 4 * 9 * 64, -2.0, 2.0), &[2, 4, 9, 64], dtype);
+        let w = array(&rng.vec(64, 0.5, 1.5), &[64], dtype);
+        let k = array(&rng.vec(2 * 2 * 11 * 64, -1.0, 1.0), &[2, 2, 11, 64], dtype);
+        let offsets = Array::from_slice(&[3i32, 40], &[2]).unwrap();
+        let settings = Rope { dims: 32, traditional: false, base: Some(10000.0), scale: 1.0 };
+        type Case<'a> = (&'a str, Box<dyn Fn() -> kiln::Result<Array> + 'a>);
+        let cases: Vec<Case> = vec![
+            ("rms_norm", Box::new(|| fast::rms_norm(&x, Some(&w), 1e-5))),
+            ("layer_norm", Box::new(|| fast::layer_norm(&x, Some(&w), Some(&w), 1e-5))),
+            ("rope", Box::new(|| fast::rope(&x, settings, &offsets, None))),
+            ("rope traditional", Box::new(|| fast::rope(&x, Rope { traditional: true, dims: 64, ..settings }, 7, None))),
+            ("attention", Box::new(|| fast::scaled_dot_product_attention(&x, &k, &k, 0.125, &AttentionMask::Causal, None))),
+        ];
+        for (name, f) in &cases {
+            close(&format!("{name} {dtype}"), on(Device::cpu(), f), on(g, f), tol, tol);
+        }
+    }
+}
+
 /// Waiting for a tiny op goes by its stream's completion word, not the driver, while this thread
 /// alone uses the stream; a large op's wait, and any wait once a second thread used the stream,
 /// goes through the driver. The chain's values are right either way.
