@@ -604,15 +604,15 @@ def test_composite_ops_reject_bad_arguments():
     a = mx.zeros((2, 3))
     with pytest.raises(ValueError, match=r"flip: axis 2 is out of bounds"):
         mx.flip(a, 2)
-    with pytest.raises(ValueError, match=r"\[diff\] the order"):
+    with pytest.raises(ValueError, match=r"diff: the order"):
         mx.diff(a, -1)
-    with pytest.raises(ValueError, match=r"\[median\] repeated axis"):
+    with pytest.raises(ValueError, match=r"median: repeated axis"):
         mx.median(a, axis=(0, -2))
-    with pytest.raises(ValueError, match=r"\[searchsorted\] side"):
+    with pytest.raises(ValueError, match=r"searchsorted: side"):
         mx.searchsorted(mx.array([1, 2]), mx.array([1]), side="middle")
-    with pytest.raises(ValueError, match=r"\[searchsorted\] the sorted sequence must be 1-d"):
+    with pytest.raises(ValueError, match=r"searchsorted: the sorted sequence must be 1-d"):
         mx.searchsorted(a, mx.array([1]))
-    with pytest.raises(ValueError, match=r"\[vecdot\] a and b differ"):
+    with pytest.raises(ValueError, match=r"vecdot: a and b differ"):
         mx.vecdot(a, mx.zeros((2, 4)))
     with pytest.raises(ValueError, match=r"\[isdtype\] unknown kind"):
         mx.isdtype(mx.int8, "whole")

@@ -12,37 +12,16 @@ del fast, fft, linalg, random  # noqa: F821 (native submodules: the modules of k
 from kiln.core import cuda, fast, fft, linalg, metal, random  # noqa: E402,F401
 from kiln.core._compile import compile  # noqa: E402,F401
 from kiln.core._composite import (  # noqa: E402,F401
-    as_strided,
-    atleast_1d,
-    atleast_2d,
-    atleast_3d,
     broadcast_shapes,
-    count_nonzero,
-    degrees,
-    diff,
-    divmod,
-    empty_like,
-    isdtype,
-    logical_xor,
-    median,
-    searchsorted,
-    trunc,
-    unstack,
-    vecdot,
     e,
     euler_gamma,
     inf,
-    kron,
+    isdtype,
     nan,
-    nan_to_num,
     newaxis,
     pi,
-    radians,
-    trace,
-    tri,
 )
 from kiln.core._dtype_info import can_cast, finfo, iinfo, result_type  # noqa: E402,F401
-from kiln.core._windows import bartlett, blackman, hamming, hanning  # noqa: E402,F401
 from kiln.core._graph import export_to_dot  # noqa: E402,F401
 from kiln.core._io import load, save, save_gguf, save_safetensors, savez, savez_compressed  # noqa: E402,F401
 from kiln.core._transforms import (  # noqa: E402,F401

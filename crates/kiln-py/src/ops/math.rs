@@ -64,7 +64,10 @@ unary_ops!(
     bitwise_invert,
     real,
     imag,
-    conjugate
+    conjugate,
+    degrees,
+    radians,
+    trunc
 );
 
 macro_rules! binary_ops {
@@ -108,7 +111,8 @@ binary_ops!(
     bitwise_or,
     bitwise_xor,
     left_shift,
-    right_shift
+    right_shift,
+    logical_xor
 );
 
 /// Rounds to `decimals` places (half to even).

@@ -4,6 +4,7 @@
 
 pub mod conv;
 pub mod creation;
+pub mod derived;
 pub mod linalg;
 pub mod math;
 pub mod reduce;
@@ -86,5 +87,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     shape::register(m)?;
     creation::register(m)?;
     linalg::register(m)?;
+    derived::register(m)?;
     sort::register(m)
 }

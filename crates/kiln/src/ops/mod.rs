@@ -4,6 +4,7 @@
 
 pub mod conv;
 pub mod creation;
+pub mod derived;
 pub mod einsum;
 pub mod elementwise;
 pub mod fast;
@@ -16,9 +17,11 @@ pub mod random;
 pub mod reduce;
 pub mod shape;
 pub mod sort;
+pub mod windows;
 
 pub use conv::*;
 pub use creation::*;
+pub use derived::*;
 pub use einsum::*;
 pub use elementwise::*;
 pub use fp8::{from_fp8, to_fp8};
@@ -28,6 +31,7 @@ pub use linalg::*;
 pub use reduce::*;
 pub use shape::*;
 pub use sort::*;
+pub use windows::*;
 
 use crate::array::{Array, Literal};
 use crate::dtype::{promote, Dtype};
