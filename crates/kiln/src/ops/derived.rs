@@ -208,7 +208,7 @@ pub fn median(x: impl AsArray, axes: Option<&[i64]>, keepdims: bool) -> Result<A
     let ordered = sort(&flat, Some(-1))?;
     let pick = |i: usize| -> Result<Array> { astype(squeeze(slice_axis(&ordered, -1, i as i64, i as i64 + 1)?, Some(&[-1]))?, dtype) };
     let mut mid = pick(n / 2)?;
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         mid = multiply(add(&mid, pick(n / 2 - 1)?)?, 0.5)?;
     }
     if inexact {
