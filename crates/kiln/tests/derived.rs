@@ -109,7 +109,8 @@ fn windows_follow_numpys_definitions() {
     let m = 7;
     let n = |i: usize| i as f64 / (m - 1) as f64;
     type Window = fn(usize) -> kiln::Result<Array>;
-    let cases: [(&str, Window, Box<dyn Fn(f64) -> f64>); 4] = [
+    type Formula = Box<dyn Fn(f64) -> f64>;
+    let cases: [(&str, Window, Formula); 4] = [
         ("bartlett", ops::bartlett, Box::new(|t| 1.0 - (2.0 * t - 1.0).abs())),
         ("hanning", ops::hanning, Box::new(|t| 0.5 - 0.5 * (2.0 * PI * t).cos())),
         ("hamming", ops::hamming, Box::new(|t| 0.54 - 0.46 * (2.0 * PI * t).cos())),
