@@ -708,3 +708,21 @@ def test_arange_wraps_past_int32_and_diag_of_empty_vectors():
     assert mx.arange(n - 1, n + 3, dtype=mx.int32).tolist() == [n - 1, n, -(2**31), -(2**31) + 1]
     for k in (-2, 0, 1):
         assert mx.diag(mx.zeros((0,)), k=k).shape == np.diag(np.zeros((0,)), k=k).shape
+
+
+def test_affine_quantization_matches_numpy_products(rng):
+    w = rng.normal(size=(6, 128)).astype(np.float32)
+    x = rng.normal(size=(3, 128)).astype(np.float32)
+    for bits in (2, 3, 4, 6, 8):
+        q, s, b = mx.quantize(mx.array(w), group_size=64, bits=bits)
+        assert q.dtype == mx.uint32 and q.shape == (6, 128 * bits // 32) and s.shape == b.shape == (6, 2)
+        wd = np.array(mx.dequantize(q, s, b, group_size=64, bits=bits))
+        # Every value within one level of its group's grid of the original.
+        step = np.repeat(np.abs(np.array(s)), 64, axis=1)
+        assert np.all(np.abs(wd - w) <= step * 1.5 + 1e-6), bits
+        got = mx.quantized_matmul(mx.array(x), q, s, b, transpose=True, group_size=64, bits=bits)
+        np.testing.assert_allclose(np.array(got), x.astype(np.float64) @ wd.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="mode 'mxfp4' is not supported"):
+        mx.quantize(mx.array(w), mode="mxfp4")
+    with pytest.raises(ValueError, match="needs biases"):
+        mx.dequantize(q, s, None, group_size=64, bits=8)

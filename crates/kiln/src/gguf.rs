@@ -3,8 +3,9 @@
 //! Layout: `GGUF`, the version, the tensor and metadata counts; the metadata as (key, type,
 //! value); per tensor its name, dimensions (innermost first, so reversed from kiln's shapes),
 //! ggml type and offset; then, aligned (`general.alignment`, 32 by default), the tensor data.
-//! kiln writes and reads the plain types (float32/16/64, bfloat16, int8/16/32/64). Block-quantized
-//! tensors (Q4_0, Q8_0, ...) are refused with a clear error until kiln has `dequantize`.
+//! kiln writes and reads the plain types (float32/16/64, bfloat16, int8/16/32/64), and reads the
+//! block-quantized Q4_0, Q4_1 and Q8_0 as mlx does: as affine-quantized words, scales and biases
+//! (see `ops::quantized`). The other quantized types are refused with a clear error.
 //! Metadata values are strings, lists of strings, or numbers and 1-d arrays of the integer,
 //! float32/64 and bool dtypes. Reading checks every count, length and offset against the file.
 
@@ -75,6 +76,69 @@ fn quantized_name(code: u32) -> Option<&'static str> {
     const NAMES: [(u32, &str); 10] =
         [(2, "Q4_0"), (3, "Q4_1"), (6, "Q5_0"), (7, "Q5_1"), (8, "Q8_0"), (10, "Q2_K"), (11, "Q3_K"), (12, "Q4_K"), (13, "Q5_K"), (14, "Q6_K")];
     NAMES.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
+}
+
+/// A block-quantized ggml type kiln reads as mlx does: as the packed words, scales and biases of
+/// affine quantization with groups of 32 (`ops::dequantize` gives the values back).
+struct QuantizedBlock {
+    /// Bytes per block of 32 values.
+    bytes: usize,
+    /// Bits per value once repacked.
+    bits: u32,
+}
+
+impl QuantizedBlock {
+    /// Q4_0 (type 2), Q4_1 (3) and Q8_0 (8).
+    fn of(code: u32) -> Option<QuantizedBlock> {
+        match code {
+            2 => Some(QuantizedBlock { bytes: 18, bits: 4 }),
+            3 => Some(QuantizedBlock { bytes: 20, bits: 4 }),
+            8 => Some(QuantizedBlock { bytes: 34, bits: 8 }),
+            _ => None,
+        }
+    }
+
+    /// The tensor `name` of `shape` from its blocks: `name` holds the words, and `name` without
+    /// `.weight` plus `.scales` and `.biases` the float16 scales and biases. A Q4_0 value is
+    /// `d·(q - 8)`, Q4_1 `d·q + m`, Q8_0 `d·q` with `q` signed (stored here as `q + 128`).
+    fn to_affine(&self, name: &str, shape: &[usize], blocks: &[u8]) -> std::result::Result<Vec<(String, Array)>, String> {
+        let columns = shape.last().copied().unwrap_or(0);
+        if shape.is_empty() || columns % 32 != 0 {
+            return Err(format!("quantized tensor '{name}' of shape {shape:?}: its last axis must be a multiple of 32"));
+        }
+        let f16_at = |b: &[u8], i: usize| half::f16::from_le_bytes([b[i], b[i + 1]]);
+        let count = blocks.len() / self.bytes;
+        let (mut values, mut scales, mut biases) = (Vec::with_capacity(count * 32), Vec::with_capacity(count), Vec::with_capacity(count));
+        for b in blocks.chunks_exact(self.bytes) {
+            let d = f16_at(b, 0);
+            scales.push(d);
+            match self.bytes {
+                18 | 20 => {
+                    let (bias, nibbles) = if self.bytes == 18 { (d * half::f16::from_f32(-8.0), &b[2..]) } else { (f16_at(b, 2), &b[4..]) };
+                    biases.push(bias);
+                    // Byte j holds value j in its low half and value j + 16 in its high half.
+                    values.extend(nibbles.iter().map(|v| (v & 15) as u32).chain(nibbles.iter().map(|v| (v >> 4) as u32)));
+                }
+                _ => {
+                    biases.push(d * half::f16::from_f32(-128.0));
+                    values.extend(b[2..].iter().map(|&v| (v as i8 as i32 + 128) as u32));
+                }
+            }
+        }
+        let per_word = (32 / self.bits) as usize;
+        let words: Vec<u32> = values
+            .chunks_exact(per_word)
+            .map(|group| group.iter().enumerate().fold(0u32, |w, (i, &v)| w | (v << (i as u32 * self.bits))))
+            .collect();
+        let last = |n: usize| -> Vec<usize> { [&shape[..shape.len() - 1], &[n]].concat() };
+        let stem = name.strip_suffix(".weight").unwrap_or(name);
+        let array = |data: Result<Array>| data.map_err(|e| e.message);
+        Ok(vec![
+            (name.to_string(), array(Array::from_slice(&words, &last(columns * self.bits as usize / 32)))?),
+            (format!("{stem}.scales"), array(Array::from_slice(&scales, &last(columns / 32)))?),
+            (format!("{stem}.biases"), array(Array::from_slice(&biases, &last(columns / 32)))?),
+        ])
+    }
 }
 
 fn put_string(out: &mut Vec<u8>, s: &str) {
@@ -259,8 +323,21 @@ pub fn gguf_from_bytes(data: &[u8], source: &str) -> Result<(Vec<(String, Array)
         if arrays.iter().any(|(n, _)| *n == name) {
             return Err(c.fail(format!("tensor name '{name}' appears twice")));
         }
+        if let Some(block) = QuantizedBlock::of(code) {
+            let blocks = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).and_then(|n| (n / 32).checked_mul(block.bytes));
+            let bytes = blocks.and_then(|n| body.get(offset..offset.checked_add(n)?)).ok_or_else(|| {
+                c.fail(format!("tensor '{name}' of shape {:?} at offset {offset} falls outside the file's data", shape))
+            })?;
+            for (part, a) in block.to_affine(&name, &shape, bytes).map_err(|e| c.fail(e))? {
+                if arrays.iter().any(|(n, _)| *n == part) {
+                    return Err(c.fail(format!("tensor name '{part}' appears twice (a quantized tensor's scales or biases)")));
+                }
+                arrays.push((part, a));
+            }
+            continue;
+        }
         let dtype = dtype_of(&TENSOR_TYPES, code).ok_or_else(|| match quantized_name(code) {
-            Some(q) => c.fail(format!("tensor '{name}' is block-quantized ({q}); kiln reads GGUF's unquantized types only")),
+            Some(q) => c.fail(format!("tensor '{name}' is block-quantized ({q}); kiln reads Q4_0, Q4_1, Q8_0 and the unquantized types")),
             None => c.fail(format!("tensor '{name}' has unknown ggml type {code}")),
         })?;
         let bytes = shape

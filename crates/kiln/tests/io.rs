@@ -404,13 +404,16 @@ fn gguf_refuses_what_it_cannot_hold_and_damaged_files() {
         let e = gguf_from_bytes(&good[..cut], "cut.gguf").unwrap_err();
         assert!(e.message.contains("cut.gguf"), "{cut}: {e}");
     }
-    // A block-quantized tensor (Q4_0, type 2) is named in the refusal.
-    let mut quantized = good.clone();
+    // A block-quantized type kiln does not read (Q4_K, type 12) is named in the refusal; Q4_0
+    // (type 2) is read, but its rows must hold whole blocks of 32.
     // After the name "w" (its length, then the byte): the dimension count, two dimensions, the type.
     let w_type = good.windows(9).position(|w| w == b"\x01\x00\x00\x00\x00\x00\x00\x00w").unwrap() + 9 + 4 + 16;
-    quantized[w_type..w_type + 4].copy_from_slice(&2u32.to_le_bytes());
-    let e = gguf_from_bytes(&quantized, "q.gguf").unwrap_err();
-    assert!(e.message.contains("Q4_0"), "{e}");
+    for (code, expected) in [(12u32, "Q4_K"), (2, "multiple of 32")] {
+        let mut quantized = good.clone();
+        quantized[w_type..w_type + 4].copy_from_slice(&code.to_le_bytes());
+        let e = gguf_from_bytes(&quantized, "q.gguf").unwrap_err();
+        assert!(e.message.contains(expected) && e.message.contains("q.gguf"), "{e}");
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@ pub mod creation;
 pub mod derived;
 pub mod linalg;
 pub mod math;
+pub mod quantized;
 pub mod reduce;
 pub mod shape;
 pub mod sort;
@@ -88,5 +89,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     creation::register(m)?;
     linalg::register(m)?;
     derived::register(m)?;
+    quantized::register(m)?;
     sort::register(m)
 }
