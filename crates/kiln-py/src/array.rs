@@ -103,7 +103,8 @@ fn check_in_place(symbol: &str, a: &Array) -> PyResult<()> {
 }
 
 /// `a op= b`: the array object `slf` now holds the result. The operand is read before `slf` is
-/// borrowed for writing, so `a @= a` works.
+/// borrowed for writing, so `a @= a` works. An operand kiln does not know is a TypeError here
+/// (in place, there is no reflected operator to hand over to).
 fn in_place(slf: &Bound<'_, PyArray>, other: &Bound<'_, PyAny>, symbol: &str, f: fn(Array, Array) -> kiln::Result<Array>) -> PyResult<()> {
     let Some(rhs) = binary_operand(other, symbol)? else {
         return Err(PyTypeError::new_err(format!(

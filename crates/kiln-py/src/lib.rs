@@ -73,6 +73,19 @@ fn _to_dot(arrays: Vec<PyRef<'_, PyArray>>, names: Vec<(PyRef<'_, PyArray>, Stri
     kiln::to_dot(&outputs, &names)
 }
 
+/// Sets the decimals arrays print floats with (None: 6 significant digits, as mlx's default);
+/// returns the previous setting (the body of `set_printoptions` and `printoptions`).
+#[pyfunction]
+fn _set_print_precision(decimals: Option<usize>) -> Option<usize> {
+    kiln::set_print_precision(decimals)
+}
+
+/// The decimals arrays print floats with (None: 6 significant digits).
+#[pyfunction]
+fn _print_precision() -> Option<usize> {
+    kiln::print_precision()
+}
+
 /// Runs `how` on the arrays found in `args`, without holding the GIL.
 fn evaluate(py: Python<'_>, args: &Bound<'_, PyTuple>, how: fn(&[&kiln::Array]) -> kiln::Result<()>) -> PyResult<()> {
     let mut arrays = Vec::new();
@@ -98,6 +111,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(eval, m)?)?;
     m.add_function(wrap_pyfunction!(async_eval, m)?)?;
     m.add_function(wrap_pyfunction!(_to_dot, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_print_precision, m)?)?;
+    m.add_function(wrap_pyfunction!(_print_precision, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::asarray, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::from_dlpack, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -125,16 +125,12 @@ impl QuantizedBlock {
                 }
             }
         }
-        let per_word = (32 / self.bits) as usize;
-        let words: Vec<u32> = values
-            .chunks_exact(per_word)
-            .map(|group| group.iter().enumerate().fold(0u32, |w, (i, &v)| w | (v << (i as u32 * self.bits))))
-            .collect();
         let last = |n: usize| -> Vec<usize> { [&shape[..shape.len() - 1], &[n]].concat() };
         let stem = name.strip_suffix(".weight").unwrap_or(name);
         let array = |data: Result<Array>| data.map_err(|e| e.message);
+        let words = array(Array::from_slice(&values, shape).and_then(|q| crate::ops::quantized::pack(&q, self.bits)))?;
         Ok(vec![
-            (name.to_string(), array(Array::from_slice(&words, &last(columns * self.bits as usize / 32)))?),
+            (name.to_string(), words),
             (format!("{stem}.scales"), array(Array::from_slice(&scales, &last(columns / 32)))?),
             (format!("{stem}.biases"), array(Array::from_slice(&biases, &last(columns / 32)))?),
         ])

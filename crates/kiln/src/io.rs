@@ -5,7 +5,9 @@
 //!
 //! Loading validates everything a file claims before reading it (magic, header, dtype, shape,
 //! byte counts and offsets), so a truncated or hostile file is an error naming the file and the
-//! problem, never a crash or an array over missing bytes.
+//! problem, never a crash or an array over missing bytes. A `.npy` file read by path
+//! ([`load_npy`]) is the one lazy case: its header is checked at once, its data read when the
+//! array is evaluated, and data cut short by then fails that evaluation.
 
 use crate::array::Array;
 use crate::dtype::Dtype;
@@ -227,8 +229,12 @@ pub fn load_npy(path: impl AsRef<Path>) -> Result<Array> {
     head.clear();
     open()?.take((start + len) as u64).read_to_end(&mut head).map_err(read_err)?;
     let header = npy_header(&head, &source)?;
-    if header.data_len().is_none() {
-        return Err(header.wrong_length(&source, 0));
+    let file_len = std::fs::metadata(&path).map_err(|e| io_error("load", &source, e))?.len() as usize;
+    let found = file_len.saturating_sub(header.data_start);
+    // More data than the header says is an error now, as for bytes read eagerly; less is one
+    // of the evaluation, when the file is read (as mlx: the file may still be being written).
+    if header.data_len().is_none_or(|n| found > n) {
+        return Err(header.wrong_length(&source, found));
     }
     let stored = header.stored_shape();
     let dtype = header.dtype;

@@ -51,11 +51,12 @@ impl KernelArgs<'_> {
     }
     /// Output `i` as a mutable row-major slice of `T` (which must be its declared dtype).
     pub fn output<T: Element>(&mut self, i: usize) -> Result<&mut [T]> {
-        let n = self.outputs.len();
-        let (shape, dtype, buf) = self.outputs.get(i).ok_or_else(|| self.no_such("output", i, n))?;
-        self.check::<T>("output", i, *dtype)?;
-        // Safety: a fresh contiguous buffer of numel(shape) elements that only this call sees.
-        Ok(unsafe { std::slice::from_raw_parts_mut(buf.ptr::<T>(), numel(shape)) })
+        if let Some(&(_, dtype, _)) = self.outputs.get(i) {
+            self.check::<T>("output", i, dtype)?;
+        }
+        let bytes = self.output_bytes(i)?;
+        // Safety: the output's memory holds its elements of dtype T, suitably aligned.
+        Ok(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
     }
     /// Output `i`'s memory as bytes, whatever its dtype: for bodies that fill data they read
     /// rather than compute (a file's contents, say).

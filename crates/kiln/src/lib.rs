@@ -52,6 +52,7 @@ pub use complex::Complex64;
 pub use dtype::{promote_types, Dtype, Element};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::random;
+pub use print::{print_precision, set_print_precision};
 pub use shape::Shape;
 pub use kernel::{custom_kernel, KernelArgs};
 pub use transforms::{checkpoint, depends, grad, jvp, stop_gradient, value_and_grad, vjp, vmap, CustomFunction};

@@ -102,6 +102,10 @@ fn as_strided_reads_the_elements_its_strides_name() {
     assert_eq!(values(&ops::as_strided(&x, Some(&[3]), Some(&[-3]), 9).unwrap()), vec![9.0, 6.0, 3.0]);
     check_err(ops::as_strided(&x, Some(&[4, 3]), Some(&[2, 1]), 4), ErrorKind::Value, "as_strided");
     check_err(ops::as_strided(&x, Some(&[2]), Some(&[i64::MAX]), 0), ErrorKind::Value, "as_strided");
+    // A view of more elements than memory holds is refused when its memory is asked for, as
+    // any array's: an error, not an abort.
+    let huge = ops::as_strided(&x, Some(&[1 << 40]), Some(&[0]), 0).unwrap();
+    assert!(huge.eval().is_err());
 }
 
 #[test]

@@ -85,7 +85,8 @@ fn rope_matches_a_float64_loop_for_both_layouts_partial_dims_and_offsets() {
     for traditional in [false, true] {
         for dims in [12, 8] {
             for offsets in [vec![0.0], vec![7.0], vec![1.0, 4.0, 9.0]] {
-                let offset = if offsets.len() == 1 { Array::scalar(offsets[0] as i32) } else { Array::from_slice(&offsets, &[3]).unwrap() };
+                let as_ints: Vec<i32> = offsets.iter().map(|&o| o as i32).collect();
+                let offset = if offsets.len() == 1 { Array::scalar(as_ints[0]) } else { Array::from_slice(&as_ints, &[3]).unwrap() };
                 let settings = Rope { dims, traditional, base: Some(10000.0), scale: 0.5 };
                 let got = fast::rope(&x, settings, &offset, None).unwrap();
                 let want = rope_reference(&x64, shape, dims as usize, traditional, 10000.0, 0.5, &offsets);
@@ -225,4 +226,19 @@ fn bad_arguments_are_errors_naming_the_op() {
     check_err(fast::scaled_dot_product_attention(&q, &q, &q, 1.0, &wide_mask, None), ErrorKind::Shape, op);
     let sinks = Array::from_slice(&[0.0f32; 4], &[4]).unwrap();
     check_err(fast::scaled_dot_product_attention(&q, &q, &q, 1.0, &AttentionMask::None, Some(&sinks)), ErrorKind::Shape, op);
+    // A float32 additive mask would turn a float16 result into float32: refused, as mlx.
+    let half = ops::astype(&q, Dtype::F16).unwrap();
+    let wide = AttentionMask::Array(Array::from_slice(&[0.0f32; 16], &[4, 4]).unwrap());
+    check_err(fast::scaled_dot_product_attention(&half, &half, &half, 1.0, &wide, None), ErrorKind::Dtype, op);
+    let other_batch = ops::concatenate(&[q.clone(), q.clone()], 0).unwrap();
+    check_err(fast::scaled_dot_product_attention(&q, &other_batch, &other_batch, 1.0, &AttentionMask::None, None), ErrorKind::Shape, op);
+    // base and freqs are exclusive; offsets are integers.
+    let freqs = Array::from_slice(&[1.0f32; 4], &[4]).unwrap();
+    check_err(fast::rope(&x, with_base, 0, Some(&freqs)), ErrorKind::Value, "rope");
+    check_err(fast::rope(&x, with_base, 1.5, None), ErrorKind::Dtype, "rope");
+    // An integer x normalises when a float weight makes the result floating point (as mlx).
+    let ints = ops::astype(&x, Dtype::I32).unwrap();
+    let w = Array::from_slice(&[2.0f32; 8], &[8]).unwrap();
+    assert_eq!(fast::rms_norm(&ints, Some(&w), 1e-5).unwrap().dtype(), Dtype::F32);
+    check_err(fast::rms_norm(&ints, None, 1e-5), ErrorKind::Dtype, "rms_norm");
 }

@@ -108,6 +108,9 @@ fn npy_data_is_read_when_the_array_is_evaluated() {
     std::fs::write(&path, npy_bytes(1, header, &values([5.0, 6.0, 7.0, 8.0]))).unwrap();
     assert_eq!(ops::multiply(&a, 2.0).unwrap().to_vec::<f32>().unwrap(), vec![10.0, 12.0, 14.0, 16.0]);
     // A file cut short fails the evaluation, naming the file and the bytes missing.
+    // More data than the header says is an error at once, as for bytes read eagerly.
+    std::fs::write(&path, npy_bytes(1, header, &[0; 20])).unwrap();
+    assert!(load_npy(&path).unwrap_err().message.contains("the file has 20"));
     std::fs::write(&path, npy_bytes(1, header, &[0; 12])).unwrap();
     let short = load_npy(&path).unwrap();
     let err = short.eval().unwrap_err();

@@ -145,6 +145,41 @@ fn bad_quantization_arguments_are_errors_naming_the_op() {
     check_err(ops::dequantize(&ops::astype(&words, Dtype::I32).unwrap(), &scales, &biases, 64, 4, None), ErrorKind::Dtype, "dequantize");
     let x = Array::from_slice(&[1.0f32; 32], &[1, 32]).unwrap();
     check_err(ops::quantized_matmul(&x, &words, &scales, &biases, true, 64, 4), ErrorKind::Shape, "quantized_matmul");
+    check_err(ops::dequantize(&words, &scales, &biases, 64, 3, None), ErrorKind::Shape, "dequantize");
+    check_err(ops::dequantize(&words, &scales, &biases, 64, 4, Some(Dtype::I32)), ErrorKind::Dtype, "dequantize");
+}
+
+#[test]
+fn quantized_results_take_the_promoted_dtype_as_mlx() {
+    let w = Array::from_slice(&[0.25f32; 4 * 64], &[4, 64]).unwrap();
+    let (words, scales, biases) = ops::quantize(&w, 64, 4).unwrap();
+    let half_scales = ops::astype(&scales, Dtype::F16).unwrap();
+    assert_eq!(ops::dequantize(&words, &half_scales, &biases, 64, 4, None).unwrap().dtype(), Dtype::F32);
+    let x = Array::from_slice(&[1.0f32; 64], &[1, 64]).unwrap();
+    let x16 = ops::astype(&x, Dtype::F16).unwrap();
+    let product = ops::quantized_matmul(&x16, &words, &scales, &biases, true, 64, 4).unwrap();
+    assert_eq!(product.dtype(), Dtype::F32);
+    assert_close(&values(&product), &[64.0 * 0.25; 4], 1e-3, 1e-3, "float16 x, float32 scales");
+}
+
+#[test]
+fn gguf_quantized_tensors_of_no_rows_and_huge_columns_are_no_crash() {
+    use kiln::gguf::gguf_from_bytes;
+    let mut f = b"GGUF".to_vec();
+    f.extend(3u32.to_le_bytes());
+    f.extend(1u64.to_le_bytes());
+    f.extend(0u64.to_le_bytes());
+    f.extend(1u64.to_le_bytes());
+    f.extend(b"w");
+    f.extend(2u32.to_le_bytes());
+    f.extend((1u64 << 62).to_le_bytes());
+    f.extend(0u64.to_le_bytes());
+    f.extend(8u32.to_le_bytes());
+    f.extend(0u64.to_le_bytes());
+    f.resize(f.len().next_multiple_of(32), 0);
+    if let Ok((arrays, _)) = gguf_from_bytes(&f, "empty.gguf") {
+        assert!(arrays.iter().all(|(_, a)| a.size() == 0));
+    }
 }
 
 #[test]

@@ -23,6 +23,7 @@ from kiln.core._composite import (  # noqa: E402,F401
 )
 from kiln.core._dtype_info import can_cast, finfo, iinfo, result_type  # noqa: E402,F401
 from kiln.core._graph import export_to_dot  # noqa: E402,F401
+from kiln.core._print import PrintOptions, get_printoptions, printoptions, set_printoptions  # noqa: E402,F401
 from kiln.core._io import load, save, save_gguf, save_safetensors, savez, savez_compressed  # noqa: E402,F401
 from kiln.core._transforms import (  # noqa: E402,F401
     checkpoint,

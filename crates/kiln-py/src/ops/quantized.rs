@@ -14,11 +14,17 @@ use pyo3::prelude::*;
 const GROUP_SIZE: usize = 64;
 const BITS: u32 = 4;
 
-/// Refuses a mode other than affine, and affine without biases.
-fn affine<'a>(op: &str, mode: &str, biases: Option<&'a PyArray>) -> PyResult<&'a Array> {
+/// Refuses a mode other than affine.
+fn check_mode(op: &str, mode: &str) -> PyResult<()> {
     if mode != "affine" {
         return Err(PyValueError::new_err(format!("{op}: mode '{mode}' is not supported; kiln quantizes in mode 'affine'")));
     }
+    Ok(())
+}
+
+/// Refuses a mode other than affine, and affine without biases.
+fn affine<'a>(op: &str, mode: &str, biases: Option<&'a PyArray>) -> PyResult<&'a Array> {
+    check_mode(op, mode)?;
     biases.map(|b| &b.array).ok_or_else(|| PyValueError::new_err(format!("{op}: affine quantization needs biases")))
 }
 
@@ -26,9 +32,7 @@ fn affine<'a>(op: &str, mode: &str, biases: Option<&'a PyArray>) -> PyResult<&'a
 #[pyfunction]
 #[pyo3(signature = (w, /, group_size = None, bits = None, mode = "affine", *, stream = None))]
 fn quantize(w: Operand, group_size: Option<usize>, bits: Option<u32>, mode: &str, stream: Option<StreamOrDevice>) -> PyResult<(PyArray, PyArray, PyArray)> {
-    if mode != "affine" {
-        return Err(PyValueError::new_err(format!("quantize: mode '{mode}' is not supported; kiln quantizes in mode 'affine'")));
-    }
+    check_mode("quantize", mode)?;
     let (q, s, b) = on(stream.as_ref(), || ops::quantize(w.0, group_size.unwrap_or(GROUP_SIZE), bits.unwrap_or(BITS)))?;
     Ok((q.into(), s.into(), b.into()))
 }

@@ -44,8 +44,8 @@ pub fn radians(x: impl AsArray) -> Result<Array> {
     multiply(x, std::f64::consts::PI / 180.0)
 }
 
-/// The largest finite value of a float dtype.
-fn largest_finite(dtype: Dtype) -> f64 {
+/// The largest finite value of a float dtype (its negation is the most negative one).
+pub(crate) fn largest_finite(dtype: Dtype) -> f64 {
     match dtype {
         Dtype::F16 => 65504.0,
         Dtype::BF16 => 3.3895313892515355e38,
@@ -255,9 +255,7 @@ pub fn as_strided(x: impl AsArray, shape: Option<&[usize]>, strides: Option<&[i6
         ));
     }
     let count = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
-    let count = count.filter(|&n| n <= isize::MAX as usize / 8).ok_or_else(|| {
-        Error::shape("as_strided", format!("shape {} has more elements than memory holds", fmt_shape(&shape)))
-    })?;
+    let count = count.ok_or_else(|| Error::shape("as_strided", format!("shape {} has more elements than memory can address", fmt_shape(&shape))))?;
     if count > 0 {
         // The reach of the view, in i128 so no stride or size overflows.
         let (mut low, mut high) = (offset as i128, offset as i128);
@@ -277,14 +275,15 @@ pub fn as_strided(x: impl AsArray, shape: Option<&[usize]>, strides: Option<&[i6
             ));
         }
     }
-    let mut index = vec![offset; count];
-    let mut block = count;
-    for (&d, &s) in shape.iter().zip(&strides) {
-        block /= d.max(1);
-        for (i, slot) in index.iter_mut().enumerate() {
-            *slot += ((i / block.max(1)) % d.max(1)) as i64 * s;
-        }
+    // The gather index, built lazily (offset + Σ position · stride, broadcast over the axes), so
+    // its memory is kiln's to allocate and refuse like any array's.
+    let mut index = Array::scalar(offset);
+    for (axis, (&d, &s)) in shape.iter().zip(&strides).enumerate() {
+        let mut along = vec![1i64; shape.len()];
+        along[axis] = d as i64;
+        let positions = reshape(multiply(arange(0.0, d as f64, 1.0, Dtype::I64)?, Array::scalar(s))?, &along)?;
+        index = add(index, positions)?;
     }
-    let index = Array::from_slice(&index, &shape)?;
+    let index = broadcast_to(index, &shape)?;
     take(reshape(&x, &[-1])?, index, None)
 }

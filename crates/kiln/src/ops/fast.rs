@@ -63,16 +63,19 @@ fn check_feature_vector(op: &str, x: &Array, name: &str, p: Option<&Array>) -> R
 }
 
 /// The checks both norms make of `x` and their parameters; returns the output dtype (`x`'s
-/// promoted with the parameters').
+/// promoted with the parameters'), which must be a real floating-point one.
 fn check_norm(op: &str, x: &Array, params: &[(&str, Option<&Array>)]) -> Result<Dtype> {
     if x.ndim() == 0 {
         return Err(Error::shape(op, "x must have at least one dimension, got a scalar"));
     }
-    check_floating(op, "x", x)?;
     let mut out = x.dtype();
     for &(name, p) in params {
         check_feature_vector(op, x, name, p)?;
         out = p.map_or(out, |p| promote_types(out, p.dtype()));
+    }
+    if !out.is_float() {
+        let given = params.iter().filter_map(|(_, p)| p.map(|p| p.dtype().to_string())).collect::<Vec<_>>();
+        return Err(Error::dtype(op, format!("the result must be real floating point, got {out} from x of {} and parameters of {given:?}", x.dtype())));
     }
     Ok(out)
 }
@@ -171,6 +174,9 @@ fn check_rope(a: &Array, settings: &Rope, offset: &Array, freqs: Option<&Array>)
     check_floating(op, "the input", a)?;
     match freqs {
         None if settings.base.is_none() => return Err(Error::value(op, "give either base or freqs")),
+        Some(_) if settings.base.is_some() => {
+            return Err(Error::value(op, "give either base or freqs, not both (base must be None when freqs are given)"));
+        }
         Some(f) if f.shape() != [dims as usize / 2] => {
             return Err(Error::shape(
                 op,
@@ -191,8 +197,8 @@ fn check_rope(a: &Array, settings: &Rope, offset: &Array, freqs: Option<&Array>)
             ),
         ));
     }
-    if offset.dtype().is_complex() || offset.dtype() == Dtype::Bool {
-        return Err(Error::dtype(op, format!("offset must be a real number, got {}", offset.dtype())));
+    if !offset.dtype().is_integer() {
+        return Err(Error::dtype(op, format!("offset must be an integer or an integer array, got {}", offset.dtype())));
     }
     Ok(())
 }
@@ -310,6 +316,9 @@ fn check_attention(q: &Array, k: &Array, v: &Array, mask: &AttentionMask, sinks:
     if q.shape()[3] != k.shape()[3] {
         return Err(Error::shape(op, format!("queries and keys must have the same features, got {}", shapes())));
     }
+    if q.shape()[0] != k.shape()[0] {
+        return Err(Error::shape(op, format!("queries and keys must have the same batch size, got {}", shapes())));
+    }
     if k.shape()[..3] != v.shape()[..3] {
         return Err(Error::shape(op, format!("keys and values must have the same batch, heads and length, got {}", shapes())));
     }
@@ -327,8 +336,8 @@ fn check_attention(q: &Array, k: &Array, v: &Array, mask: &AttentionMask, sinks:
             let (mask, scores) = (fmt_shape(m.shape()), fmt_shape(&scores));
             return Err(Error::shape(op, format!("a mask of shape {mask} does not broadcast to the scores' shape {scores}")));
         }
-        if m.dtype().is_complex() {
-            return Err(Error::dtype(op, format!("the mask must be boolean or real, got {}", m.dtype())));
+        if m.dtype() != Dtype::Bool && promote_types(m.dtype(), dtype) != dtype {
+            return Err(Error::dtype(op, format!("an additive mask of {} does not promote to the output's {dtype}; pass a boolean mask or one of {dtype}", m.dtype())));
         }
     }
     if let Some(s) = sinks {
@@ -340,16 +349,6 @@ fn check_attention(q: &Array, k: &Array, v: &Array, mask: &AttentionMask, sinks:
         }
     }
     Ok(dtype)
-}
-
-/// The most negative finite value of a float dtype: the score of a hidden key.
-fn lowest_finite(dtype: Dtype) -> f64 {
-    match dtype {
-        Dtype::F16 => -65504.0,
-        Dtype::BF16 => -3.3895313892515355e38,
-        Dtype::F64 => f64::MIN,
-        _ => f64::from(f32::MIN),
-    }
 }
 
 fn attention_body(a: &[Array], c: &[Constant]) -> Result<Vec<Array>> {
@@ -392,7 +391,7 @@ fn attention_body(a: &[Array], c: &[Constant]) -> Result<Vec<Array>> {
             m
         };
         scores = if m.dtype() == Dtype::Bool {
-            ops::where_(&m, &scores, ops::astype(Array::scalar(lowest_finite(scores.dtype())), scores.dtype())?)?
+            ops::where_(&m, &scores, ops::astype(Array::scalar(-ops::derived::largest_finite(scores.dtype())), scores.dtype())?)?
         } else {
             ops::add(&scores, &m)?
         };

@@ -14,6 +14,7 @@
 //! from the packed words is the speed work of the nn issue.
 
 use super::*;
+use crate::dtype::promote_types;
 use crate::shape::fmt_shape;
 
 /// Checks `group_size` and `bits` against what the format allows.
@@ -75,23 +76,21 @@ fn word(v: u32) -> Array {
     Array::scalar(v)
 }
 
-/// Packs `(..., K)` integers of `bits` bits into `(..., K·bits/32)` uint32 words, as one
+/// Packs `(..., K)` integers (K a multiple of 32) of `bits` bits into `(..., K·bits/32)` uint32 words, as one
 /// little-endian bit stream: each value's bits are spread out, then summed 32 at a time with
 /// their place values (no two bits share a place, so the sum is an exact OR).
-fn pack(q: &Array, bits: u32) -> Result<Array> {
+pub(crate) fn pack(q: &Array, bits: u32) -> Result<Array> {
     let k = q.shape()[q.ndim() - 1];
     let places = arange(0.0, bits as f64, 1.0, Dtype::U32)?;
     let spread = bitwise_and(right_shift(expand_dims(q, &[-1])?, &places)?, word(1))?;
-    let stream = reshape(spread, &with_last(q.shape(), &[k * bits as usize / 32, 32]))?;
+    let stream = reshape(spread, &with_last(q.shape(), &[k / 32 * bits as usize, 32]))?;
     let weights = left_shift(word(1), arange(0.0, 32.0, 1.0, Dtype::U32)?)?;
     astype(sum(multiply(astype(stream, Dtype::U64)?, astype(weights, Dtype::U64)?)?, Some(&[-1]), false)?, Dtype::U32)
 }
 
-/// Unpacks `(..., W)` words into `(..., W·32/bits)` integers of `bits` bits (the inverse of
-/// [`pack`]).
-fn unpack(words: &Array, bits: u32) -> Result<Array> {
-    let w = words.shape()[words.ndim() - 1];
-    let count = w * 32 / bits as usize;
+/// Unpacks `(..., W)` words into the `count = W·32/bits` integers of `bits` bits they hold (the
+/// inverse of [`pack`]).
+fn unpack(words: &Array, bits: u32, count: usize) -> Result<Array> {
     if 32 % bits == 0 {
         // Whole values per word: shift each word by every value's offset.
         let offsets = multiply(arange(0.0, (32 / bits) as f64, 1.0, Dtype::U32)?, word(bits))?;
@@ -113,10 +112,22 @@ fn check_packed(op: &str, words: &Array, scales: &Array, biases: &Array, group_s
     if words.ndim() < 2 {
         return Err(Error::shape(op, format!("the quantized matrix must have at least 2 dimensions, got shape {}", fmt_shape(words.shape()))));
     }
-    let k = words.shape()[words.ndim() - 1] * 32 / bits as usize;
+    let w = words.shape()[words.ndim() - 1];
+    let k = w.checked_mul(32).map(|b| b / bits as usize).ok_or_else(|| {
+        Error::shape(op, format!("words of shape {} hold more values than memory can address", fmt_shape(words.shape())))
+    })?;
+    if !(w * 32).is_multiple_of(bits as usize) || !k.is_multiple_of(group_size) {
+        return Err(Error::shape(
+            op,
+            format!(
+                "words of shape {} do not hold whole groups of {group_size} values of {bits} bits; check bits and group_size",
+                fmt_shape(words.shape())
+            ),
+        ));
+    }
     let expected = [&words.shape()[..words.ndim() - 1], &[k / group_size]].concat();
     for (name, p) in [("scales", scales), ("biases", biases)] {
-        if p.shape() != expected || !k.is_multiple_of(group_size) {
+        if p.shape() != expected {
             return Err(Error::shape(
                 op,
                 format!(
@@ -135,16 +146,21 @@ fn check_packed(op: &str, words: &Array, scales: &Array, biases: &Array, group_s
 }
 
 /// The matrix that `words`, `scales` and `biases` stand for: `scales · q + biases`, computed in
-/// float32 and given in `dtype` (default: the scales' dtype).
+/// float32 and given in `dtype` (a floating-point one; default: the scales' and biases' dtype).
 pub fn dequantize(words: &Array, scales: &Array, biases: &Array, group_size: usize, bits: u32, dtype: Option<Dtype>) -> Result<Array> {
     let k = check_packed("dequantize", words, scales, biases, group_size, bits)?;
-    let q = reshape(unpack(words, bits)?, &with_last(words.shape(), &[k / group_size, group_size]))?;
+    let dtype = dtype.unwrap_or(promote_types(scales.dtype(), biases.dtype()));
+    if !dtype.is_float() {
+        return Err(Error::dtype("dequantize", format!("the result must have a floating-point dtype, got {dtype}")));
+    }
+    let q = reshape(unpack(words, bits, k)?, &with_last(words.shape(), &[k / group_size, group_size]))?;
     let per_group = |p: &Array| -> Result<Array> { expand_dims(astype(p, Dtype::F32)?, &[-1]) };
     let w = add(multiply(astype(q, Dtype::F32)?, per_group(scales)?)?, per_group(biases)?)?;
-    astype(reshape(w, &with_last(words.shape(), &[k]))?, dtype.unwrap_or(scales.dtype()))
+    astype(reshape(w, &with_last(words.shape(), &[k]))?, dtype)
 }
 
-/// `x @ wᵀ` (or `x @ w` when not `transpose`) for a quantized `w`; the result has `x`'s dtype.
+/// `x @ wᵀ` (or `x @ w` when not `transpose`) for a quantized `w`; the result has the dtype of
+/// `x`, the scales and the biases promoted together.
 pub fn quantized_matmul(x: impl AsArray, words: &Array, scales: &Array, biases: &Array, transpose: bool, group_size: usize, bits: u32) -> Result<Array> {
     gather_qmm(x, words, scales, biases, None, None, transpose, group_size, bits)
 }
@@ -168,7 +184,9 @@ pub fn gather_qmm(
     if !x.dtype().is_float() {
         return Err(Error::dtype(op, format!("x must be floating point, got {}", x.dtype())));
     }
-    let w = dequantize(words, scales, biases, group_size, bits, Some(x.dtype())).map_err(|e| e.in_op(op))?;
+    let dtype = promote_types(promote_types(x.dtype(), scales.dtype()), biases.dtype());
+    let x = astype(&x, dtype)?;
+    let w = dequantize(words, scales, biases, group_size, bits, Some(dtype)).map_err(|e| e.in_op(op))?;
     let (rows, cols) = (w.shape()[w.ndim() - 2], w.shape()[w.ndim() - 1]);
     let inner = if transpose { cols } else { rows };
     if x.ndim() == 0 || x.shape()[x.ndim() - 1] != inner {
