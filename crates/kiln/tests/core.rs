@@ -45,10 +45,10 @@ fn printing_looks_like_mlx() {
     assert_eq!(rows.to_string(), "array([[0, 1],\n       [2, 3],\n       [4, 5],\n       ...,\n       [8, 9],\n       [10, 11],\n       [12, 13]], dtype=int32)");
     let cube = ops::reshape(ops::arange(0.0, 8.0, 1.0, Dtype::I32).unwrap(), &[2, 2, 2]).unwrap();
     assert_eq!(cube.to_string(), "array([[[0, 1],\n        [2, 3]],\n       [[4, 5],\n        [6, 7]]], dtype=int32)");
-    let g = Array::from_slice(&[1.123456789f32, 1e-5, 1234567.0], &[3]).unwrap();
+    let g = Array::from_slice(&[1.123_456_8f32, 1e-5, 1234567.0], &[3]).unwrap();
     assert_eq!(g.to_string(), "array([1.12346, 1e-05, 1.23457e+06], dtype=float32)");
     let previous = kiln::set_print_precision(Some(2));
-    let fixed = Array::from_slice(&[1.123456789f32, 0.9], &[2]).unwrap().to_string();
+    let fixed = Array::from_slice(&[1.123_456_8f32, 0.9], &[2]).unwrap().to_string();
     kiln::set_print_precision(previous);
     assert_eq!(fixed, "array([1.12, 0.90], dtype=float32)");
 }
