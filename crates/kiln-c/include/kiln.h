@@ -633,8 +633,8 @@ int kiln_map_string_to_string_free(struct kiln_map_string_to_string map);
 int kiln_save(const char *file, struct kiln_array a);
 
 /**
- * Loads a `.npy` file: its header now, its data when the array is evaluated (a file cut short by
- * then fails that evaluation).
+ * Loads a `.npy` file: its header now, its data when the array is evaluated (as
+ * `kiln::io::load_npy`).
  */
 int kiln_load(struct kiln_array *res, const char *file);
 
