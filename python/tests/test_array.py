@@ -402,3 +402,22 @@ def test_bad_indices_are_both_index_and_value_errors():
             a[0] = mx.array(1)
         with pytest.raises(exc, match="out of bounds"):
             mx.array([1, 2])[5]
+
+
+def test_printing_follows_c_formats_and_print_options():
+    values = [1.123456789, 1e-5, 1234567.0, -2.5]
+    x = mx.array(values, dtype=mx.float64)
+    stored = np.array(x).tolist()
+    assert str(x) == "array([" + ", ".join("%g" % v for v in stored) + "], dtype=float64)"
+    assert mx.get_printoptions().precision == -1
+    with mx.printoptions(precision=3):
+        assert mx.get_printoptions().precision == 3
+        assert str(x) == "array([" + ", ".join("%.3f" % v for v in stored) + "], dtype=float64)"
+    assert mx.get_printoptions().precision == -1
+    mx.set_printoptions(precision=1)
+    try:
+        assert str(mx.array([0.25], dtype=mx.float64)) == "array([%.1f], dtype=float64)" % 0.25
+    finally:
+        mx.set_printoptions(precision=-1)
+    # Past six entries an axis is summarised, as mlx prints.
+    assert str(mx.arange(7)) == "array([0, 1, 2, ..., 4, 5, 6], dtype=int32)"
