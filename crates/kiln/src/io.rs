@@ -221,15 +221,16 @@ pub fn load_npy(path: impl AsRef<Path>) -> Result<Array> {
     use std::io::{Read, Seek, SeekFrom};
     let path = path.as_ref().to_path_buf();
     let source = path.display().to_string();
-    let open = || std::fs::File::open(&path).map_err(|e| io_error("load", &source, e));
+    let io = |e: std::io::Error| io_error("load", &source, e);
+    let mut file = std::fs::File::open(&path).map_err(io)?;
+    // The fixed start, which says how long the header is, then the rest of the header.
     let mut head = Vec::new();
-    let read_err = |e: std::io::Error| io_error("load", &source, e);
-    open()?.take(12).read_to_end(&mut head).map_err(read_err)?;
+    file.by_ref().take(12).read_to_end(&mut head).map_err(io)?;
     let (len, start) = npy_header_span(&head, &source)?;
-    head.clear();
-    open()?.take((start + len) as u64).read_to_end(&mut head).map_err(read_err)?;
+    let rest = (start + len).saturating_sub(head.len());
+    file.by_ref().take(rest as u64).read_to_end(&mut head).map_err(io)?;
     let header = npy_header(&head, &source)?;
-    let file_len = std::fs::metadata(&path).map_err(|e| io_error("load", &source, e))?.len() as usize;
+    let file_len = file.metadata().map_err(io)?.len() as usize;
     let found = file_len.saturating_sub(header.data_start);
     // More data than the header says is an error now, as for bytes read eagerly; less is one
     // of the evaluation, when the file is read (as mlx: the file may still be being written).
