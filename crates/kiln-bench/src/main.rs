@@ -20,8 +20,11 @@
 //! `layernorm` and `softmax` add `interpreted`: the same compiled plan run by the tile
 //! interpreter, without native code.
 //!
+//! `conv2d` times a 3x3 convolution (8x56x56x64, channels last) eagerly and compiled against
+//! the GEMM of its patches called directly.
+//!
 //! Usage: `kiln-bench [--json] [--reps N] [--device cpu|gpu] [CASE...]`; CPU cases: memcpy copy add
-//! gelu silu layernorm softmax sum matmul mlp_grad mlp_step first_compile tiny_call; GPU cases (module
+//! gelu silu layernorm softmax sum matmul conv2d mlp_grad mlp_step first_compile tiny_call; GPU cases (module
 //! [`gpu`]): d2d_copy copy add gelu sum sum_rows tiny_op matmul argsort cumsum take to_device
 //! to_host compiled first_compiled tiny_call mlp_step loop_shapes (tiny_call and mlp_step are the
 //! CPU cases, each call or step waited for on the GPU). `KILN_BENCH_PROFILE=FILE` samples where
@@ -41,9 +44,11 @@ const SHAPE: [usize; 3] = [32, 1000, 4096];
 const MATMUL_N: usize = 2048;
 /// Batch, input, hidden and output widths of the `mlp_grad` case.
 const MLP: [usize; 4] = [512, 1024, 1024, 16];
-const ALL_CASES: [&str; 13] = [
-    "memcpy", "copy", "add", "gelu", "silu", "layernorm", "softmax", "sum", "matmul", "mlp_grad", "mlp_step",
-    "first_compile", "tiny_call",
+/// Batch, side and channels of the `conv2d` case: a ResNet stage's 3x3 convolution, channels last.
+const CONV: [usize; 3] = [8, 56, 64];
+const ALL_CASES: [&str; 14] = [
+    "memcpy", "copy", "add", "gelu", "silu", "layernorm", "softmax", "sum", "matmul", "conv2d", "mlp_grad",
+    "mlp_step", "first_compile", "tiny_call",
 ];
 
 /// One measured result.
@@ -174,6 +179,7 @@ fn run_case(case: &str, reps: usize) -> Vec<Row> {
                 Row::new("matmul", "gemm_direct", direct_ms).flops(flops),
             ]
         }
+        "conv2d" => conv2d(reps),
         "mlp_grad" => mlp_grad(reps),
         "mlp_step" => compiled::mlp_step(reps),
         "first_compile" => compiled::first_compile(reps),
@@ -183,6 +189,41 @@ fn run_case(case: &str, reps: usize) -> Vec<Row> {
             std::process::exit(2);
         }
     }
+}
+
+/// A 3x3 convolution with padding 1 (`CONV`), eager and compiled, against the GEMM it amounts to
+/// (`(N*H*W, 9*C) @ (9*C, C)`, the gemm crate called directly on ready-made patches): the
+/// ceiling any im2col-style convolution reaches.
+fn conv2d(reps: usize) -> Vec<Row> {
+    let [n, side, c] = CONV;
+    let (x, w) = (random_input(&[n, side, side, c]), random_input(&[c, 3, 3, c]));
+    let conv = |a: &[Array]| -> kiln::Result<Vec<Array>> { Ok(vec![ops::conv(&a[0], &a[1], &[1], &[1], &[1], 1)?]) };
+    let compiled = kiln::compile(conv);
+    let args = [x, w];
+    let (m, k) = (n * side * side, 9 * c);
+    let flops = 2.0 * (m * k * c) as f64;
+    let (patches, weight) = (vec![1.0f32; m * k], vec![1.0f32; k * c]);
+    let mut out = vec![0.0f32; m * c];
+    let (eager_ms, compiled_ms) = paired_median_ms(
+        reps,
+        || conv(&args).unwrap()[0].eval().unwrap(),
+        || compiled.call(&args).unwrap()[0].eval().unwrap(),
+    );
+    let direct_ms = median_ms(reps, || unsafe {
+        gemm::gemm(
+            m, c, k,
+            out.as_mut_ptr(), 1, c as isize, false,
+            patches.as_ptr(), 1, k as isize,
+            weight.as_ptr(), k as isize, 1,
+            0.0, 1.0, false, false, false,
+            gemm::Parallelism::Rayon(0),
+        )
+    });
+    vec![
+        Row::new("conv2d", "eager", eager_ms).flops(flops),
+        Row::new("conv2d", "compiled", compiled_ms).flops(flops),
+        Row::new("conv2d", "gemm_direct", direct_ms).flops(flops),
+    ]
 }
 
 /// A two-layer tanh MLP with a logsumexp loss: the forward pass alone against value_and_grad
@@ -296,7 +337,7 @@ fn print_table(rows: &[Row]) {
     let reference = rows.iter().find(|r| r.variant == "reference");
     let memcpy = reference.and_then(|r| r.gbps);
     let reference_name = reference.map_or("memcpy", |r| r.case);
-    let direct = rows.iter().find(|r| r.variant == "gemm_direct").and_then(|r| r.gflops);
+
     let forward = rows.iter().find(|r| r.case == "mlp_grad" && r.variant == "forward").map(|r| r.ms);
     println!("kiln benchmark ({} threads, float32, {:?} elements; matmul {n}x{n})", kiln_threads(), SHAPE, n = MATMUL_N);
     match kiln::default_device().kind {
@@ -309,6 +350,7 @@ fn print_table(rows: &[Row]) {
     println!("{:<13} {:<14} {:>10} {:>10} {:>10}  ratio", "case", "variant", "ms", "GB/s", "GFLOP/s");
     for r in rows {
         let mut notes = Vec::new();
+        let direct = rows.iter().find(|d| d.case == r.case && d.variant == "gemm_direct").and_then(|d| d.gflops);
         match (r.gbps, memcpy, r.gflops, direct) {
             _ if r.variant == "value_and_grad" => notes.extend(forward.map(|f| format!("{:.2}x forward", r.ms / f))),
             _ if r.case == "mlp_grad" => {}

@@ -58,6 +58,19 @@ impl KernelArgs<'_> {
         // Safety: the output's memory holds its elements of dtype T, suitably aligned.
         Ok(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
     }
+    /// Every input, and output `i`, all of dtype `T`, at once: for bodies that read their inputs
+    /// while they write (the borrows of [`input`](Self::input) and [`output`](Self::output)
+    /// cannot overlap).
+    pub(crate) fn inputs_and_output<T: Element>(&mut self, i: usize) -> Result<(Vec<&[T]>, &mut [T])> {
+        let inputs = (0..self.inputs.len())
+            .map(|j| {
+                let slice = self.input::<T>(j)?;
+                // Safety: inputs and outputs are distinct buffers that live as long as `self`.
+                Ok(unsafe { std::slice::from_raw_parts(slice.as_ptr(), slice.len()) })
+            })
+            .collect::<Result<_>>()?;
+        Ok((inputs, self.output::<T>(i)?))
+    }
     /// Output `i`'s memory as bytes, whatever its dtype: for bodies that fill data they read
     /// rather than compute (a file's contents, say).
     pub fn output_bytes(&mut self, i: usize) -> Result<&mut [u8]> {

@@ -299,3 +299,55 @@ fn compiled_and_vmapped_conv_equal_eager() {
         assert_close(&got.to_f64_vec().unwrap(), &want, 1e-12, 1e-12, "vmapped conv");
     }
 }
+
+/// Inputs large enough that the CPU kernel cuts the output rows into several blocks shared by the
+/// threads, and a 1x1 convolution whose patches are the input itself, against the definition.
+#[test]
+fn large_and_pointwise_convs_match_the_definition() {
+    let mut rng = Rng::new(17);
+    let same = |n: usize| vec![n as i64; 2];
+    for (xs, ws, padding, groups) in [
+        (vec![4usize, 24, 24, 16], vec![8usize, 3, 3, 16], 1, 1),
+        (vec![4, 24, 24, 16], vec![8, 1, 1, 16], 0, 1),
+        (vec![3, 20, 22, 12], vec![6, 3, 3, 4], 1, 3),
+    ] {
+        let (xv, x) = random(&mut rng, &xs);
+        let (wv, w) = random(&mut rng, &ws);
+        let s = Setting { stride: same(1), lo: same(padding), hi: same(padding), kdil: same(1), idil: same(1), groups, flip: false };
+        let (want, want_shape) = reference_conv(&xv, &xs, &wv, &ws, &s);
+        let what = format!("conv2d {xs:?} * {ws:?}");
+        let got = ops::conv(&x, &w, &[1], &[padding as i64], &[1], groups as i64).unwrap();
+        assert_eq!(got.shape(), &want_shape[..], "{what}");
+        assert_close(&got.to_f64_vec().unwrap(), &want, 1e-12, 1e-12, &what);
+        let single = ops::conv(ops::astype(&x, Dtype::F32).unwrap(), ops::astype(&w, Dtype::F32).unwrap(), &[1], &[padding as i64], &[1], groups as i64);
+        assert_close(&single.unwrap().to_f64_vec().unwrap(), &want, 1e-4, 1e-4, &format!("{what} in float32"));
+    }
+}
+
+/// The CPU kernel's rules: a weight batched under vmap (the composition's batching), and second
+/// derivatives (the composition's vjp, differentiated again) against finite differences.
+#[test]
+fn conv_with_a_batched_weight_and_second_derivatives() {
+    let mut rng = Rng::new(8);
+    let (_, x) = random(&mut rng, &[1, 5, 5, 2]);
+    let (_, w) = random(&mut rng, &[2, 3, 2, 3, 2]);
+    let f = |a: &[Array]| -> kiln::Result<Vec<Array>> { Ok(vec![ops::conv(&a[0], &a[1], &[1], &[1], &[1], 1)?]) };
+    let batched = kiln::vmap(f, &[None, Some(0)], &[Some(0)])(&[x.clone(), w.clone()]).unwrap();
+    for i in 0..2i32 {
+        let wi = ops::take(&w, Array::from_slice(&[i], &[]).unwrap(), Some(0)).unwrap();
+        let want = f(&[x.clone(), wi]).unwrap()[0].to_f64_vec().unwrap();
+        let got = ops::take(&batched[0], Array::from_slice(&[i], &[]).unwrap(), Some(0)).unwrap();
+        assert_close(&got.to_f64_vec().unwrap(), &want, 1e-12, 1e-12, "conv vmapped over its weight");
+    }
+    let (_, x) = random(&mut rng, &[1, 4, 4, 2]);
+    let (_, w) = random(&mut rng, &[2, 2, 2, 2]);
+    // The gradient with respect to the input of sum(conv(x, w)^2), itself differentiated.
+    let input_grad = |a: &[Array]| {
+        let loss = |b: &[Array]| {
+            let y = ops::conv(&b[0], &b[1], &[1], &[1], &[1], 1)?;
+            Ok(vec![ops::sum(ops::multiply(&y, &y)?, None, false)?])
+        };
+        Ok(kiln::grad(loss, &[0])(a)?.remove(0))
+    };
+    derivatives::check("grad of conv", &input_grad, &[x, w], 3);
+}

@@ -488,6 +488,27 @@ fn custom_vjp_and_jvp_are_used_and_missing_rules_fall_back_to_the_function() {
     assert_array(&g[1], &[4], &[3.0; 4], "grad∘jvp of a custom jvp, d/dt");
 }
 
+/// A user kernel is opaque to jvp, so a jvp through it is an error naming it; wrapped in a custom
+/// function with a jvp rule, the rule gives the tangent (the kernel inside needs none).
+#[test]
+fn custom_jvp_rules_see_past_user_kernels() {
+    let doubled = |x: &[Array]| -> Outputs {
+        kiln::custom_kernel("double", &x[..1], &[(x[0].shape().to_vec(), Dtype::F32)], |k| {
+            let v: Vec<f32> = k.input::<f32>(0)?.iter().map(|v| 2.0 * v).collect();
+            k.output::<f32>(0)?.copy_from_slice(&v);
+            Ok(())
+        })
+    };
+    let x = Array::from_vec(vec![1.0f32, -2.0]);
+    let t = Array::from_vec(vec![0.5f32, 4.0]);
+    let err = jvp(doubled, &[x.clone()], &[t.clone()]).unwrap_err();
+    assert!(err.to_string().contains("'double'"), "{err}");
+    let wrapped = CustomFunction::new("double", doubled).jvp(|_, tans| Ok(vec![ops::multiply(&tans[0], 2.0)?])).into_fn();
+    let (y, ty) = jvp(&wrapped, &[x], &[t]).unwrap();
+    assert_eq!(y[0].to_vec::<f32>().unwrap(), vec![2.0, -4.0]);
+    assert_eq!(ty[0].to_vec::<f32>().unwrap(), vec![1.0, 8.0]);
+}
+
 #[test]
 fn custom_rules_survive_vmap() {
     let mut rng = Rng::new(20);

@@ -395,8 +395,21 @@ pub(crate) fn forward(outputs: &[Array], leaves: &[Array], tangents: &[Array]) -
         }
     }
     let mut custom_results: HashMap<usize, Vec<Array>> = HashMap::new();
+    // Nodes whose tangent could not be formed, with why. The walk also meets the insides of
+    // custom functions (a user kernel, say), whose tangents the call's jvp rule makes needless:
+    // such a failure is an error only where a tangent that is needed depends on it.
+    let mut failed: HashMap<usize, Error> = HashMap::new();
     for v in &section.order {
         if !varies(v.node.dtype()) {
+            continue;
+        }
+        let custom_rule = match &v.op {
+            Op::Custom { call, .. } if call.rules().jvp.is_some() => Some(call.outputs()),
+            _ => None,
+        };
+        let needed = &v.inputs[custom_rule.unwrap_or(0)..];
+        if let Some(e) = needed.iter().find_map(|i| failed.get(&i.id())) {
+            failed.insert(v.node.id(), e.clone());
             continue;
         }
         let tin: Vec<Option<Array>> = v.inputs.iter().map(|i| tans.get(&i.id()).cloned()).collect();
@@ -404,18 +417,27 @@ pub(crate) fn forward(outputs: &[Array], leaves: &[Array], tangents: &[Array]) -
             continue;
         }
         let t = match &v.op {
-            Op::Custom { index, call } if call.rules().jvp.is_some() => {
+            Op::Custom { index, call } if custom_rule.is_some() => {
                 let results = match custom_results.entry(call.id()) {
                     Entry::Occupied(e) => e.into_mut(),
                     Entry::Vacant(e) => e.insert(custom_jvp(call.rules(), v, (call.outputs(), call.arguments()), &tin)?),
                 };
                 Some(results[*index].clone())
             }
-            _ => jvp_rules::jvp(&v.op, &v.inputs, &v.node, &tin)?,
+            _ => match jvp_rules::jvp(&v.op, &v.inputs, &v.node, &tin) {
+                Ok(t) => t,
+                Err(e) => {
+                    failed.insert(v.node.id(), e);
+                    continue;
+                }
+            },
         };
         if let Some(t) = t {
             tans.insert(v.node.id(), fit_tangent(t, &v.node)?);
         }
+    }
+    if let Some(e) = outputs.iter().find_map(|o| failed.get(&o.id())) {
+        return Err(e.clone());
     }
     // An output nothing flows into has zero tangent in its own dtype, but a boolean one (a
     // comparison) has it in the first tangent's dtype, as in mlx.

@@ -46,7 +46,7 @@ const SPLIT_WORK: usize = 1 << 26;
 const SPLIT_MIN: usize = 32;
 
 /// An element type the gemm crate multiplies, with the crate's own type of the same layout.
-trait GemmElement: Element {
+pub(crate) trait GemmElement: Element {
     /// The gemm crate's type.
     type G: Copy + 'static;
     /// 0 and 1 in that type (the product's `alpha` and `beta`).

@@ -14,6 +14,7 @@ pub mod strided;
 pub mod views;
 
 mod complex;
+pub(crate) mod conv;
 mod creation;
 mod fft;
 mod index;
