@@ -350,4 +350,22 @@ fn conv_with_a_batched_weight_and_second_derivatives() {
         Ok(kiln::grad(loss, &[0])(a)?.remove(0))
     };
     derivatives::check("grad of conv", &input_grad, &[x, w], 3);
+    // Every setting at once, in 1 and 3 dimensions (the input's gradient is itself a convolution
+    // with the settings rearranged).
+    let p = ConvParams {
+        stride: vec![2],
+        padding_lo: vec![-1],
+        padding_hi: vec![2],
+        kernel_dilation: vec![2],
+        input_dilation: vec![2],
+        groups: 2,
+        flip: true,
+    };
+    let (_, x) = random(&mut rng, &[2, 7, 4]);
+    let (_, w) = random(&mut rng, &[4, 3, 2]);
+    derivatives::check("conv_general with every setting", &|a: &[Array]| ops::conv_general(&a[0], &a[1], &p), &[x, w], 4);
+    let p = ConvParams { stride: vec![1, 2, 1], padding_lo: vec![1, 0, 2], padding_hi: vec![0], kernel_dilation: vec![1, 1, 2], ..ConvParams::default() };
+    let (_, x) = random(&mut rng, &[1, 3, 4, 4, 2]);
+    let (_, w) = random(&mut rng, &[2, 2, 2, 2, 2]);
+    derivatives::check("conv3d", &|a: &[Array]| ops::conv_general(&a[0], &a[1], &p), &[x, w], 5);
 }

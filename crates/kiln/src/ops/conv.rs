@@ -264,8 +264,12 @@ fn convolve_on_host(x: &Array, w: &Array, r: &Arc<Resolved>) -> Result<Array> {
     let call = CustomFunction::new(KERNEL_NAME, forward)
         .vjp(move |args, cotangents, _| {
             let r = vjp_settings.clone();
+            let input_grad = input_gradient(&args[0], &args[1], &cotangents[0], &r)?;
+            // The weight's gradient is the composition's (patches against the cotangent); its
+            // input half is never evaluated.
             let composition = move |a: &[Array]| Ok(vec![convolve_by_patches(&a[0], &a[1], &r)?]);
-            Ok(vjp(composition, args, cotangents)?.1)
+            let weight_grad = vjp(composition, args, cotangents)?.1.remove(1);
+            Ok(vec![input_grad, weight_grad])
         })
         .jvp(move |args, tangents| {
             let r = &jvp_settings;
@@ -294,6 +298,47 @@ fn convolve_on_host(x: &Array, w: &Array, r: &Arc<Resolved>) -> Result<Array> {
         })
         .into_fn();
     Ok(call(&[x.clone(), w.clone()])?.remove(0))
+}
+
+/// The gradient of a convolution with respect to its input, as another convolution (so it runs on
+/// the fast kernel too): the cotangent, spread by the stride (input dilation), correlated with the
+/// kernel flipped and its channel axes swapped per group, padded so that the result has the
+/// dilated input's extent, and read at the input's own positions (stride = the input dilation).
+fn input_gradient(x: &Array, w: &Array, cotangent: &Array, r: &Resolved) -> Result<Array> {
+    let d = x.ndim() - 2;
+    let g = r.groups as i64;
+    let (c_out, c_group) = (w.shape()[0] as i64, w.shape()[d + 1] as i64);
+    let kernel: Vec<i64> = w.shape()[1..=d].iter().map(|&k| k as i64).collect();
+    // (C_out, K..., C_in/g) -> (C_in, K..., C_out/g): within each group, channels swap roles.
+    let mut grouped = vec![g, c_out / g];
+    grouped.extend(&kernel);
+    grouped.push(c_group);
+    let mut order: Vec<i64> = vec![0, d as i64 + 2];
+    order.extend(2..d as i64 + 2);
+    order.push(1);
+    let mut swapped = vec![g * c_group];
+    swapped.extend(&kernel);
+    swapped.push(c_out / g);
+    let w2 = reshape(transpose(reshape(w, &grouped)?, Some(&order))?, &swapped)?;
+    let (mut lo, mut hi) = (Vec::with_capacity(d), Vec::with_capacity(d));
+    for a in 0..d {
+        let span = (kernel[a] - 1) * r.kdil[a] + 1;
+        let spread = (r.out_dims[a] as i64 - 1) * r.stride[a] + 1;
+        let extent = (x.shape()[a + 1] as i64 - 1) * r.idil[a] + 1;
+        lo.push(span - 1 - r.lo[a]);
+        hi.push(extent + span - 1 - spread - (span - 1 - r.lo[a]));
+    }
+    let settings = Resolved {
+        stride: r.idil.clone(),
+        lo,
+        hi,
+        kdil: r.kdil.clone(),
+        idil: r.stride.clone(),
+        groups: r.groups,
+        flip: !r.flip,
+        out_dims: x.shape()[1..=d].to_vec(),
+    };
+    convolve_resolved(cotangent, &w2, &Arc::new(settings))
 }
 
 /// The name the CPU kernel shows in graphs, `explain` and errors.
