@@ -321,8 +321,8 @@ fn input_gradient(x: &Array, w: &Array, cotangent: &Array, r: &Resolved) -> Resu
     swapped.push(c_out / g);
     let w2 = reshape(transpose(reshape(w, &grouped)?, Some(&order))?, &swapped)?;
     let (mut lo, mut hi) = (Vec::with_capacity(d), Vec::with_capacity(d));
-    for a in 0..d {
-        let span = (kernel[a] - 1) * r.kdil[a] + 1;
+    for (a, k) in kernel.iter().enumerate() {
+        let span = (k - 1) * r.kdil[a] + 1;
         let spread = (r.out_dims[a] as i64 - 1) * r.stride[a] + 1;
         let extent = (x.shape()[a + 1] as i64 - 1) * r.idil[a] + 1;
         lo.push(span - 1 - r.lo[a]);
