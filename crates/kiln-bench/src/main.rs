@@ -20,8 +20,8 @@
 //! `layernorm` and `softmax` add `interpreted`: the same compiled plan run by the tile
 //! interpreter, without native code.
 //!
-//! `conv2d` times a 3x3 convolution (8x56x56x64, channels last) eagerly and compiled against
-//! the GEMM of its patches called directly.
+//! `conv2d` times a 3x3 convolution (8x56x56x64, channels last) eagerly, compiled, and its vjp,
+//! against the GEMM of its patches called directly.
 //!
 //! Usage: `kiln-bench [--json] [--reps N] [--device cpu|gpu] [CASE...]`; CPU cases: memcpy copy add
 //! gelu silu layernorm softmax sum matmul conv2d mlp_grad mlp_step first_compile tiny_call; GPU cases (module
@@ -191,9 +191,9 @@ fn run_case(case: &str, reps: usize) -> Vec<Row> {
     }
 }
 
-/// A 3x3 convolution with padding 1 (`CONV`), eager and compiled, against the GEMM it amounts to
-/// (`(N*H*W, 9*C) @ (9*C, C)`, the gemm crate called directly on ready-made patches): the
-/// ceiling any im2col-style convolution reaches.
+/// A 3x3 convolution with padding 1 (`CONV`), eager, compiled and its vjp (both gradients),
+/// against the GEMM it amounts to (`(N*H*W, 9*C) @ (9*C, C)`, the gemm crate called directly on
+/// ready-made patches): the ceiling any im2col-style convolution reaches.
 fn conv2d(reps: usize) -> Vec<Row> {
     let [n, side, c] = CONV;
     let (x, w) = (random_input(&[n, side, side, c]), random_input(&[c, 3, 3, c]));
@@ -219,9 +219,16 @@ fn conv2d(reps: usize) -> Vec<Row> {
             gemm::Parallelism::Rayon(0),
         )
     });
+    // The training step's part: both gradients (each one more GEMM of the forward's size).
+    let cotangent = random_input(&[n, side, side, c]);
+    let grads_ms = median_ms(reps, || {
+        let (_, g) = kiln::vjp(conv, &args, std::slice::from_ref(&cotangent)).unwrap();
+        kiln::eval(&[&g[0], &g[1]]).unwrap()
+    });
     vec![
         Row::new("conv2d", "eager", eager_ms).flops(flops),
         Row::new("conv2d", "compiled", compiled_ms).flops(flops),
+        Row::new("conv2d", "vjp", grads_ms).flops(2.0 * flops),
         Row::new("conv2d", "gemm_direct", direct_ms).flops(flops),
     ]
 }

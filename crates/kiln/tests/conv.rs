@@ -300,8 +300,9 @@ fn compiled_and_vmapped_conv_equal_eager() {
     }
 }
 
-/// Inputs large enough that the CPU kernel cuts the output rows into several blocks shared by the
-/// threads, and a 1x1 convolution whose patches are the input itself, against the definition.
+/// Inputs large enough that the CPU kernels cut the output rows into several blocks shared by the
+/// threads, and a 1x1 convolution whose patches are the input itself, against the definition:
+/// the convolution and its weight's gradient.
 #[test]
 fn large_and_pointwise_convs_match_the_definition() {
     let mut rng = Rng::new(17);
@@ -321,11 +322,31 @@ fn large_and_pointwise_convs_match_the_definition() {
         assert_close(&got.to_f64_vec().unwrap(), &want, 1e-12, 1e-12, &what);
         let single = ops::conv(ops::astype(&x, Dtype::F32).unwrap(), ops::astype(&w, Dtype::F32).unwrap(), &[1], &[padding as i64], &[1], groups as i64);
         assert_close(&single.unwrap().to_f64_vec().unwrap(), &want, 1e-4, 1e-4, &format!("{what} in float32"));
+        // The weight's gradient: dw[o, i, j, c] = sum of cotangent[n, y, z, o] times the input
+        // the tap (i, j) of output (y, z) reads, channel c of o's group.
+        let (cv, cot) = random(&mut rng, &want_shape);
+        let conv = |a: &[Array]| Ok(vec![ops::conv(&a[0], &a[1], &[1], &[padding as i64], &[1], groups as i64)?]);
+        let (_, grads) = kiln::vjp(conv, &[x.clone(), w.clone()], &[cot]).unwrap();
+        let (c_out, kh, kw, cg) = (ws[0], ws[1], ws[2], ws[3]);
+        let (oh, ow) = (want_shape[1], want_shape[2]);
+        let mut dw = vec![0.0; c_out * kh * kw * cg];
+        for (n, y, z, o) in (0..xs[0]).flat_map(|n| (0..oh).flat_map(move |y| (0..ow).flat_map(move |z| (0..c_out).map(move |o| (n, y, z, o))))) {
+            let g = o / (c_out / groups);
+            for (i, j, c) in (0..kh).flat_map(|i| (0..kw).flat_map(move |j| (0..cg).map(move |c| (i, j, c)))) {
+                let (r, q) = ((y + i) as i64 - padding as i64, (z + j) as i64 - padding as i64);
+                if r < 0 || q < 0 || r >= xs[1] as i64 || q >= xs[2] as i64 {
+                    continue;
+                }
+                let xi = ((n * xs[1] + r as usize) * xs[2] + q as usize) * xs[3] + g * cg + c;
+                dw[((o * kh + i) * kw + j) * cg + c] += cv[((n * oh + y) * ow + z) * c_out + o] * xv[xi];
+            }
+        }
+        assert_close(&grads[1].to_f64_vec().unwrap(), &dw, 1e-10, 1e-10, &format!("{what}: weight gradient"));
     }
 }
 
-/// The CPU kernel's rules: a weight batched under vmap (the composition's batching), and second
-/// derivatives (the composition's vjp, differentiated again) against finite differences.
+/// The CPU kernels' rules: a weight batched under vmap (the composition's batching), and second
+/// derivatives (each gradient, differentiated again) against finite differences.
 #[test]
 fn conv_with_a_batched_weight_and_second_derivatives() {
     let mut rng = Rng::new(8);
@@ -349,7 +370,18 @@ fn conv_with_a_batched_weight_and_second_derivatives() {
         };
         Ok(kiln::grad(loss, &[0])(a)?.remove(0))
     };
-    derivatives::check("grad of conv", &input_grad, &[x, w], 3);
+    derivatives::check("grad of conv", &input_grad, &[x.clone(), w.clone()], 3);
+    // The same for the gradient with respect to the weight (the CPU's weight-gradient kernel and
+    // its own rules), with groups and a stride.
+    let weight_grad = |a: &[Array]| {
+        let loss = |b: &[Array]| {
+            let y = ops::conv(&b[0], &b[1], &[2], &[1], &[1], 2)?;
+            Ok(vec![ops::sum(ops::multiply(&y, &y)?, None, false)?])
+        };
+        Ok(kiln::grad(loss, &[1])(a)?.remove(0))
+    };
+    let (_, w2) = random(&mut rng, &[4, 2, 2, 1]);
+    derivatives::check("grad of conv by its weight", &weight_grad, &[x, w2], 6);
     // Every setting at once, in 1 and 3 dimensions (the input's gradient is itself a convolution
     // with the settings rearranged).
     let p = ConvParams {

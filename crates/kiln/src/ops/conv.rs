@@ -8,13 +8,14 @@
 //! times the input, never reaches memory), wrapped as a custom function whose rules lead back to
 //! the composition. Both are tested against each other and against float64 loops.
 
+use super::creation::zeros;
 use super::elementwise::add;
 use super::index::{flip, pad, stack};
 use super::linalg::matmul;
 use super::shape::{expand_dims, moveaxis, reshape, slice, transpose, SliceSpec};
 use super::{promote_pair, AsArray};
 use crate::array::Array;
-use crate::backend::cpu::conv::{conv_forward, ConvGeometry};
+use crate::backend::cpu::conv::{conv_forward, conv_weight_grad, ConvGeometry};
 use crate::device::{current_stream, DeviceKind};
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
@@ -223,53 +224,67 @@ fn convolve_resolved(x: &Array, w: &Array, r: &Arc<Resolved>) -> Result<Array> {
     }
 }
 
-/// The host kernel as a custom function: the forward pass runs [`conv_forward`]; the vjp is the
-/// composition's (so gradients of any order come from existing ops' rules), the jvp uses that a
-/// convolution is linear in each operand, and vmap folds a batched input into N (a batched weight
-/// goes through the composition).
-fn convolve_on_host(x: &Array, w: &Array, r: &Arc<Resolved>) -> Result<Array> {
+/// The geometry of convolving `x` with a weight of spatial sizes `kernel` and `c_out` output
+/// channels under `r`.
+fn geometry(x: &Array, kernel: &[usize], c_out: usize, r: &Resolved) -> ConvGeometry {
     let d = x.ndim() - 2;
-    let geometry = ConvGeometry {
+    ConvGeometry {
         batch: x.shape()[0],
         input: x.shape()[1..=d].to_vec(),
         output: r.out_dims.clone(),
-        kernel: w.shape()[1..=d].to_vec(),
+        kernel: kernel.to_vec(),
         stride: r.stride.iter().map(|&s| s as usize).collect(),
         padding_lo: r.lo.clone(),
         kernel_dilation: r.kdil.iter().map(|&s| s as usize).collect(),
         input_dilation: r.idil.iter().map(|&s| s as usize).collect(),
         channels_in: x.shape()[d + 1],
-        channels_out: w.shape()[0],
+        channels_out: c_out,
         groups: r.groups,
         flip: r.flip,
-    };
+    }
+}
+
+/// A host kernel of two float32 or float64 operands and one output of `shape`, running `body`
+/// in the operands' dtype.
+fn host_kernel(
+    name: &'static str,
+    args: &[Array],
+    shape: Vec<usize>,
+    body: fn(&[f32], &[f32], &mut [f32], &ConvGeometry),
+    body64: fn(&[f64], &[f64], &mut [f64], &ConvGeometry),
+    geometry: ConvGeometry,
+) -> Result<Vec<Array>> {
+    let dtype = args[0].dtype();
+    custom_kernel(name, args, &[(shape, dtype)], move |k: &mut KernelArgs| {
+        if dtype == Dtype::F32 {
+            let (inputs, out) = k.inputs_and_output::<f32>(0)?;
+            body(inputs[0], inputs[1], out, &geometry);
+        } else {
+            let (inputs, out) = k.inputs_and_output::<f64>(0)?;
+            body64(inputs[0], inputs[1], out, &geometry);
+        }
+        Ok(())
+    })
+}
+
+/// The host kernel as a custom function: the forward pass runs [`conv_forward`]; the vjp is two
+/// more host kernels (the input's gradient is a convolution, the weight's is
+/// [`weight_gradient`]), the jvp uses that a convolution is linear in each operand, and vmap
+/// folds a batched input into N (a batched weight goes through the composition).
+fn convolve_on_host(x: &Array, w: &Array, r: &Arc<Resolved>) -> Result<Array> {
+    let geometry = geometry(x, &w.shape()[1..x.ndim() - 1], w.shape()[0], r);
     let mut out_shape = vec![geometry.batch];
     out_shape.extend(&r.out_dims);
     out_shape.push(geometry.channels_out);
-    let dtype = x.dtype();
     let forward = move |args: &[Array]| {
-        let geometry = geometry.clone();
-        custom_kernel(KERNEL_NAME, args, &[(out_shape.clone(), dtype)], move |k: &mut KernelArgs| {
-            if dtype == Dtype::F32 {
-                let (inputs, out) = k.inputs_and_output::<f32>(0)?;
-                conv_forward(inputs[0], inputs[1], out, &geometry);
-            } else {
-                let (inputs, out) = k.inputs_and_output::<f64>(0)?;
-                conv_forward(inputs[0], inputs[1], out, &geometry);
-            }
-            Ok(())
-        })
+        host_kernel(KERNEL_NAME, args, out_shape.clone(), conv_forward::<f32>, conv_forward::<f64>, geometry.clone())
     };
     let (vjp_settings, jvp_settings, vmap_settings) = (r.clone(), r.clone(), r.clone());
     let call = CustomFunction::new(KERNEL_NAME, forward)
         .vjp(move |args, cotangents, _| {
-            let r = vjp_settings.clone();
-            let input_grad = input_gradient(&args[0], &args[1], &cotangents[0], &r)?;
-            // The weight's gradient is the composition's (patches against the cotangent); its
-            // input half is never evaluated.
-            let composition = move |a: &[Array]| Ok(vec![convolve_by_patches(&a[0], &a[1], &r)?]);
-            let weight_grad = vjp(composition, args, cotangents)?.1.remove(1);
-            Ok(vec![input_grad, weight_grad])
+            let r = &vjp_settings;
+            let input_grad = input_gradient(&args[0], &args[1], &cotangents[0], r)?;
+            Ok(vec![input_grad, weight_gradient(&args[0], &cotangents[0], args[1].shape(), r)?])
         })
         .jvp(move |args, tangents| {
             let r = &jvp_settings;
@@ -340,6 +355,53 @@ fn input_gradient(x: &Array, w: &Array, cotangent: &Array, r: &Resolved) -> Resu
     };
     convolve_resolved(cotangent, &w2, &Arc::new(settings))
 }
+
+/// The gradient of a convolution with respect to its weight (of shape `weight_shape`), given the
+/// input and the output's cotangent: on the CPU the blocked kernel
+/// [`crate::backend::cpu::conv::conv_weight_grad`], as a custom function whose rules come from
+/// [`weight_gradient_by_patches`] (it is bilinear, so its jvp is two more calls of itself).
+fn weight_gradient(x: &Array, cotangent: &Array, weight_shape: &[usize], r: &Arc<Resolved>) -> Result<Array> {
+    let on_cpu = current_stream().device.kind == DeviceKind::Cpu;
+    if !(on_cpu && matches!(x.dtype(), Dtype::F32 | Dtype::F64) && cotangent.dtype() == x.dtype()) {
+        return weight_gradient_by_patches(x, cotangent, weight_shape, r);
+    }
+    let d = x.ndim() - 2;
+    let geometry = geometry(x, &weight_shape[1..=d], weight_shape[0], r);
+    let shape = weight_shape.to_vec();
+    let forward = move |args: &[Array]| {
+        host_kernel(WEIGHT_GRAD_NAME, args, shape.clone(), conv_weight_grad::<f32>, conv_weight_grad::<f64>, geometry.clone())
+    };
+    let by_patches = |r: &Arc<Resolved>, shape: &[usize]| {
+        let (r, shape) = (r.clone(), shape.to_vec());
+        move |a: &[Array]| Ok(vec![weight_gradient_by_patches(&a[0], &a[1], &shape, &r)?])
+    };
+    let (vjp_rule, vmap_rule) = (by_patches(r, weight_shape), by_patches(r, weight_shape));
+    let (jvp_settings, jvp_shape) = (r.clone(), weight_shape.to_vec());
+    let call = CustomFunction::new(WEIGHT_GRAD_NAME, forward)
+        .vjp(move |args, cotangents, _| Ok(vjp(&vjp_rule, args, cotangents)?.1))
+        .jvp(move |args, tangents| {
+            let (r, shape) = (&jvp_settings, &jvp_shape);
+            Ok(vec![add(weight_gradient(&tangents[0], &args[1], shape, r)?, weight_gradient(&args[0], &tangents[1], shape, r)?)?])
+        })
+        .vmap(move |args, axes| {
+            let in_axes: Vec<Option<i64>> = axes.iter().map(|a| a.map(|a| a as i64)).collect();
+            Ok((vmap(&vmap_rule, &in_axes, &[Some(0)])(args)?, vec![Some(0)]))
+        })
+        .into_fn();
+    Ok(call(&[x.clone(), cotangent.clone()])?.remove(0))
+}
+
+/// [`weight_gradient`] through the composition's own vjp (the weight's value does not matter:
+/// a convolution is linear in it).
+fn weight_gradient_by_patches(x: &Array, cotangent: &Array, weight_shape: &[usize], r: &Arc<Resolved>) -> Result<Array> {
+    let r = r.clone();
+    let composition = move |a: &[Array]| Ok(vec![convolve_by_patches(&a[0], &a[1], &r)?]);
+    let w = zeros(weight_shape, x.dtype())?;
+    Ok(vjp(composition, &[x.clone(), w], std::slice::from_ref(cotangent))?.1.remove(1))
+}
+
+/// The name the weight-gradient kernel shows in graphs, `explain` and errors.
+const WEIGHT_GRAD_NAME: &str = "conv_weight_grad";
 
 /// The name the CPU kernel shows in graphs, `explain` and errors.
 const KERNEL_NAME: &str = "conv_general";

@@ -89,6 +89,45 @@ impl ConvGeometry {
     }
 }
 
+/// How the output rows are cut into blocks and shared between the threads.
+struct Blocking {
+    /// Rows per block.
+    rows: usize,
+    /// How many blocks.
+    count: usize,
+    /// Whether the blocks run one after another, each GEMM split between the threads (too few
+    /// blocks to share out), rather than in parallel with single-threaded GEMMs.
+    gemm_splits: bool,
+}
+
+impl Blocking {
+    /// Blocks for `rows` output rows whose patches have `depth` values of `T`.
+    fn new<T>(rows: usize, depth: usize) -> Blocking {
+        let threads = rayon::current_num_threads();
+        let block = (PATCH_BYTES / (depth * std::mem::size_of::<T>())).max(MIN_BLOCK_ROWS).min(rows);
+        if threads > 1 && rows.div_ceil(block) < threads {
+            Blocking { rows, count: 1, gemm_splits: true }
+        } else {
+            Blocking { rows: block, count: rows.div_ceil(block), gemm_splits: false }
+        }
+    }
+
+    /// The GEMMs' own parallelism.
+    fn inner(&self) -> Parallelism {
+        if self.gemm_splits {
+            Parallelism::Rayon(rayon::current_num_threads())
+        } else {
+            Parallelism::None
+        }
+    }
+
+    /// Block `b`'s first row and row count, of `total` rows.
+    fn range(&self, b: usize, total: usize) -> (usize, usize) {
+        let first = b * self.rows;
+        (first, self.rows.min(total - first))
+    }
+}
+
 /// `out = conv(x, w)` for row-major slices of the layouts above.
 pub fn conv_forward<T: GemmElement>(x: &[T], w: &[T], out: &mut [T], geo: &ConvGeometry) {
     let rows = geo.rows();
@@ -100,70 +139,108 @@ pub fn conv_forward<T: GemmElement>(x: &[T], w: &[T], out: &mut [T], geo: &ConvG
         out.fill(T::default());
         return;
     }
-    let threads = rayon::current_num_threads();
-    let mut block = (PATCH_BYTES / (depth * std::mem::size_of::<T>())).max(MIN_BLOCK_ROWS).min(rows);
-    // With too few blocks to share between the threads, one block split by the GEMM itself.
-    let gemm_splits = threads > 1 && rows.div_ceil(block) < threads;
-    if gemm_splits {
-        block = rows;
-    }
-    let inner = if gemm_splits { Parallelism::Rayon(threads) } else { Parallelism::None };
+    let blocking = Blocking::new::<T>(rows, depth);
     let tables = geo.source_tables();
     let out_ptr = out.as_mut_ptr() as usize;
-    let run = |patches: &mut Vec<T>, first: usize| {
-        let count = block.min(rows - first);
-        // Safety: blocks write disjoint rows of `out`.
-        let out = unsafe { (out_ptr as *mut T).add(first * geo.channels_out) };
-        multiply_block(x, w, out, geo, &tables, (first, count), patches, inner);
+    let (group_in, group_out) = (geo.channels_in / geo.groups, geo.channels_out / geo.groups);
+    let run = |patches: &mut Vec<T>, b: usize| {
+        let (first, count) = blocking.range(b, rows);
+        for g in 0..geo.groups {
+            let (lhs, lhs_row) = block_patches(x, geo, &tables, (first, count), g * group_in, patches);
+            let weight = w[g * group_out * depth..].as_ptr();
+            // Safety: blocks write disjoint rows of `out`; every pointer covers the extent its
+            // strides reach (count x group_out outputs, count x depth patches, group_out x depth
+            // weights).
+            unsafe {
+                let out = (out_ptr as *mut T).add(first * geo.channels_out + g * group_out);
+                gemm::gemm(
+                    count, group_out, depth,
+                    out as *mut T::G, 1, geo.channels_out as isize,
+                    false,
+                    lhs as *const T::G, 1, lhs_row as isize,
+                    weight as *const T::G, depth as isize, 1,
+                    T::ZERO_ONE.0, T::ZERO_ONE.1,
+                    false, false, false,
+                    blocking.inner(),
+                );
+            }
+        }
     };
-    if !gemm_splits && threads > 1 {
-        (0..rows.div_ceil(block)).into_par_iter().for_each_init(Vec::new, |patches, b| run(patches, b * block));
-    } else {
+    if blocking.gemm_splits || rayon::current_num_threads() == 1 {
         let mut patches = Vec::new();
-        (0..rows.div_ceil(block)).for_each(|b| run(&mut patches, b * block));
+        (0..blocking.count).for_each(|b| run(&mut patches, b));
+    } else {
+        (0..blocking.count).into_par_iter().for_each_init(Vec::new, run);
     }
 }
 
-/// The output rows `[first, first + count)`, every group: gather the block's patches (unless the
-/// input is the patch matrix), then one GEMM per group into the output's columns of the group.
-#[allow(clippy::too_many_arguments)]
-fn multiply_block<T: GemmElement>(
+/// `dw = Σ over output rows of cotangentᵀ · patches`, per group: the gradient of [`conv_forward`]
+/// with respect to its weight, for the cotangent `cot` of its output. Each thread sums a
+/// contiguous run of blocks into its own accumulator; the accumulators are added in thread order,
+/// so the result does not depend on scheduling.
+pub fn conv_weight_grad<T: GemmElement + std::ops::Add<Output = T>>(x: &[T], cot: &[T], dw: &mut [T], geo: &ConvGeometry) {
+    dw.fill(T::default());
+    let rows = geo.rows();
+    let depth = geo.taps() * geo.channels_in / geo.groups;
+    if rows == 0 || depth == 0 || geo.channels_out == 0 {
+        return;
+    }
+    let blocking = Blocking::new::<T>(rows, depth);
+    let tables = geo.source_tables();
+    let (group_in, group_out) = (geo.channels_in / geo.groups, geo.channels_out / geo.groups);
+    let parts = if blocking.gemm_splits { 1 } else { rayon::current_num_threads().min(blocking.count) };
+    let sum_part = |part: usize| {
+        let mut acc = vec![T::default(); dw.len()];
+        let mut patches = Vec::new();
+        for b in (part * blocking.count / parts)..((part + 1) * blocking.count / parts) {
+            let (first, count) = blocking.range(b, rows);
+            for g in 0..geo.groups {
+                let (rhs, rhs_row) = block_patches(x, geo, &tables, (first, count), g * group_in, &mut patches);
+                let lhs = cot[first * geo.channels_out + g * group_out..].as_ptr();
+                // Safety: acc[g] is group_out x depth; the cotangent's block is count rows of
+                // channels_out; the patches count rows of rhs_row.
+                unsafe {
+                    gemm::gemm(
+                        group_out, depth, count,
+                        acc[g * group_out * depth..].as_mut_ptr() as *mut T::G, 1, depth as isize,
+                        true,
+                        lhs as *const T::G, geo.channels_out as isize, 1,
+                        rhs as *const T::G, 1, rhs_row as isize,
+                        T::ZERO_ONE.1, T::ZERO_ONE.1,
+                        false, false, false,
+                        blocking.inner(),
+                    );
+                }
+            }
+        }
+        acc
+    };
+    let partials: Vec<Vec<T>> = (0..parts).into_par_iter().map(sum_part).collect();
+    for partial in partials {
+        for (d, p) in dw.iter_mut().zip(partial) {
+            *d = *d + p;
+        }
+    }
+}
+
+/// The patch matrix of output rows `[first, first + count)` for the group whose input channels
+/// start at `channel0`, as a pointer and its row stride: the input itself when its rows are the
+/// patches, else gathered into `patches`.
+fn block_patches<T: GemmElement>(
     x: &[T],
-    w: &[T],
-    out: *mut T,
     geo: &ConvGeometry,
     tables: &[Vec<Option<usize>>],
     (first, count): (usize, usize),
+    channel0: usize,
     patches: &mut Vec<T>,
-    parallelism: Parallelism,
-) {
-    let (group_in, group_out) = (geo.channels_in / geo.groups, geo.channels_out / geo.groups);
-    let depth = geo.taps() * group_in;
-    for g in 0..geo.groups {
-        let lhs = if geo.patches_are_input() {
-            x[first * geo.channels_in..].as_ptr()
-        } else {
-            patches.resize(count * depth, T::default());
-            gather_patches(x, geo, tables, (first, count), g * group_in, patches);
-            patches.as_ptr()
-        };
-        let lhs_row = if geo.patches_are_input() { geo.channels_in } else { depth };
-        let weight = w[g * group_out * depth..].as_ptr();
-        // Safety: every pointer covers the extent its strides reach (count x group_out output
-        // entries, count x depth patch entries, group_out x depth weights).
-        unsafe {
-            gemm::gemm(
-                count, group_out, depth,
-                out.add(g * group_out) as *mut T::G, 1, geo.channels_out as isize,
-                false,
-                lhs as *const T::G, 1, lhs_row as isize,
-                weight as *const T::G, depth as isize, 1,
-                T::ZERO_ONE.0, T::ZERO_ONE.1,
-                false, false, false,
-                parallelism,
-            );
-        }
+) -> (*const T, usize) {
+    if geo.patches_are_input() {
+        return (x[first * geo.channels_in..].as_ptr(), geo.channels_in);
     }
+    let depth = geo.taps() * geo.channels_in / geo.groups;
+    patches.resize(count * depth, T::default());
+    gather_patches(x, geo, tables, (first, count), channel0, patches);
+    (patches.as_ptr(), depth)
 }
 
 /// Fills `patches` (`count` rows of `taps * group_in`) with the inputs that output rows
