@@ -21,7 +21,7 @@
 //! interpreter, without native code.
 //!
 //! `conv2d` times a 3x3 convolution (8x56x56x64, channels last) eagerly, compiled, and its vjp,
-//! against the GEMM of its patches called directly.
+//! against the GEMM of its patches called directly, and its depthwise form (64 groups) in GB/s.
 //!
 //! Usage: `kiln-bench [--json] [--reps N] [--device cpu|gpu] [CASE...]`; CPU cases: memcpy copy add
 //! gelu silu layernorm softmax sum matmul conv2d mlp_grad mlp_step first_compile tiny_call; GPU cases (module
@@ -225,10 +225,14 @@ fn conv2d(reps: usize) -> Vec<Row> {
         let (_, g) = kiln::vjp(conv, &args, std::slice::from_ref(&cotangent)).unwrap();
         kiln::eval(&[&g[0], &g[1]]).unwrap()
     });
+    // The depthwise form (one input channel per group), which moves more bytes than it computes.
+    let depthwise_w = random_input(&[c, 3, 3, 1]);
+    let depthwise_ms = median_ms(reps, || ops::conv(&args[0], &depthwise_w, &[1], &[1], &[1], c as i64).unwrap().eval().unwrap());
     vec![
         Row::new("conv2d", "eager", eager_ms).flops(flops),
         Row::new("conv2d", "compiled", compiled_ms).flops(flops),
         Row::new("conv2d", "vjp", grads_ms).flops(2.0 * flops),
+        Row::new("conv2d", "depthwise", depthwise_ms).bytes(2 * args[0].nbytes()),
         Row::new("conv2d", "gemm_direct", direct_ms).flops(flops),
     ]
 }

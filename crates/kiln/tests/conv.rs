@@ -311,6 +311,9 @@ fn large_and_pointwise_convs_match_the_definition() {
         (vec![4usize, 24, 24, 16], vec![8usize, 3, 3, 16], 1, 1),
         (vec![4, 24, 24, 16], vec![8, 1, 1, 16], 0, 1),
         (vec![3, 20, 22, 12], vec![6, 3, 3, 4], 1, 3),
+        // Depthwise, with one and with two outputs per channel.
+        (vec![2, 30, 30, 8], vec![8, 3, 3, 1], 1, 8),
+        (vec![3, 20, 22, 6], vec![12, 3, 3, 1], 1, 6),
     ] {
         let (xv, x) = random(&mut rng, &xs);
         let (wv, w) = random(&mut rng, &ws);
@@ -381,7 +384,11 @@ fn conv_with_a_batched_weight_and_second_derivatives() {
         Ok(kiln::grad(loss, &[1])(a)?.remove(0))
     };
     let (_, w2) = random(&mut rng, &[4, 2, 2, 1]);
-    derivatives::check("grad of conv by its weight", &weight_grad, &[x, w2], 6);
+    derivatives::check("grad of conv by its weight", &weight_grad, &[x.clone(), w2], 6);
+    // Depthwise (each group one input channel, two outputs each), with a stride.
+    let depthwise = |a: &[Array]| ops::conv(&a[0], &a[1], &[2, 1], &[1], &[1], 2);
+    let (_, w3) = random(&mut rng, &[4, 3, 2, 1]);
+    derivatives::check("depthwise conv", &depthwise, &[x, w3], 7);
     // Every setting at once, in 1 and 3 dimensions (the input's gradient is itself a convolution
     // with the settings rearranged).
     let p = ConvParams {

@@ -3,12 +3,15 @@
 //! Layouts are mlx's: input `(N, spatial..., C_in)`, weight `(C_out, kernel..., C_in / groups)`,
 //! output `(N, out..., C_out)`. A convolution has two implementations of one meaning: a
 //! composition of existing ops (patches gathered by strided slices, then one matmul per group),
-//! which is what GPUs run and what every transform differentiates or batches; and on the CPU a
-//! host kernel that fuses the gathering into the GEMM (twice as fast: the patch matrix, `taps`
-//! times the input, never reaches memory), wrapped as a custom function whose rules lead back to
-//! the composition. Both are tested against each other and against float64 loops.
+//! which is what GPUs and half types run; and on the CPU, in float32 and float64, a host kernel
+//! that fuses the gathering into the GEMM (about twice as fast: the patch matrix, `taps` times
+//! the input, never reaches memory), wrapped as a custom function. Its rules: the input's
+//! gradient is another convolution, the weight's gradient a second host kernel, the jvp uses
+//! linearity, and vmap folds a batched input into N; what those cannot express (a batched
+//! weight, derivatives of the weight's gradient) goes through the composition. Both are tested
+//! against float64 loops written from the definitions and against finite differences.
 
-use super::creation::zeros;
+use super::creation::{zeros, zeros_like};
 use super::elementwise::add;
 use super::index::{flip, pad, stack};
 use super::linalg::matmul;
@@ -320,6 +323,9 @@ fn convolve_on_host(x: &Array, w: &Array, r: &Arc<Resolved>) -> Result<Array> {
 /// kernel flipped and its channel axes swapped per group, padded so that the result has the
 /// dilated input's extent, and read at the input's own positions (stride = the input dilation).
 fn input_gradient(x: &Array, w: &Array, cotangent: &Array, r: &Resolved) -> Result<Array> {
+    if x.size() == 0 || cotangent.size() == 0 {
+        return zeros_like(x);
+    }
     let d = x.ndim() - 2;
     let g = r.groups as i64;
     let (c_out, c_group) = (w.shape()[0] as i64, w.shape()[d + 1] as i64);
@@ -361,6 +367,9 @@ fn input_gradient(x: &Array, w: &Array, cotangent: &Array, r: &Resolved) -> Resu
 /// [`crate::backend::cpu::conv::conv_weight_grad`], as a custom function whose rules come from
 /// [`weight_gradient_by_patches`] (it is bilinear, so its jvp is two more calls of itself).
 fn weight_gradient(x: &Array, cotangent: &Array, weight_shape: &[usize], r: &Arc<Resolved>) -> Result<Array> {
+    if x.size() == 0 || cotangent.size() == 0 {
+        return zeros(weight_shape, x.dtype());
+    }
     let on_cpu = current_stream().device.kind == DeviceKind::Cpu;
     if !(on_cpu && matches!(x.dtype(), Dtype::F32 | Dtype::F64) && cotangent.dtype() == x.dtype()) {
         return weight_gradient_by_patches(x, cotangent, weight_shape, r);
