@@ -227,7 +227,7 @@ pub fn conv_weight_grad<T: Arith>(x: &[T], cot: &[T], dw: &mut [T], geo: &ConvGe
     let blocking = Blocking::new::<T>(rows, depth);
     let tables = geo.source_tables();
     let (group_in, group_out) = (geo.channels_in / geo.groups, geo.channels_out / geo.groups);
-    let most_parts = (PARTIALS_BYTES / (dw.len() * std::mem::size_of::<T>())).max(1);
+    let most_parts = (PARTIALS_BYTES / std::mem::size_of_val(dw)).max(1);
     let parts = if blocking.gemm_splits { 1 } else { rayon::current_num_threads().min(blocking.count).min(most_parts) };
     let sum_part = |part: usize| {
         let mut acc = vec![T::default(); dw.len()];
