@@ -10,6 +10,13 @@
 //! linearity, and vmap folds a batched input into N; what those cannot express (a batched
 //! weight, derivatives of the weight's gradient) goes through the composition. Both are tested
 //! against float64 loops written from the definitions and against finite differences.
+//!
+//! Why a custom function and not a variant of `Op` (the architecture's enum of ops): the GPUs run
+//! the composition, whose matmuls are cuBLAS's, and an `Op` would need a lowering on every
+//! backend and rules in every transform before any of them could use it. The custom function
+//! keeps the fast path on the CPU alone, with rules written once here; compile treats it as the
+//! opaque boundary every user kernel is, which costs nothing, as a convolution ends a fused group
+//! anyway.
 
 use super::creation::{zeros, zeros_like};
 use super::elementwise::add;
