@@ -77,15 +77,10 @@ fn word(v: u32) -> Array {
 }
 
 /// Packs `(..., K)` integers (K a multiple of 32) of `bits` bits into `(..., K·bits/32)` uint32 words, as one
-/// little-endian bit stream: each value's bits are spread out, then summed 32 at a time with
-/// their place values (no two bits share a place, so the sum is an exact OR).
+/// little-endian bit stream: each value's bits are spread out, then gathered 32 at a time.
 pub(crate) fn pack(q: &Array, bits: u32) -> Result<Array> {
     let k = q.shape()[q.ndim() - 1];
-    let places = arange(0.0, bits as f64, 1.0, Dtype::U32)?;
-    let spread = bitwise_and(right_shift(expand_dims(q, &[-1])?, &places)?, word(1))?;
-    let stream = reshape(spread, &with_last(q.shape(), &[k / 32 * bits as usize, 32]))?;
-    let weights = left_shift(word(1), arange(0.0, 32.0, 1.0, Dtype::U32)?)?;
-    astype(sum(multiply(astype(stream, Dtype::U64)?, astype(weights, Dtype::U64)?)?, Some(&[-1]), false)?, Dtype::U32)
+    from_bits(&reshape(to_bits(q, bits)?, &with_last(q.shape(), &[k / 32 * bits as usize, 32]))?)
 }
 
 /// Unpacks `(..., W)` words into the `count = W·32/bits` integers of `bits` bits they hold (the
@@ -97,10 +92,21 @@ fn unpack(words: &Array, bits: u32, count: usize) -> Result<Array> {
         let values = bitwise_and(right_shift(expand_dims(words, &[-1])?, &offsets)?, word((1 << bits) - 1))?;
         return reshape(values, &with_last(words.shape(), &[count]));
     }
-    let stream = bitwise_and(right_shift(expand_dims(words, &[-1])?, arange(0.0, 32.0, 1.0, Dtype::U32)?)?, word(1))?;
-    let per_value = reshape(stream, &with_last(words.shape(), &[count, bits as usize]))?;
-    let places = left_shift(word(1), arange(0.0, bits as f64, 1.0, Dtype::U32)?)?;
-    astype(sum(multiply(per_value, places)?, Some(&[-1]), false)?, Dtype::U32)
+    from_bits(&reshape(to_bits(words, 32)?, &with_last(words.shape(), &[count, bits as usize]))?)
+}
+
+/// The low `width` bits of each uint32 value, along a new last axis (lowest bit first, 0 or 1).
+fn to_bits(x: &Array, width: u32) -> Result<Array> {
+    bitwise_and(right_shift(expand_dims(x, &[-1])?, arange(0.0, width as f64, 1.0, Dtype::U32)?)?, word(1))
+}
+
+/// The uint32 values whose bits (lowest first) lie along the last axis: the inverse of
+/// [`to_bits`]. No two bits share a place, so the sum with place values is an exact OR and
+/// never exceeds 32 bits.
+fn from_bits(bits: &Array) -> Result<Array> {
+    let width = bits.shape()[bits.ndim() - 1];
+    let places = left_shift(word(1), arange(0.0, width as f64, 1.0, Dtype::U32)?)?;
+    astype(sum(multiply(bits, places)?, Some(&[-1]), false)?, Dtype::U32)
 }
 
 /// Checks packed `words` against their `scales` and `biases`; returns the unpacked length K.
