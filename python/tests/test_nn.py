@@ -69,6 +69,61 @@ def test_norms_and_activations_match_numpy(rng):
         nn.GELU(approx="bogus")
 
 
+def _softplus64(x):
+    return np.logaddexp(x, 0.0)
+
+
+# name -> (function, module class with settings, numpy float64 reference with the same settings)
+ACTIVATIONS = {
+    "relu6": (nn.relu6, nn.ReLU6(), lambda x: np.clip(x, 0, 6)),
+    "relu2": (nn.relu2, nn.ReLU2(), lambda x: np.maximum(x, 0) ** 2),
+    "leaky_relu": (partial(nn.leaky_relu, negative_slope=0.2), nn.LeakyReLU(0.2), lambda x: np.where(x > 0, x, 0.2 * x)),
+    "elu": (partial(nn.elu, alpha=1.5), nn.ELU(alpha=1.5), lambda x: np.where(x > 0, x, 1.5 * np.expm1(x))),
+    "selu": (nn.selu, nn.SELU(), lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x))),
+    "celu": (partial(nn.celu, alpha=0.7), nn.CELU(0.7), lambda x: np.maximum(x, 0) + 0.7 * np.expm1(np.minimum(x, 0) / 0.7)),
+    "softplus": (nn.softplus, nn.Softplus(), _softplus64),
+    "log_sigmoid": (nn.log_sigmoid, nn.LogSigmoid(), lambda x: -_softplus64(-x)),
+    "softsign": (nn.softsign, nn.Softsign(), lambda x: x / (1 + np.abs(x))),
+    "softshrink": (partial(nn.softshrink, lambd=0.3), nn.Softshrink(lambd=0.3), lambda x: np.where(np.abs(x) > 0.3, x - np.sign(x) * 0.3, 0)),
+    "hard_shrink": (partial(nn.hard_shrink, lambd=0.3), nn.HardShrink(0.3), lambda x: np.where(np.abs(x) > 0.3, x, 0)),
+    "hard_tanh": (partial(nn.hard_tanh, min_val=-0.5, max_val=2), nn.HardTanh(-0.5, 2), lambda x: np.clip(x, -0.5, 2)),
+    "hardswish": (nn.hardswish, nn.Hardswish(), lambda x: x * np.clip(x + 3, 0, 6) / 6),
+    "mish": (nn.mish, nn.Mish(), lambda x: x * np.tanh(_softplus64(x))),
+    "step": (partial(nn.step, threshold=0.5), nn.Step(0.5), lambda x: (x >= 0.5).astype(np.float64)),
+    "glu": (partial(nn.glu, axis=0), nn.GLU(axis=0), lambda x: x[:2] / (1 + np.exp(-x[2:]))),
+    "softmin": (partial(nn.softmin, axis=0), nn.Softmin(axis=0), lambda x: np.exp(-x) / np.exp(-x).sum(0, keepdims=True)),
+    "log_softmax": (nn.log_softmax, nn.LogSoftmax(), lambda x: x - np.log(np.exp(x).sum(-1, keepdims=True))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_functions_and_modules_match_numpy(rng, name):
+    fn, module, reference = ACTIVATIONS[name]
+    x = (rng.standard_normal((4, 6)) * 3).astype(np.float32)
+    want = reference(x.astype(np.float64))
+    for got in (fn(mx.array(x)), module(mx.array(x))):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.array(got, dtype=np.float64), want, rtol=2e-6, atol=2e-6, err_msg=name)
+
+
+def test_activations_edge_cases_and_learned_slopes(rng):
+    # Equal logits of any size normalise to log(1/n).
+    for v in (1.0, 1e20, 1e36):
+        np.testing.assert_allclose(np.array(nn.log_softmax(mx.array([[v, v]]))), [[-math.log(2)] * 2], atol=1e-6)
+    assert nn.activations.sigmoid is not None and nn.Identity(3, bias=True)(mx.array([1.0])).item() == 1.0
+    # PReLU: one slope per channel, learned.
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    layer = nn.PReLU(num_parameters=3, init=0.1)
+    assert layer.weight.shape == (3,)
+    slopes = np.array([0.1, -0.2, 0.3], dtype=np.float32)
+    layer.update({"weight": mx.array(slopes)})
+    np.testing.assert_allclose(np.array(layer(mx.array(x))), np.maximum(x, 0) + slopes * np.minimum(x, 0), rtol=1e-6)
+    grad = nn.value_and_grad(layer, lambda x: layer(x).sum())(mx.array(x))[1]
+    np.testing.assert_allclose(np.array(grad["weight"]), np.minimum(x, 0).sum(0), rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="unexpected"):
+        nn.ELU(beta=2.0)
+
+
 def test_embedding_and_attention_shapes_and_values(rng):
     emb = nn.Embedding(10, 4)
     idx = mx.array([[1, 3], [9, 0]])

@@ -1,5 +1,5 @@
-"""Layers and activations, as ``mlx.nn``: Linear, Sequential, Embedding, Dropout, LayerNorm,
-RMSNorm, MultiHeadAttention, and the activation modules and functions."""
+"""Layers, as ``mlx.nn``: Identity, Linear, Sequential, Embedding, Dropout, LayerNorm, RMSNorm,
+MultiHeadAttention (the activations are in ``kiln.nn.activations``)."""
 
 from __future__ import annotations
 
@@ -11,70 +11,15 @@ from kiln.core._arguments import require_positive
 from kiln.nn.module import Module
 
 
-def relu(x):
-    """max(x, 0)."""
-    return mx.maximum(x, 0)
+class Identity(Module):
+    """Returns its input; takes and ignores any constructor arguments (as mlx's, so that it can
+    stand in for another layer)."""
 
-
-def gelu(x):
-    """x * Φ(x), with the exact normal CDF."""
-    return x * (1 + mx.erf(x / math.sqrt(2))) / 2
-
-
-def gelu_approx(x):
-    """The tanh approximation of gelu."""
-    return 0.5 * x * (1 + mx.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
-
-
-def gelu_fast_approx(x):
-    """x * sigmoid(1.702 x)."""
-    return x * mx.sigmoid(1.702 * x)
-
-
-def silu(x):
-    """x * sigmoid(x)."""
-    return x * mx.sigmoid(x)
-
-
-sigmoid = mx.sigmoid
-tanh = mx.tanh
-
-
-def softmax(x, axis: int = -1):
-    """softmax along ``axis``."""
-    return mx.softmax(x, axis=axis)
-
-
-def _activation(name: str, fn, doc: str):
-    cls = type(name, (Module,), {"__call__": lambda self, x: fn(x), "__doc__": doc})
-    return cls
-
-
-ReLU = _activation("ReLU", relu, "Applies relu.")
-SiLU = _activation("SiLU", silu, "Applies silu.")
-Tanh = _activation("Tanh", mx.tanh, "Applies tanh.")
-Sigmoid = _activation("Sigmoid", mx.sigmoid, "Applies sigmoid.")
-
-
-class GELU(Module):
-    """Applies gelu: ``approx`` is "none" (exact), "precise"/"tanh" or "fast"."""
-
-    def __init__(self, approx: str = "none"):
+    def __init__(self, *args: Any, **kwargs: Any):
         super().__init__()
-        fns = {"none": gelu, "precise": gelu_approx, "tanh": gelu_approx, "fast": gelu_fast_approx}
-        if approx not in fns:
-            raise ValueError(f"GELU: approx must be one of {sorted(fns)}, got {approx!r}")
-        self._fn = fns[approx]
 
     def __call__(self, x):
-        return self._fn(x)
-
-
-class Softmax(Module):
-    """Applies softmax over the last axis."""
-
-    def __call__(self, x):
-        return mx.softmax(x, axis=-1)
+        return x
 
 
 class Linear(Module):
