@@ -124,6 +124,55 @@ def test_activations_edge_cases_and_learned_slopes(rng):
         nn.ELU(beta=2.0)
 
 
+def _np_normalize(x, axes, eps=1e-5):
+    return (x - x.mean(axes, keepdims=True)) / np.sqrt(x.var(axes, keepdims=True) + eps)
+
+
+def test_group_instance_and_batch_norms_match_numpy(rng):
+    x = rng.standard_normal((2, 3, 5, 8)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    # mlx's grouping interleaves channels (c in group c % groups); PyTorch's takes runs of them.
+    interleaved = _np_normalize(x64.reshape(2, -1, 4), 1).reshape(x.shape)
+    runs = _np_normalize(x64.reshape(2, -1, 4, 2), (1, 3)).reshape(x.shape)
+    for layer, want in ((nn.GroupNorm(4, 8), interleaved), (nn.GroupNorm(4, 8, pytorch_compatible=True), runs)):
+        np.testing.assert_allclose(np.array(layer(mx.array(x))), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.array(nn.InstanceNorm(8)(mx.array(x))), _np_normalize(x64, (1, 2)), rtol=1e-4, atol=1e-5)
+    # float16 whose squares overflow float16 still normalise.
+    big = mx.array(np.where(rng.random((1, 4, 4, 2)) < 0.5, -512, 512).astype(np.float16))
+    y = nn.InstanceNorm(2)(big)
+    assert y.dtype == mx.float16 and np.isfinite(np.array(y, dtype=np.float32)).all()
+    # BatchNorm: batch statistics and running ones moved by momentum in training, running ones in eval.
+    bn = nn.BatchNorm(8, momentum=0.25)
+    np.testing.assert_allclose(np.array(bn(mx.array(x))), _np_normalize(x64, (0, 1, 2)), rtol=1e-4, atol=1e-5)
+    mean, var = x64.mean((0, 1, 2)), x64.var((0, 1, 2), ddof=1)
+    np.testing.assert_allclose(np.array(bn.running_mean), 0.25 * mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(bn.running_var), 0.75 + 0.25 * var, rtol=1e-5)
+    bn.eval()
+    want = (x64 - 0.25 * mean) / np.sqrt(0.75 + 0.25 * var + 1e-5)
+    np.testing.assert_allclose(np.array(bn(mx.array(x))), want, rtol=1e-4, atol=1e-5)
+    assert set(dict(tree_flatten(bn.trainable_parameters()))) == {"weight", "bias"}
+    bn.unfreeze()
+    assert set(dict(tree_flatten(bn.trainable_parameters()))) == {"weight", "bias"}
+    assert set(dict(tree_flatten(bn.parameters()))) == {"weight", "bias", "running_mean", "running_var"}
+
+
+def test_norms_refuse_bad_settings():
+    for build in (lambda eps: nn.LayerNorm(4, eps=eps), lambda eps: nn.RMSNorm(4, eps=eps), lambda eps: nn.GroupNorm(2, 4, eps=eps),
+                  lambda eps: nn.InstanceNorm(4, eps=eps), lambda eps: nn.BatchNorm(4, eps=eps)):
+        for eps in (0.0, -1e-30):
+            with pytest.raises(ValueError, match="must be positive"):
+                build(eps)
+        build(1e-30)
+    with pytest.raises(ValueError, match="equal groups"):
+        nn.GroupNorm(4, 6)
+    with pytest.raises(ValueError, match="num_groups"):
+        nn.GroupNorm(0, 8)
+    with pytest.raises(ValueError, match="spatial"):
+        nn.InstanceNorm(4)(mx.ones((2, 4)))
+    with pytest.raises(ValueError, match="more than one value"):
+        nn.BatchNorm(4)(mx.ones((1, 4)))
+
+
 def test_embedding_and_attention_shapes_and_values(rng):
     emb = nn.Embedding(10, 4)
     idx = mx.array([[1, 3], [9, 0]])

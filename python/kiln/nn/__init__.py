@@ -61,10 +61,9 @@ from kiln.nn.layers import (  # noqa: F401
     Dropout,
     Embedding,
     Identity,
-    LayerNorm,
     Linear,
     MultiHeadAttention,
-    RMSNorm,
     Sequential,
 )
+from kiln.nn.normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm  # noqa: F401
 from kiln.nn.module import Module, value_and_grad  # noqa: F401

@@ -1,5 +1,5 @@
-"""Layers, as ``mlx.nn``: Identity, Linear, Sequential, Embedding, Dropout, LayerNorm, RMSNorm,
-MultiHeadAttention (the activations are in ``kiln.nn.activations``)."""
+"""Layers, as ``mlx.nn``: Identity, Linear, Sequential, Embedding, Dropout, MultiHeadAttention
+(activations are in ``kiln.nn.activations``, normalisations in ``kiln.nn.normalization``)."""
 
 from __future__ import annotations
 
@@ -88,42 +88,6 @@ class Dropout(Module):
             return x
         mask = mx.random.bernoulli(self._p_1, x.shape)
         return (mask * x) * (1 / self._p_1)
-
-
-class LayerNorm(Module):
-    """Normalises the last axis to zero mean and unit variance, then scales and shifts."""
-
-    def __init__(self, dims: int, eps: float = 1e-5, affine: bool = True, bias: bool = True):
-        super().__init__()
-        require_positive("LayerNorm", dims=dims)
-        self.dims, self.eps = dims, eps
-        if affine:
-            self.weight = mx.ones((dims,))
-            if bias:
-                self.bias = mx.zeros((dims,))
-
-    def __call__(self, x):
-        mean = mx.mean(x, axis=-1, keepdims=True)
-        var = mx.var(x, axis=-1, keepdims=True)
-        y = (x - mean) * mx.rsqrt(var + self.eps)
-        if "weight" in self:
-            y = y * self.weight
-        if "bias" in self:
-            y = y + self.bias
-        return y
-
-
-class RMSNorm(Module):
-    """Divides by the root mean square of the last axis, then scales."""
-
-    def __init__(self, dims: int, eps: float = 1e-5):
-        super().__init__()
-        require_positive("RMSNorm", dims=dims)
-        self.eps = eps
-        self.weight = mx.ones((dims,))
-
-    def __call__(self, x):
-        return self.weight * x * mx.rsqrt(mx.mean(mx.square(x), axis=-1, keepdims=True) + self.eps)
 
 
 class MultiHeadAttention(Module):
