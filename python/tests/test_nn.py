@@ -173,6 +173,53 @@ def test_norms_refuse_bad_settings():
         nn.BatchNorm(4)(mx.ones((1, 4)))
 
 
+def test_channel_dropout_bilinear_and_causal_masks(rng):
+    mx.random.seed(3)
+    for p, layer, shape in ((0.5, nn.Dropout2d(0.5), (3, 4, 5, 16)), (0.25, nn.Dropout3d(0.25), (2, 3, 4, 5, 16))):
+        y = np.array(layer(mx.ones(shape)))
+        # Each channel of each example is dropped or kept as a whole, kept ones scaled by 1/(1-p).
+        per_channel = y.reshape(shape[0], -1, shape[-1])
+        assert (per_channel == per_channel[:, :1]).all()
+        assert (np.isclose(y, 0) | np.isclose(y, 1 / (1 - p))).all() and 0 < (y == 0).mean() < 1
+        assert np.array_equal(np.array(layer.eval()(mx.ones(shape))), np.ones(shape))
+    with pytest.raises(ValueError, match="3 or 4 axes"):
+        nn.Dropout2d()(mx.ones((2, 3)))
+    bl = nn.Bilinear(3, 4, 5)
+    x1, x2 = rng.standard_normal((2, 6, 3)).astype(np.float32), rng.standard_normal((2, 6, 4)).astype(np.float32)
+    want = np.einsum("bni,oji,bnj->bno", x1, np_(bl.weight), x2) + np_(bl.bias)
+    np.testing.assert_allclose(np.array(bl(mx.array(x1), mx.array(x2))), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="Bilinear"):
+        bl(mx.array(x2), mx.array(x1))
+    for dtype in (mx.float32, mx.float16, mx.bfloat16):
+        mask = nn.MultiHeadAttention.create_additive_causal_mask(4, dtype)
+        m = np.array(mask.astype(mx.float32))
+        assert mask.dtype == dtype and np.isfinite(m).all()
+        assert (m[np.tril_indices(4)] == 0).all() and (m[np.triu_indices(4, 1)] < -6e4).all()
+
+
+def test_positional_encodings_match_their_formulas():
+    pe = nn.SinusoidalPositionalEncoding(8, min_freq=0.01, max_freq=2.0)
+    x = np.arange(5, dtype=np.float64)
+    freqs = np.exp(np.log(0.01) + (1 - np.arange(4) / 3) * (np.log(2.0) - np.log(0.01)))
+    angles = x[:, None] * freqs
+    want = np.concatenate([np.sin(angles), np.cos(angles)], -1) * math.sqrt(2 / 8)
+    np.testing.assert_allclose(np.array(pe(mx.array(x.astype(np.float32)))), want, rtol=1e-5, atol=1e-6)
+    for dims in (0, 3, 2.0):
+        with pytest.raises(ValueError, match="even"):
+            nn.SinusoidalPositionalEncoding(dims)
+    # ALiBi's slopes: 2^(-8(i+1)/n) for 8 heads; 6 heads take 4 heads' and every other of 8's.
+    np.testing.assert_allclose(np.array(nn.ALiBi.create_alibi_slope(8)).ravel(), 2.0 ** (-np.arange(1, 9)), rtol=1e-6)
+    six = [2 ** (-8 * (i + 1) / 4) for i in range(4)] + [2 ** (-(i + 1)) for i in range(8)][0::2][:2]
+    np.testing.assert_allclose(np.array(nn.ALiBi.create_alibi_slope(6)).ravel(), six, rtol=1e-6)
+    scores = mx.zeros((1, 8, 3, 5))
+    biased = np.array(nn.ALiBi()(scores, offset=2))
+    q, k = np.arange(2, 5)[:, None], np.arange(5)[None]
+    np.testing.assert_allclose(biased, -np.abs(q - k)[None, None] * 2.0 ** (-np.arange(1, 9))[None, :, None, None], rtol=1e-6)
+    x = mx.random.normal((2, 4, 6))
+    rope = nn.RoPE(4, traditional=True, base=500, scale=0.5)
+    assert mx.array_equal(rope(x, offset=3), mx.fast.rope(x, 4, traditional=True, base=500, scale=0.5, offset=3))
+
+
 def test_embedding_and_attention_shapes_and_values(rng):
     emb = nn.Embedding(10, 4)
     idx = mx.array([[1, 3], [9, 0]])

@@ -58,12 +58,16 @@ from kiln.nn.activations import (  # noqa: F401
 )
 from kiln.nn.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
 from kiln.nn.layers import (  # noqa: F401
+    Bilinear,
     Dropout,
+    Dropout2d,
+    Dropout3d,
     Embedding,
     Identity,
     Linear,
     MultiHeadAttention,
     Sequential,
 )
+from kiln.nn.positional import ALiBi, RoPE, SinusoidalPositionalEncoding  # noqa: F401
 from kiln.nn.normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm  # noqa: F401
 from kiln.nn.module import Module, value_and_grad  # noqa: F401

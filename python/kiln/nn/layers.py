@@ -1,5 +1,6 @@
-"""Layers, as ``mlx.nn``: Identity, Linear, Sequential, Embedding, Dropout, MultiHeadAttention
-(activations are in ``kiln.nn.activations``, normalisations in ``kiln.nn.normalization``)."""
+"""Layers, as ``mlx.nn``: Identity, Linear, Bilinear, Sequential, Embedding, Dropout (and its 2-D
+and 3-D forms), MultiHeadAttention (activations are in ``kiln.nn.activations``, normalisations in
+``kiln.nn.normalization``, positional encodings in ``kiln.nn.positional``)."""
 
 from __future__ import annotations
 
@@ -77,17 +78,73 @@ class Dropout(Module):
     """Zeroes elements with probability ``p`` in training mode, scaling the rest by 1/(1-p).
     It draws from ``random.state``: capture that when compiling a training step."""
 
+    # How many axes before the channels one mask value covers (whole feature maps in the 2-D and
+    # 3-D forms), and the input ranks the form takes (None: any).
+    _shared_axes = 0
+    _ranks: Optional[tuple] = None
+
     def __init__(self, p: float = 0.5):
         super().__init__()
         if not 0 <= p < 1:
-            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+            raise ValueError(f"{type(self).__name__}: p must be in [0, 1), got {p}")
         self._p_1 = 1 - p
 
     def __call__(self, x):
+        if self._ranks is not None and x.ndim not in self._ranks:
+            raise ValueError(
+                f"{type(self).__name__}: the input must have {' or '.join(map(str, self._ranks))} axes "
+                f"(channels last), got shape {x.shape}"
+            )
         if self._p_1 == 1 or not self.training:
             return x
-        mask = mx.random.bernoulli(self._p_1, x.shape)
+        shape = list(x.shape)
+        for axis in range(2, 2 + self._shared_axes):
+            shape[-axis] = 1
+        mask = mx.random.bernoulli(self._p_1, shape)
         return (mask * x) * (1 / self._p_1)
+
+    def _extra_repr(self) -> str:
+        return f"p={1 - self._p_1:g}"
+
+
+class Dropout2d(Dropout):
+    """Dropout of whole channels of ``(N, H, W, C)`` or ``(H, W, C)`` inputs: one draw per channel
+    and example, shared by its H x W values."""
+
+    _shared_axes = 2
+    _ranks = (3, 4)
+
+
+class Dropout3d(Dropout):
+    """Dropout of whole channels of ``(N, D, H, W, C)`` or ``(D, H, W, C)`` inputs."""
+
+    _shared_axes = 3
+    _ranks = (4, 5)
+
+
+class Bilinear(Module):
+    """``y = x1ᵀ W x2 + b`` for each output: ``weight`` is ``(output_dims, input2_dims,
+    input1_dims)``, initialised uniformly in ±sqrt(1/input1_dims) as mlx's."""
+
+    def __init__(self, input1_dims: int, input2_dims: int, output_dims: int, bias: bool = True):
+        super().__init__()
+        require_positive("Bilinear", input1_dims=input1_dims, input2_dims=input2_dims, output_dims=output_dims)
+        scale = math.sqrt(1.0 / input1_dims)
+        self.weight = mx.random.uniform(-scale, scale, (output_dims, input2_dims, input1_dims))
+        if bias:
+            self.bias = mx.random.uniform(-scale, scale, (output_dims,))
+
+    def __call__(self, x1, x2):
+        out, in2, in1 = self.weight.shape
+        if x1.shape[-1] != in1 or x2.shape[-1] != in2 or x1.shape[:-1] != x2.shape[:-1]:
+            raise ValueError(
+                f"Bilinear: expected inputs (..., {in1}) and (..., {in2}) with the same leading axes, "
+                f"got {x1.shape} and {x2.shape}"
+            )
+        # (..., in1) @ (in1, out·in2) -> (..., out, in2), then contracted with x2.
+        left = (x1 @ self.weight.reshape(out * in2, in1).T).reshape(*x1.shape[:-1], out, in2)
+        y = mx.sum(left * mx.expand_dims(x2, -2), axis=-1)
+        return y + self.bias if "bias" in self else y
 
 
 class MultiHeadAttention(Module):
@@ -135,7 +192,7 @@ class MultiHeadAttention(Module):
 
     @staticmethod
     def create_additive_causal_mask(N: int, dtype: Any = mx.float32):
-        """A (N, N) mask with a large negative value above the diagonal."""
+        """A (N, N) mask to add to attention scores: 0 on and below the diagonal, the dtype's most
+        negative finite value above it (finite, so that no sum becomes NaN)."""
         idx = mx.arange(N)
-        mask = idx[:, None] < idx[None]
-        return mask.astype(dtype) * -1e9
+        return mx.where(idx[:, None] < idx[None], mx.finfo(dtype).min, 0).astype(dtype)
