@@ -220,6 +220,46 @@ def test_positional_encodings_match_their_formulas():
     assert mx.array_equal(rope(x, offset=3), mx.fast.rope(x, 4, traditional=True, base=500, scale=0.5, offset=3))
 
 
+def _np_pool(x, kernel, stride, padding, reduce):
+    """Pooling by its definition: each output position reduces its window of the padded input."""
+    fill = -np.inf if reduce == "max" else 0.0
+    xp = np.pad(x.astype(np.float64), [(0, 0)] + [(p, p) for p in padding] + [(0, 0)], constant_values=fill)
+    out_sizes = [(n - k) // s + 1 for n, k, s in zip(xp.shape[1:-1], kernel, stride)]
+    out = np.empty((x.shape[0], *out_sizes, x.shape[-1]))
+    for pos in np.ndindex(*out_sizes):
+        window = xp[(slice(None),) + tuple(slice(o * s, o * s + k) for o, s, k in zip(pos, stride, kernel))]
+        axes = tuple(range(1, len(kernel) + 1))
+        out[(slice(None),) + pos] = window.max(axes) if reduce == "max" else window.mean(axes)
+    return out
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_pooling_matches_the_definition(rng, dims):
+    x = rng.standard_normal((2, *([7, 6, 5][:dims]), 3)).astype(np.float32)
+    for kernel, stride, padding in (((2,) * dims, None, (0,) * dims), ((3, 2, 2)[:dims], (2, 1, 3)[:dims], (1, 0, 1)[:dims])):
+        for reduce in ("max", "avg"):
+            layer = getattr(nn, f"{reduce.capitalize()}Pool{dims}d")(kernel, stride, padding)
+            want = _np_pool(x, kernel, stride or kernel, padding, reduce)
+            np.testing.assert_allclose(np.array(layer(mx.array(x))), want, rtol=1e-6, atol=1e-6, err_msg=f"{layer}")
+    # Integers keep their dtype through a padded max pool.
+    ints = mx.array(rng.integers(-50, 50, (1, 5, 5, 2)).astype(np.int32))
+    pooled = nn.MaxPool2d(2, padding=1)(ints)
+    assert pooled.dtype == mx.int32
+    np.testing.assert_array_equal(np.array(pooled), _np_pool(np.array(ints), (2, 2), (2, 2), (1, 1), "max"))
+
+
+def test_pooling_refuses_bad_settings():
+    with pytest.raises(ValueError, match="kernel_size"):
+        nn.MaxPool2d((2, 2, 2))
+    with pytest.raises(ValueError, match="stride"):
+        nn.AvgPool1d(2, stride=0)
+    with pytest.raises(ValueError, match=r"\(N, 2 spatial axes, C\)"):
+        nn.MaxPool2d(2)(mx.ones((4, 4)))
+    with pytest.raises(ValueError, match="smaller than the kernel"):
+        nn.AvgPool1d(5)(mx.ones((1, 3, 2)))
+    assert str(nn.MaxPool2d(3, stride=2, padding=1)) == "MaxPool2d(kernel_size=(3, 3), stride=(2, 2), padding=(1, 1))"
+
+
 def test_embedding_and_attention_shapes_and_values(rng):
     emb = nn.Embedding(10, 4)
     idx = mx.array([[1, 3], [9, 0]])
