@@ -260,6 +260,59 @@ def test_pooling_refuses_bad_settings():
     assert str(nn.MaxPool2d(3, stride=2, padding=1)) == "MaxPool2d(kernel_size=(3, 3), stride=(2, 2), padding=(1, 1))"
 
 
+def _sigmoid64(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def test_recurrent_layers_match_numpy_steps(rng):
+    mx.random.seed(5)
+    x = rng.standard_normal((2, 6, 3)).astype(np.float32)
+    h0 = rng.standard_normal((2, 4)).astype(np.float32)
+    c0 = rng.standard_normal((2, 4)).astype(np.float32)
+    x64, h = x.astype(np.float64), h0.astype(np.float64)
+
+    rnn = nn.RNN(3, 4)
+    W, U, b = np_(rnn.Wxh), np_(rnn.Whh), np_(rnn.bias)
+    want, state = [], h
+    for t in range(6):
+        state = np.tanh(x64[:, t] @ W.T + b + state @ U.T)
+        want.append(state)
+    np.testing.assert_allclose(np.array(rnn(mx.array(x), mx.array(h0))), np.stack(want, 1), rtol=1e-5, atol=1e-5)
+
+    gru = nn.GRU(3, 4)
+    W, U, b, bhn = np_(gru.Wx), np_(gru.Wh), np_(gru.b), np_(gru.bhn)
+    want, state = [], np.zeros((2, 4))
+    for t in range(6):
+        gx, gh = x64[:, t] @ W.T + b, state @ U.T
+        r, z = _sigmoid64(gx[:, :4] + gh[:, :4]), _sigmoid64(gx[:, 4:8] + gh[:, 4:8])
+        n = np.tanh(gx[:, 8:] + r * (gh[:, 8:] + bhn))
+        state = (1 - z) * n + z * state
+        want.append(state)
+    np.testing.assert_allclose(np.array(gru(mx.array(x))), np.stack(want, 1), rtol=1e-5, atol=1e-5)
+
+    lstm = nn.LSTM(3, 4, bias=False)
+    assert "bias" not in lstm
+    W, U = np_(lstm.Wx), np_(lstm.Wh)
+    hs, cs, state, cell = [], [], h, c0.astype(np.float64)
+    for t in range(6):
+        g = x64[:, t] @ W.T + state @ U.T
+        cell = _sigmoid64(g[:, 4:8]) * cell + _sigmoid64(g[:, :4]) * np.tanh(g[:, 8:12])
+        state = _sigmoid64(g[:, 12:]) * np.tanh(cell)
+        hs.append(state)
+        cs.append(cell)
+    got_h, got_c = lstm(mx.array(x), mx.array(h0), mx.array(c0))
+    np.testing.assert_allclose(np.array(got_h), np.stack(hs, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(got_c), np.stack(cs, 1), rtol=1e-5, atol=1e-5)
+    # Unbatched sequences, and gradients reach every weight.
+    assert gru(mx.array(x[0])).shape == (6, 4)
+    grads = nn.value_and_grad(lstm, lambda v: lstm(v)[0].sum())(mx.array(x))[1]
+    assert {k: v.shape for k, v in grads.items()} == {"Wx": (16, 3), "Wh": (16, 4)}
+    with pytest.raises(ValueError, match="callable"):
+        nn.RNN(3, 4, nonlinearity="tanh")
+    with pytest.raises(ValueError, match=r"\(N, L, 3\)"):
+        rnn(mx.ones((2, 6, 5)))
+
+
 def test_embedding_and_attention_shapes_and_values(rng):
     emb = nn.Embedding(10, 4)
     idx = mx.array([[1, 3], [9, 0]])

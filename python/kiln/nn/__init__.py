@@ -69,6 +69,7 @@ from kiln.nn.layers import (  # noqa: F401
     Sequential,
 )
 from kiln.nn.pooling import AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d  # noqa: F401
+from kiln.nn.recurrent import GRU, LSTM, RNN  # noqa: F401
 from kiln.nn.positional import ALiBi, RoPE, SinusoidalPositionalEncoding  # noqa: F401
 from kiln.nn.normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm  # noqa: F401
 from kiln.nn.module import Module, value_and_grad  # noqa: F401
