@@ -313,6 +313,53 @@ def test_recurrent_layers_match_numpy_steps(rng):
         rnn(mx.ones((2, 6, 5)))
 
 
+def _np_attention(mha, q_in, kv_in, heads, mask=None):
+    """Multi-head attention by its definition, with ``mha``'s projections (no biases)."""
+    q, k, v = (a @ np_(p.weight).T for a, p in ((q_in, mha.query_proj), (kv_in, mha.key_proj), (kv_in, mha.value_proj)))
+    split = lambda a: a.reshape(a.shape[0], a.shape[1], heads, -1).transpose(0, 2, 1, 3)  # noqa: E731
+    q, k, v = split(q), split(k), split(v)
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1]) + (0 if mask is None else mask)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    out = (weights / weights.sum(-1, keepdims=True)) @ v
+    return out.transpose(0, 2, 1, 3).reshape(q_in.shape[0], q_in.shape[1], -1) @ np_(mha.out_proj.weight).T
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_transformer_encoder_layer_matches_numpy(rng, norm_first):
+    mx.random.seed(9)
+    layer = nn.TransformerEncoderLayer(dims=8, num_heads=2, mlp_dims=16, norm_first=norm_first)
+    x = rng.standard_normal((2, 5, 8))
+    mask = np.triu(np.full((5, 5), -1e9), 1)
+    ln = lambda a: _np_normalize(a, -1)  # noqa: E731  (weights 1, biases 0 as initialised)
+    mlp = lambda a: np.maximum(a @ np_(layer.linear1.weight).T + np_(layer.linear1.bias), 0) @ np_(layer.linear2.weight).T + np_(layer.linear2.bias)  # noqa: E731
+    if norm_first:
+        h = x + _np_attention(layer.attention, ln(x), ln(x), 2, mask)
+        want = h + mlp(ln(h))
+    else:
+        h = ln(x + _np_attention(layer.attention, x, x, 2, mask))
+        want = ln(h + mlp(h))
+    got = layer(mx.array(x.astype(np.float32)), mx.array(mask.astype(np.float32)))
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4)
+
+
+def test_transformer_stacks_with_checkpointing_equal_without(rng):
+    mx.random.seed(2)
+    model = nn.Transformer(dims=8, num_heads=2, num_encoder_layers=2, num_decoder_layers=2, mlp_dims=16)
+    src, tgt = mx.array(rng.standard_normal((2, 6, 8)).astype(np.float32)), mx.array(rng.standard_normal((2, 4, 8)).astype(np.float32))
+    mask = nn.MultiHeadAttention.create_additive_causal_mask(4)
+    loss = lambda: model(src, tgt, None, mask, None).square().sum()  # noqa: E731
+    value, grads = nn.value_and_grad(model, lambda: loss())()
+    for stack in (model.encoder, model.decoder):
+        stack.checkpoint = True
+    value_ckpt, grads_ckpt = nn.value_and_grad(model, lambda: loss())()
+    np.testing.assert_allclose(value_ckpt.item(), value.item(), rtol=1e-5)
+    for (name, g), (_, h) in zip(tree_flatten(grads), tree_flatten(grads_ckpt)):
+        np.testing.assert_allclose(np.array(h), np.array(g), rtol=1e-4, atol=1e-5, err_msg=name)
+    assert len(tree_flatten(grads)) == len(tree_flatten(model.trainable_parameters()))
+    custom = nn.Transformer(dims=8, num_heads=2, custom_encoder=nn.Identity(), custom_decoder=nn.Identity())
+    assert isinstance(custom.encoder, nn.Identity) and isinstance(custom.decoder, nn.Identity)
+
+
 def test_embedding_and_attention_shapes_and_values(rng):
     emb = nn.Embedding(10, 4)
     idx = mx.array([[1, 3], [9, 0]])
