@@ -79,9 +79,10 @@ def tree_merge(tree_a: Any, tree_b: Any, merge_fn: Optional[Callable] = None) ->
     return merge_fn(a, b)
 
 
-def tree_flatten(tree: Any, prefix: str = "", is_leaf: Optional[Callable] = None) -> list:
-    """The ``(path, leaf)`` pairs of ``tree`` in order."""
-    out = []
+def tree_flatten(tree: Any, prefix: str = "", is_leaf: Optional[Callable] = None, destination=None):
+    """The ``(path, leaf)`` pairs of ``tree`` in order: a list, or added to ``destination`` (a
+    list, or a dict from path to leaf) and that returned."""
+    out: list = []
 
     def walk(node, path):
         if is_leaf is not None and is_leaf(node):
@@ -96,12 +97,20 @@ def tree_flatten(tree: Any, prefix: str = "", is_leaf: Optional[Callable] = None
             out.append((path, node))
 
     walk(tree, prefix[1:] if prefix.startswith(".") else prefix)
-    return out
+    if destination is None:
+        return out
+    if isinstance(destination, dict):
+        destination.update(out)
+    elif isinstance(destination, list):
+        destination.extend(out)
+    else:
+        raise TypeError(f"tree_flatten: destination must be a list or dict, got {type(destination).__name__}")
+    return destination
 
 
 def tree_unflatten(tree: list) -> Any:
     """Rebuilds a tree from ``(path, leaf)`` pairs; keys that are all canonical integers (``"1"``,
-    not ``"01"``) make lists, any other keys a dict."""
+    not ``"01"``) make lists (with ``{}`` at indices no path names), any other keys a dict."""
     if len(tree) == 1 and tree[0][0] == "":
         return tree[0][1]
     children: dict = {}
@@ -109,8 +118,11 @@ def tree_unflatten(tree: list) -> Any:
         head, _, rest = path.partition(".")
         children.setdefault(head, []).append((rest, value))
     if all(k.isascii() and k.isdecimal() and str(int(k)) == k for k in children):
-        ordered = sorted(children.items(), key=lambda kv: int(kv[0]))
-        return [tree_unflatten(v) for _, v in ordered]
+        # Indices missing from the paths are {} (as in the trees of modules' lists).
+        out: list = [{} for _ in range(max(int(k) for k in children) + 1)] if children else []
+        for k, v in children.items():
+            out[int(k)] = tree_unflatten(v)
+        return out
     return {k: tree_unflatten(v) for k, v in children.items()}
 
 

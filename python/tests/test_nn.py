@@ -44,7 +44,9 @@ def test_module_parameters_update_freeze():
     with pytest.raises(ValueError, match="no parameter"):
         model.update({"nonexistent": mx.zeros((1,))})
     assert model.state is model
-    assert len(model.modules()) == 3 and len(model.leaf_modules()) == 2
+    assert len(model.modules()) == 3
+    leaves = tree_flatten(model.leaf_modules(), is_leaf=nn.Module.is_module)
+    assert [path for path, _ in leaves] == ["layers.0", "layers.1"] and leaves[1][1] is model.layers[1]
     model.eval()
     assert not model.layers[0].training
     model.train()
@@ -617,5 +619,60 @@ def test_apply_with_a_filter_and_strict_freeze():
     assert set(model.trainable_parameters()) == {"weight"}
     with pytest.raises(ValueError, match="no parameters"):
         model.freeze(keys=["nonexistent"], strict=True)
-    with pytest.raises(ValueError, match="no parameters"):
+    with pytest.raises(KeyError, match="no parameters"):
         model.unfreeze(keys=["nonexistent"], strict=True)
+
+
+def test_module_trees_keep_list_positions_and_update_checks_types():
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1), mx.sigmoid)
+    params = model.parameters()
+    assert [sorted(p) for p in params["layers"]] == [["bias", "weight"], [], ["bias", "weight"], []]
+    assert [type(c).__name__ for c in model.children()["layers"]] == ["Linear", "ReLU", "Linear", "dict"]
+    # Saved weights skip the parameterless layers and load back into their positions.
+    flat = tree_flatten(params)
+    assert [k for k, _ in flat] == ["layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias"]
+    rebuilt = tree_unflatten(flat)
+    assert rebuilt["layers"][1] == {} and rebuilt["layers"][2]["weight"] is params["layers"][2]["weight"]
+    assert tree_flatten(params, destination={})["layers.2.bias"] is params["layers"][2]["bias"]
+    for bad in ({"layers": [{"value": mx.zeros(1)}]}, {"layers": ["hello"]}, {"layers": [{"weight": "hi"}]}):
+        with pytest.raises(ValueError):
+            model.update(bad)
+    model.update({"layers": [{}, {}, {"bias": mx.full((1,), 7.0)}]})
+    assert model.layers[2].bias.item() == 7.0
+    # Frozen parameters are left out, not None; a string key is one key.
+    model.freeze(keys="bias")
+    assert [k for k, _ in tree_flatten(model.trainable_parameters())] == ["layers.0.weight", "layers.2.weight"]
+    model.unfreeze()
+    # update_modules replaces submodules in place and refuses anything else.
+    model.update_modules({"layers": [{}, {}, nn.Linear(3, 4)]})
+    assert model.layers[2].weight.shape == (4, 3)
+    with pytest.raises(ValueError):
+        model.update_modules({"layers": [0]})
+    with pytest.raises(ValueError):
+        model.update_modules({"layers": [{}, {}, {}, {}, nn.Linear(1, 1)]})
+    # set_dtype converts the floating parameters (every one with predicate=None).
+    model.set_dtype(mx.float16)
+    assert {v.dtype for _, v in tree_flatten(model.parameters())} == {mx.float16}
+    model.set_dtype(mx.int32, predicate=None)
+    assert {v.dtype for _, v in tree_flatten(model.parameters())} == {mx.int32}
+    # A plain attribute does not hide an array assigned later under the same name.
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.value = None
+            self.value = mx.array(2.0)
+
+    assert Holder().value.item() == 2.0
+
+
+def test_load_weights_checks_names_types_and_shapes():
+    layer = nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="missing"):
+        layer.load_weights([("weight", mx.ones((2, 2)))])
+    with pytest.raises(ValueError, match="must be an array"):
+        layer.load_weights([("weight", mx.ones((2, 2))), ("bias", 3)])
+    with pytest.raises(ValueError, match="shape"):
+        layer.load_weights([("weight", mx.ones((2, 2))), ("bias", mx.ones((2, 1)))])
+    seq = nn.Sequential(nn.Linear(2, 2))
+    seq.load_weights([("layers.0.weight", mx.ones((2, 2))), ("layers.1.weight", mx.ones((2, 2)))], strict=False)
+    assert len(seq.layers) == 1 and np.all(np.array(seq.layers[0].weight) == 1)
