@@ -676,3 +676,36 @@ def test_load_weights_checks_names_types_and_shapes():
     seq = nn.Sequential(nn.Linear(2, 2))
     seq.load_weights([("layers.0.weight", mx.ones((2, 2))), ("layers.1.weight", mx.ones((2, 2)))], strict=False)
     assert len(seq.layers) == 1 and np.all(np.array(seq.layers[0].weight) == 1)
+
+
+def test_more_losses_match_numpy(rng):
+    a, b, c = (rng.standard_normal((4, 5)) for _ in range(3))
+    signs = np.where(rng.random((4, 5)) < 0.5, -1.0, 1.0)
+    var = rng.random((4, 5)) + 0.1
+    f32 = lambda v: mx.array(v.astype(np.float32))  # noqa: E731
+    L = nn.losses
+    d = np.abs(a - b)
+    cases = {
+        "smooth_l1": (L.smooth_l1_loss(f32(a), f32(b), beta=0.5, reduction="none"), np.where(d < 0.5, d**2 / (2 * 0.5), d - 0.25)),
+        "triplet": (L.triplet_loss(f32(a), f32(b), f32(c), margin=0.3), np.maximum(np.sqrt(((a - b) ** 2).sum(-1) + 1e-6) - np.sqrt(((a - c) ** 2).sum(-1) + 1e-6) + 0.3, 0)),
+        "hinge": (L.hinge_loss(f32(a), f32(signs)), np.maximum(1 - a * signs, 0)),
+        "log_cosh": (L.log_cosh_loss(f32(a), f32(b)), np.log(np.cosh(a - b))),
+        "cosine": (L.cosine_similarity_loss(f32(a), f32(b), axis=1), (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))),
+        "margin_ranking": (L.margin_ranking_loss(f32(a), f32(b), f32(signs), margin=0.2), np.maximum(0, -signs * (a - b) + 0.2)),
+        "kl_div": (L.kl_div_loss(f32(a), f32(b)), (np.exp(b) * (b - a)).sum(-1)),
+        "gaussian_nll": (L.gaussian_nll_loss(f32(a), f32(b), f32(var), full=True, reduction="sum"), (0.5 * (np.log(var) + (b - a) ** 2 / var) + 0.5 * np.log(2 * np.pi)).sum()),
+    }
+    for name, (got, want) in cases.items():
+        np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-5, err_msg=name)
+    # Cross entropy depends only on the gaps between logits, however large the offset.
+    # Logits on a 1/16 grid, so that adding 1e6 is exact in float32.
+    logits, labels = np.round(rng.standard_normal((3, 4)) * 16) / 16, np.array([0, 3, 1])
+    want = np.log(np.exp(logits).sum(-1)) - logits[np.arange(3), labels]
+    for offset in (0.0, 1e6):
+        got = L.cross_entropy(f32(logits + offset), mx.array(labels))
+        np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4)
+    probs = rng.random((3, 4)) * 0.5  # not summing to one: the shift must not change the loss
+    want = np.log(np.exp(logits).sum(-1)) - (logits * probs).sum(-1)
+    np.testing.assert_allclose(np.array(L.cross_entropy(f32(logits), f32(probs))), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="shapes must match"):
+        L.margin_ranking_loss(f32(a), f32(b), f32(signs[:2]))
