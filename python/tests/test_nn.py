@@ -709,3 +709,20 @@ def test_more_losses_match_numpy(rng):
     np.testing.assert_allclose(np.array(L.cross_entropy(f32(logits), f32(probs))), want, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="shapes must match"):
         L.margin_ranking_loss(f32(a), f32(b), f32(signs[:2]))
+
+
+def test_orthogonal_and_sparse_initialisers():
+    mx.random.seed(4)
+    for shape in ((5, 5), (7, 3), (3, 7)):
+        w = np.array(nn.init.orthogonal(gain=2.0)(mx.zeros(shape)), dtype=np.float64)
+        small = min(shape)
+        gram = w.T @ w if shape[0] >= shape[1] else w @ w.T
+        np.testing.assert_allclose(gram, 4 * np.eye(small), atol=1e-4)
+    with pytest.raises(ValueError, match="3D array"):
+        nn.init.orthogonal()(mx.zeros((2, 3, 4)))
+    w = nn.init.sparse(0.3, dtype=mx.float16)(mx.zeros((6, 10)))
+    assert w.dtype == mx.float16
+    zeros = (np.array(w, dtype=np.float32) == 0).sum(1)
+    assert (zeros == 3).all()
+    with pytest.raises(ValueError, match="sparsity"):
+        nn.init.sparse(1.5)

@@ -90,3 +90,43 @@ def he_uniform(dtype=mx.float32) -> Callable:
         return mx.random.uniform(-limit, limit, shape=a.shape, dtype=dtype)
 
     return init
+
+
+def _require_matrix(op: str, a) -> None:
+    if a.ndim != 2:
+        raise ValueError(f"init.{op}: needs a 2D array, got a {a.ndim}D array of shape {a.shape}")
+
+
+def orthogonal(gain: float = 1.0, dtype=mx.float32) -> Callable:
+    """A matrix with orthonormal rows or columns (whichever are fewer), times ``gain``: the Q of
+    the QR factorisation of a normal sample, its signs fixed by R's diagonal so that the result
+    is uniformly distributed over such matrices."""
+
+    def init(a):
+        _require_matrix("orthogonal", a)
+        rows, cols = a.shape
+        sample = mx.random.normal(shape=(max(rows, cols), min(rows, cols)))
+        q, r = mx.linalg.qr(sample, stream=mx.cpu)
+        q = q * mx.sign(mx.diagonal(r))
+        q = q if rows >= cols else q.T
+        return (gain * q).astype(dtype)
+
+    return init
+
+
+def sparse(sparsity: float, mean: float = 0.0, std: float = 1.0, dtype=mx.float32) -> Callable:
+    """Normal samples with ``ceil(sparsity * columns)`` entries of each row set to zero, at random
+    places (so every output feature keeps the same number of inputs)."""
+    if not 0 <= sparsity <= 1:
+        raise ValueError(f"init.sparse: sparsity must be in [0, 1], got {sparsity}")
+
+    def init(a):
+        _require_matrix("sparse", a)
+        rows, cols = a.shape
+        zeros = int(math.ceil(sparsity * cols))
+        values = mx.random.normal(shape=a.shape, loc=mean, scale=std)
+        # Each row's zeros at the places of its `zeros` smallest random keys.
+        ranks = mx.argsort(mx.argsort(mx.random.uniform(shape=a.shape), axis=1), axis=1)
+        return mx.where(ranks < zeros, 0, values).astype(dtype)
+
+    return init
