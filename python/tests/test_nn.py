@@ -559,9 +559,13 @@ def test_schedules():
     j = np.array(joined(steps))
     np.testing.assert_allclose(j[:4], np.arange(4) / 4)
     np.testing.assert_allclose(j[4:], 0.5 * (1 + np.cos(np.pi * np.arange(8) / 8)), atol=1e-6)
+    # As mlx: update k (from 0) uses the schedule at step k, and the step count then includes it.
     opt = optim.SGD(learning_rate=optim.step_decay(1.0, 0.5, 1))
-    opt.apply_gradients({"w": mx.array(1.0)}, {"w": mx.array(0.0)})
-    assert opt.learning_rate.item() == pytest.approx(0.5)
+    w = opt.apply_gradients({"w": mx.array(1.0)}, {"w": mx.array(0.0)})["w"]
+    assert opt.learning_rate.item() == pytest.approx(1.0) and w.item() == pytest.approx(-1.0) and opt.step.item() == 1
+    w = opt.apply_gradients({"w": mx.array(1.0)}, {"w": w})["w"]
+    assert opt.learning_rate.item() == pytest.approx(0.5) and w.item() == pytest.approx(-1.5)
+    assert optim.schedulers.cosine_decay(1.0, 10)(5).item() == pytest.approx(0.5)
 
 
 def test_seed_training_example_compiled():
@@ -726,3 +730,82 @@ def test_orthogonal_and_sparse_initialisers():
     assert (zeros == 3).all()
     with pytest.raises(ValueError, match="sparsity"):
         nn.init.sparse(1.5)
+
+
+def _two_steps(optimizer, p0, grads):
+    """The parameter after one update per gradient, from ``p0``."""
+    params = {"w": mx.array(p0.astype(np.float32))}
+    for g in grads:
+        params = optimizer.apply_gradients({"w": mx.array(g.astype(np.float32))}, params)
+    return np.array(params["w"], dtype=np.float64)
+
+
+def test_more_optimizers_match_numpy_updates(rng):
+    p0 = rng.standard_normal((3, 4))
+    g1, g2 = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    lr = 0.1
+    # Adamax
+    m = v = np.zeros_like(p0)
+    p = p0
+    for g in (g1, g2):
+        m, v = 0.9 * m + 0.1 * g, np.maximum(0.999 * v, np.abs(g))
+        p = p - lr * m / (v + 1e-8)
+    np.testing.assert_allclose(_two_steps(optim.Adamax(lr), p0, (g1, g2)), p, rtol=1e-5, atol=1e-6)
+    # AdaDelta
+    v = u = np.zeros_like(p0)
+    p = p0
+    for g in (g1, g2):
+        v = 0.9 * v + 0.1 * g**2
+        d = np.sqrt(u + 1e-6) / np.sqrt(v + 1e-6) * g
+        u = 0.9 * u + 0.1 * d**2
+        p = p - lr * d
+    np.testing.assert_allclose(_two_steps(optim.AdaDelta(lr), p0, (g1, g2)), p, rtol=1e-5, atol=1e-6)
+    # Lion with weight decay
+    m = np.zeros_like(p0)
+    p = p0
+    for g in (g1, g2):
+        direction = np.sign(0.9 * m + 0.1 * g)
+        m = 0.99 * m + 0.01 * g
+        p = p * (1 - lr * 0.1) - lr * direction
+    np.testing.assert_allclose(_two_steps(optim.Lion(lr, weight_decay=0.1), p0, (g1, g2)), p, rtol=1e-5, atol=1e-6)
+    # Adafactor on a vector (unfactored) and a matrix (factored), one step from relative step 1e-2.
+    for shape in ((5,), (3, 4)):
+        w, g = rng.standard_normal(shape), rng.standard_normal(shape)
+        sq = g**2 + 1e-30
+        if len(shape) == 1:
+            update = g / np.sqrt(sq)  # beta_2 = 1 - 1**-0.8 = 0: the moments are this step's
+        else:
+            row, col = sq.mean(-1), sq.mean(-2)
+            update = g / np.sqrt(row / row.mean())[:, None] / np.sqrt(col)[None, :]
+        update = update / max(1.0, np.sqrt((update**2).mean()))
+        want = w - 1e-2 * max(1e-3, np.sqrt((w**2).mean())) * update
+        np.testing.assert_allclose(_two_steps(optim.Adafactor(), w, (g,)), want, rtol=1e-4, atol=1e-6)
+    # Muon: the update of a matrix is nearly orthogonal (singular values near 1).
+    muon = optim.Muon(learning_rate=1.0, momentum=0.0, weight_decay=0.0, nesterov=False)
+    step = np.array(muon.apply_gradients({"w": mx.array(g1.astype(np.float32))}, {"w": mx.zeros((3, 4))})["w"])
+    singular = np.linalg.svd(-step, compute_uv=False)
+    assert (singular > 0.5).all() and (singular < 1.3).all(), singular
+    with pytest.raises(ValueError, match=">0"):
+        optim.RMSprop(0.1, eps=0.0)
+
+
+def test_multi_optimizer_routes_parameters_and_clip_grad_norm():
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 1))
+    sgd_fast, sgd_slow = optim.SGD(1.0), optim.SGD(0.0)
+    multi = optim.MultiOptimizer([sgd_fast, sgd_slow], [lambda path, g: g.ndim > 1])
+    before = {k: np.array(v) for k, v in tree_flatten(model.parameters())}
+    grads = tree_map(mx.ones_like, model.trainable_parameters())
+    multi.update(model, grads)
+    after = {k: np.array(v) for k, v in tree_flatten(model.parameters())}
+    for k in before:
+        moved = 1.0 if k.endswith("weight") else 0.0  # weights through the fast SGD, biases the frozen one
+        np.testing.assert_allclose(after[k], before[k] - moved, rtol=1e-6, err_msg=k)
+    assert len(multi.state["states"]) == 2
+    with pytest.raises(ValueError, match="filters"):
+        optim.MultiOptimizer([sgd_fast, sgd_slow])
+    grads = {"a": mx.array([3.0, 4.0]), "b": [mx.array([12.0])]}
+    clipped, norm = optim.clip_grad_norm(grads, 6.5)
+    assert norm.item() == pytest.approx(13.0)
+    np.testing.assert_allclose(np.array(clipped["a"]), [1.5, 2.0], rtol=1e-5)
+    unchanged, _ = optim.clip_grad_norm(grads, 100.0)
+    np.testing.assert_allclose(np.array(unchanged["b"][0]), [12.0])
