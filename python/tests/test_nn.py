@@ -809,3 +809,37 @@ def test_multi_optimizer_routes_parameters_and_clip_grad_norm():
     np.testing.assert_allclose(np.array(clipped["a"]), [1.5, 2.0], rtol=1e-5)
     unchanged, _ = optim.clip_grad_norm(grads, 100.0)
     np.testing.assert_allclose(np.array(unchanged["b"][0]), [12.0])
+
+
+def test_upsample_matches_numpy_interpolation(rng):
+    x = rng.standard_normal((2, 3, 5, 2)).astype(np.float32)
+
+    def interp(values, axis, positions):
+        """Linear interpolation of ``values`` along ``axis`` at ``positions`` (clamped)."""
+        n = values.shape[axis]
+        pos = np.clip(positions, 0, n - 1)
+        left = np.floor(pos).astype(int)
+        right = np.minimum(left + 1, n - 1)
+        frac = (pos - left).reshape([-1 if a == axis else 1 for a in range(values.ndim)])
+        return np.take(values, left, axis) * (1 - frac) + np.take(values, right, axis) * frac
+
+    for align in (True, False):
+        want = x.astype(np.float64)
+        for axis, scale in ((1, 2), (2, 1.5)):
+            n = want.shape[axis]
+            m = int(scale * n)
+            # Corners on corners, or (mlx's) the outputs' grid, spaced 1/scale, centred on the inputs'.
+            pos = np.arange(m) * (n - 1) / max(m - 1, 1) if align else (np.arange(m) - (m - 1) / 2) / scale + (n - 1) / 2
+            want = interp(want, axis, pos)
+        got = nn.Upsample((2, 1.5), mode="linear", align_corners=align)(mx.array(x))
+        np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-5, err_msg=f"align_corners={align}")
+    np.testing.assert_array_equal(np.array(nn.Upsample(2)(mx.array(x))), x.repeat(2, 1).repeat(2, 2))
+    # Cubic at scale 1 reproduces the input; antialiased shrinking keeps constants constant.
+    np.testing.assert_allclose(np.array(nn.Upsample(1.0, mode="cubic")(mx.array(x))), x, atol=1e-6)
+    flat = nn.Upsample(0.5, mode="cubic", antialias=True)(mx.full((1, 8, 8, 1), 3.0))
+    assert flat.shape == (1, 4, 4, 1)
+    np.testing.assert_allclose(np.array(flat), 3.0, rtol=1e-5)
+    assert str(nn.Upsample((2, 3))) == "Upsample(scale_factor=(2.0, 3.0), mode='nearest', align_corners=False)"
+    for bad in (dict(scale_factor=2, mode="area"), dict(scale_factor=0), dict(scale_factor=2, mode="nearest", antialias=True)):
+        with pytest.raises(ValueError):
+            nn.Upsample(**bad)
