@@ -843,3 +843,39 @@ def test_upsample_matches_numpy_interpolation(rng):
     for bad in (dict(scale_factor=2, mode="area"), dict(scale_factor=0), dict(scale_factor=2, mode="nearest", antialias=True)):
         with pytest.raises(ValueError):
             nn.Upsample(**bad)
+
+
+def test_quantized_layers_and_nn_quantize(rng):
+    mx.random.seed(6)
+    linear = nn.Linear(64, 8)
+    q = linear.to_quantized(group_size=32, bits=8)
+    assert isinstance(q, nn.QuantizedLinear) and q.weight.dtype == mx.uint32
+    # The product equals the float product with the dequantized weight.
+    w = np.array(mx.dequantize(q.weight, q.scales, q.biases, group_size=32, bits=8), dtype=np.float64)
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    want = x.astype(np.float64) @ w.T + np_(linear.bias)
+    np.testing.assert_allclose(np.array(q(mx.array(x))), want, rtol=1e-4, atol=1e-4)
+    # 8 bits stay close to the original weight (within half a step of each group).
+    assert np.abs(w - np_(linear.weight)).max() <= np.abs(np.array(q.scales)).max() / 2 + 1e-6
+    # Only the float bias trains; unfreezing the scales never unfreezes the packed weight.
+    assert set(dict(tree_flatten(q.trainable_parameters()))) == {"bias"}
+    q.unfreeze(keys=["scales"])
+    assert set(dict(tree_flatten(q.trainable_parameters()))) == {"bias", "scales"}
+    q.unfreeze()
+    assert "weight" not in dict(tree_flatten(q.trainable_parameters()))
+    emb = nn.Embedding(10, 32)
+    qe = nn.QuantizedEmbedding.from_embedding(emb, group_size=32, bits=4)
+    idx = mx.array([3, 0, 9])
+    rows = np.array(mx.dequantize(qe.weight, qe.scales, qe.biases, group_size=32, bits=4))[[3, 0, 9]]
+    np.testing.assert_allclose(np.array(qe(idx)), rows, rtol=1e-6)
+    model = nn.Sequential(nn.Embedding(5, 64), nn.ReLU(), nn.Linear(64, 64))
+    nn.quantize(model, class_predicate=lambda path, m: isinstance(m, nn.Linear))
+    assert [type(m).__name__ for m in model.layers] == ["Embedding", "ReLU", "QuantizedLinear"]
+    nn.quantize(model, group_size=32, bits=2)
+    assert isinstance(model.layers[0], nn.QuantizedEmbedding) and model.layers[0].bits == 2
+    with pytest.raises(ValueError, match="quantize_input"):
+        nn.quantize(nn.Sequential(nn.Linear(64, 64)), quantize_input=True)
+    with pytest.raises(ValueError, match="mode"):
+        nn.Linear(64, 8).to_quantized(mode="int3")
+    with pytest.raises(TypeError, match="nn.Module"):
+        nn.quantize([nn.Linear(2, 2)])

@@ -43,6 +43,14 @@ class Linear(Module):
             return mx.addmm(self.bias, x, self.weight.T)
         return x @ self.weight.T
 
+    def to_quantized(self, group_size: Optional[int] = None, bits: Optional[int] = None, mode: str = "affine", quantize_input: bool = False):
+        """This layer as a ``QuantizedLinear``."""
+        from kiln.nn.quantized import QuantizedLinear
+
+        if quantize_input:
+            raise ValueError("Linear.to_quantized: quantize_input needs mlx's float formats, which kiln does not support")
+        return QuantizedLinear.from_linear(self, group_size, bits, mode)
+
 
 class Sequential(Module):
     """Calls its layers in order."""
@@ -72,6 +80,14 @@ class Embedding(Module):
     def as_linear(self, x):
         """``x`` times the table transposed (for tied output layers)."""
         return x @ self.weight.T
+
+    def to_quantized(self, group_size: Optional[int] = None, bits: Optional[int] = None, mode: str = "affine", quantize_input: bool = False):
+        """This layer as a ``QuantizedEmbedding`` (whose lookups take no quantized input)."""
+        from kiln.nn.quantized import QuantizedEmbedding
+
+        if quantize_input:
+            raise ValueError("Embedding.to_quantized: an embedding's input is indices; quantize_input does not apply")
+        return QuantizedEmbedding.from_embedding(self, group_size, bits, mode)
 
 
 class Dropout(Module):
