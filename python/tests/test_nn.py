@@ -855,8 +855,9 @@ def test_quantized_layers_and_nn_quantize(rng):
     x = rng.standard_normal((3, 64)).astype(np.float32)
     want = x.astype(np.float64) @ w.T + np_(linear.bias)
     np.testing.assert_allclose(np.array(q(mx.array(x))), want, rtol=1e-4, atol=1e-4)
-    # 8 bits stay close to the original weight (within half a step of each group).
-    assert np.abs(w - np_(linear.weight)).max() <= np.abs(np.array(q.scales)).max() / 2 + 1e-6
+    # 8 bits stay close to the original weight (within a step of the groups' scales; mlx's
+    # scheme keeps zero exact, which can cost more than half a step at the far edge).
+    assert np.abs(w - np_(linear.weight)).max() <= np.abs(np.array(q.scales)).max() + 1e-6
     # Only the float bias trains; unfreezing the scales never unfreezes the packed weight.
     assert set(dict(tree_flatten(q.trainable_parameters()))) == {"bias"}
     q.unfreeze(keys=["scales"])
