@@ -880,3 +880,20 @@ def test_quantized_layers_and_nn_quantize(rng):
         nn.Linear(64, 8).to_quantized(mode="int3")
     with pytest.raises(TypeError, match="nn.Module"):
         nn.quantize([nn.Linear(2, 2)])
+
+
+def test_the_language_model_example_learns():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python" / "train_lm.py"
+    spec = importlib.util.spec_from_file_location("train_lm", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    text = (path.parents[2] / "README.md").read_text(encoding="utf-8")[:20000]
+    lines = []
+    losses = example.train(text, steps=40, batch=8, context=32, dims=32, layers=1, report_every=20, log=lines.append)
+    assert len(losses) == 40 and all(np.isfinite(losses))
+    # From about log(vocabulary) towards the characters' statistics.
+    assert np.mean(losses[-10:]) < np.mean(losses[:5]) - 0.5, losses
+    assert "tokens/s" in lines[-1]
