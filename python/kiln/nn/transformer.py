@@ -84,12 +84,25 @@ class TransformerDecoderLayer(_Layer):
 
 
 class _Stack(Module):
-    """``num_layers`` layers, then a LayerNorm; with ``checkpoint`` each layer's intermediates
-    are recomputed in the backward pass instead of kept."""
+    """``num_layers`` layers of the subclass's ``_layer`` kind, then a LayerNorm; with
+    ``checkpoint`` each layer's intermediates are recomputed in the backward pass instead of
+    kept."""
 
-    def __init__(self, layers: list, dims: int, checkpoint: bool):
+    _layer: type = Module
+
+    def __init__(
+        self,
+        num_layers: int,
+        dims: int,
+        num_heads: int,
+        mlp_dims: Optional[int] = None,
+        dropout: float = 0.0,
+        activation=relu,
+        norm_first: bool = True,
+        checkpoint: bool = False,
+    ):
         super().__init__()
-        self.layers = layers
+        self.layers = [self._layer(dims, num_heads, mlp_dims, dropout, activation, norm_first) for _ in range(num_layers)]
         self.ln = LayerNorm(dims)
         self.checkpoint = checkpoint
 
@@ -102,19 +115,7 @@ class _Stack(Module):
 class TransformerEncoder(_Stack):
     """A stack of encoder layers."""
 
-    def __init__(
-        self,
-        num_layers: int,
-        dims: int,
-        num_heads: int,
-        mlp_dims: Optional[int] = None,
-        dropout: float = 0.0,
-        activation=relu,
-        norm_first: bool = True,
-        checkpoint: bool = False,
-    ):
-        layers = [TransformerEncoderLayer(dims, num_heads, mlp_dims, dropout, activation, norm_first) for _ in range(num_layers)]
-        super().__init__(layers, dims, checkpoint)
+    _layer = TransformerEncoderLayer
 
     def __call__(self, x, mask):
         return self._run(x, mask)
@@ -123,19 +124,7 @@ class TransformerEncoder(_Stack):
 class TransformerDecoder(_Stack):
     """A stack of decoder layers."""
 
-    def __init__(
-        self,
-        num_layers: int,
-        dims: int,
-        num_heads: int,
-        mlp_dims: Optional[int] = None,
-        dropout: float = 0.0,
-        activation=relu,
-        norm_first: bool = True,
-        checkpoint: bool = False,
-    ):
-        layers = [TransformerDecoderLayer(dims, num_heads, mlp_dims, dropout, activation, norm_first) for _ in range(num_layers)]
-        super().__init__(layers, dims, checkpoint)
+    _layer = TransformerDecoderLayer
 
     def __call__(self, x, memory, x_mask, memory_mask):
         return self._run(x, memory, x_mask, memory_mask)
