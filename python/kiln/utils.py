@@ -58,6 +58,9 @@ def tree_merge(tree_a: Any, tree_b: Any, merge_fn: Optional[Callable] = None) ->
     def empty(t) -> bool:
         return isinstance(t, (dict, list, tuple)) and len(t) == 0
 
+    if tree_a is None or tree_b is None:
+        return tree_b if tree_a is None else tree_a
+
     if empty(tree_a) and empty(tree_b):
         if type(tree_a) is not type(tree_b):
             raise ValueError(f"tree_merge: cannot merge an empty {type(tree_a).__name__} with an empty {type(tree_b).__name__}")

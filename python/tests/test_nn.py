@@ -897,3 +897,49 @@ def test_the_language_model_example_learns():
     # From about log(vocabulary) towards the characters' statistics.
     assert np.mean(losses[-10:]) < np.mean(losses[:5]) - 0.5, losses
     assert "tokens/s" in lines[-1]
+
+
+def test_review_cases_tuples_frozen_entries_masks_and_always_frozen(rng):
+    mx.random.seed(12)
+    # A conv layer keeps tuple settings, which are leaves, not containers: it trains and casts.
+    conv = nn.Conv2d(2, 3, 3, padding=1)
+    x = mx.array(rng.standard_normal((1, 5, 5, 2)).astype(np.float32))
+    _, grads = nn.value_and_grad(conv, lambda v: conv(v).sum())(x)
+    assert set(grads) == {"weight", "bias"}
+    conv.set_dtype(mx.float16)
+    assert conv.weight.dtype == mx.float16
+    # A frozen array inside a list leaves {} in the gradients, which update skips.
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.terms = [mx.ones((2,)), mx.ones((2,))]
+
+        def __call__(self):
+            return (self.terms[0] * self.terms[1]).sum()
+
+    holder = Holder()
+    holder.freeze(keys=["terms.0"])
+    _, grads = nn.value_and_grad(holder, lambda: holder())()
+    assert grads["terms"][0] == {}
+    optim.SGD(1.0).update(holder, grads)
+    np.testing.assert_allclose(np.array(holder.terms[1]), [0.0, 0.0])
+    np.testing.assert_allclose(np.array(holder.terms[0]), [1.0, 1.0])
+    # MultiOptimizer whose parts cover lists of different lengths.
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2))
+    multi = optim.MultiOptimizer([optim.SGD(0.5), optim.SGD(0.0)], [lambda path, g: path.startswith("layers.0")])
+    before = np.array(model.layers[0].weight)
+    multi.update(model, tree_map(mx.ones_like, model.trainable_parameters()))
+    np.testing.assert_allclose(np.array(model.layers[0].weight), before - 0.5, rtol=1e-6)
+    # Unfreezing a parent keeps quantized weights and running statistics frozen.
+    parent = nn.Sequential(nn.Linear(64, 8).to_quantized(), nn.BatchNorm(8))
+    parent.unfreeze()
+    names = set(dict(tree_flatten(parent.trainable_parameters())))
+    assert "layers.0.weight" not in names and "layers.1.running_mean" not in names and "layers.0.scales" in names
+    # Attention masks: boolean (False = masked out) and "causal" equal the additive mask.
+    mha = nn.MultiHeadAttention(8, 2)
+    q = mx.array(rng.standard_normal((2, 4, 8)).astype(np.float32))
+    additive = mha(q, q, q, nn.MultiHeadAttention.create_additive_causal_mask(4))
+    keep = mx.array(np.tril(np.ones((4, 4), dtype=bool)))
+    np.testing.assert_allclose(np.array(mha(q, q, q, keep)), np.array(additive), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(mha(q, q, q, "causal")), np.array(additive), rtol=1e-5, atol=1e-6)
+    assert nn.GLU(axis=0).axis == 0 and nn.GLU().children() == {}

@@ -205,7 +205,8 @@ def log_softmax(x, axis: int = -1):
 
 def _module(name: str, fn, doc: str, **settings):
     """A module class applying ``fn``; each of ``settings`` (name to default) becomes a
-    constructor argument, kept on the instance and passed to ``fn`` by keyword."""
+    constructor argument, kept as an attribute of that name (``GLU().axis``) and passed to
+    ``fn`` by keyword."""
     names = list(settings)
 
     def __init__(self, *args, **kwargs):
@@ -215,11 +216,11 @@ def _module(name: str, fn, doc: str, **settings):
         unknown = set(kwargs) - set(names)
         if unknown:
             raise TypeError(f"{name}() got unexpected keyword arguments {sorted(unknown)}")
-        values = dict(settings, **dict(zip(names, args)), **kwargs)
-        self._settings = values
+        for key, value in dict(settings, **dict(zip(names, args)), **kwargs).items():
+            setattr(self, key, value)
 
     def __call__(self, x):
-        return fn(x, **self._settings)
+        return fn(x, **{key: getattr(self, key) for key in names})
 
     return type(name, (Module,), {"__init__": __init__, "__call__": __call__, "__doc__": doc})
 

@@ -193,17 +193,17 @@ class MultiHeadAttention(Module):
         self.out_proj = Linear(value_dims, value_output_dims, bias=bias)
 
     def __call__(self, queries, keys, values, mask=None):
+        """Attention of ``queries`` ``(B, L, D)`` over ``keys``/``values`` ``(B, S, D)``; ``mask``
+        is an additive array, a boolean array (False: masked out) or "causal", as
+        ``mx.fast.scaled_dot_product_attention`` takes it."""
         q, k, v = self.query_proj(queries), self.key_proj(keys), self.value_proj(values)
         h = self.num_heads
-        B, L, D = q.shape
+        B, L, _ = q.shape
         S = k.shape[1]
         q = q.reshape(B, L, h, -1).transpose(0, 2, 1, 3)
-        k = k.reshape(B, S, h, -1).transpose(0, 2, 3, 1)
+        k = k.reshape(B, S, h, -1).transpose(0, 2, 1, 3)
         v = v.reshape(B, S, h, -1).transpose(0, 2, 1, 3)
-        scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k
-        if mask is not None:
-            scores = scores + mask
-        out = mx.softmax(scores, axis=-1) @ v
+        out = mx.fast.scaled_dot_product_attention(q, k, v, scale=1.0 / math.sqrt(q.shape[-1]), mask=mask)
         return self.out_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
 
     @staticmethod

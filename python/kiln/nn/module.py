@@ -34,6 +34,10 @@ class Module(dict):
     module (a ``Sequential`` of Linear, ReLU, Linear has parameters ``layers.0.*`` and
     ``layers.2.*``)."""
 
+    # Parameters no unfreeze makes trainable (a quantized layer's packed weight, BatchNorm's
+    # running statistics).
+    _always_frozen: Tuple[str, ...] = ()
+
     def __init__(self):
         super().__init__()
         object.__setattr__(self, "_no_grad", set())
@@ -86,12 +90,12 @@ class Module(dict):
     @staticmethod
     def valid_child_filter(module: "Module", key: str, value: Any) -> bool:
         """Entries that may hold submodules: modules, dicts and lists."""
-        return isinstance(value, (dict, list, tuple))
+        return isinstance(value, (dict, list))
 
     @staticmethod
     def valid_parameter_filter(module: "Module", key: str, value: Any) -> bool:
         """Entries that are or may hold parameters (names starting with ``_`` are private)."""
-        return isinstance(value, (dict, list, tuple, mx.array)) and not key.startswith("_")
+        return isinstance(value, (dict, list, mx.array)) and not key.startswith("_")
 
     @staticmethod
     def trainable_parameter_filter(module: "Module", key: str, value: Any) -> bool:
@@ -109,7 +113,8 @@ class Module(dict):
         through ``map_fn``. Keys inside dicts and lists are paths from their module
         (``"weights.w1"``), as freezing uses them."""
         map_fn = map_fn or (lambda v: v)
-        is_leaf_fn = is_leaf_fn or (lambda m, k, v: not isinstance(v, (Module, dict, list, tuple)))
+        # Tuples are leaves, as mlx's: settings such as a convolution's stride, not containers.
+        is_leaf_fn = is_leaf_fn or (lambda m, k, v: not isinstance(v, (Module, dict, list)))
 
         def walk(owner, key, value):
             if is_leaf_fn(owner, key, value):
@@ -118,7 +123,7 @@ class Module(dict):
                 return {k: walk(value, k, v) for k, v in value.items() if filter_fn(value, k, v)}
             if isinstance(value, dict):
                 return {k: walk(owner, f"{key}.{k}", v) if filter_fn(owner, f"{key}.{k}", v) else {} for k, v in value.items()}
-            if isinstance(value, (list, tuple)):
+            if isinstance(value, list):
                 return [walk(owner, f"{key}.{i}", v) if filter_fn(owner, f"{key}.{i}", v) else {} for i, v in enumerate(value)]
             raise ValueError(f"filter_and_map: unexpected leaf {type(value).__name__} at {key!r} of {type(owner).__name__}")
 
@@ -188,6 +193,8 @@ class Module(dict):
 
         def put_entry(target, key, value, path):
             current = target[key]
+            if isinstance(value, dict) and not value:
+                return  # {}: the place of an entry left out (a frozen one, say)
             if isinstance(current, mx.array):
                 if not isinstance(value, mx.array):
                     if strict:
@@ -196,7 +203,7 @@ class Module(dict):
                 target[key] = value
             elif isinstance(current, (dict, list)):
                 put(current, value, path + ".")
-            elif strict and not (isinstance(value, dict) and not value):
+            elif strict:
                 raise ValueError(f"update: the module has no parameter {path!r}")
 
         put(self, parameters, "")
@@ -280,6 +287,7 @@ class Module(dict):
                 m._no_grad.clear()
             else:
                 m._no_grad.difference_update(keys)
+            m._no_grad.update(k for k in m._always_frozen if k in m)
         return self
 
     def train(self, mode: bool = True) -> "Module":

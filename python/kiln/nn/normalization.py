@@ -131,6 +131,8 @@ class BatchNorm(_Affine):
     towards them by ``momentum``; in eval mode it uses the running ones. The running statistics
     are state, never trainable."""
 
+    _always_frozen = ("running_mean", "running_var")
+
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = True, track_running_stats: bool = True):
         super().__init__("BatchNorm", num_features, eps, affine)
         self.num_features, self.momentum, self.track_running_stats = num_features, momentum, track_running_stats
@@ -138,13 +140,6 @@ class BatchNorm(_Affine):
             self.running_mean = mx.zeros((num_features,))
             self.running_var = mx.ones((num_features,))
             self.freeze(keys=["running_mean", "running_var"], recurse=False)
-
-    def unfreeze(self, *args, **kwargs):
-        """Unfreezes as asked, but the running statistics stay frozen."""
-        super().unfreeze(*args, **kwargs)
-        if self.track_running_stats:
-            self.freeze(keys=["running_mean", "running_var"], recurse=False)
-        return self
 
     def __call__(self, x):
         if not 2 <= x.ndim <= 4:

@@ -25,7 +25,10 @@ def _settings(mode: str, group_size: Optional[int], bits: Optional[int]):
 
 
 class _Quantized(Module):
-    """The quantized weight, its scales and (affine) biases, and their settings."""
+    """The quantized weight, its scales and (affine) biases, and their settings. The packed
+    weight (integers) is never trainable."""
+
+    _always_frozen = ("weight",)
 
     def _set_weight(self, weight, group_size, bits, mode):
         self.group_size, self.bits = _settings(mode, group_size, bits)
@@ -34,12 +37,6 @@ class _Quantized(Module):
         if biases:
             self.biases = biases[0]
         self.freeze()
-
-    def unfreeze(self, *args, **kwargs):
-        """Unfreezes as asked, but the packed weight stays frozen (it is not differentiable)."""
-        super().unfreeze(*args, **kwargs)
-        self.freeze(keys=["weight"], recurse=False)
-        return self
 
     def _product(self, x, transpose: bool = True):
         return mx.quantized_matmul(
