@@ -787,6 +787,8 @@ def test_more_optimizers_match_numpy_updates(rng):
     assert (singular > 0.5).all() and (singular < 1.3).all(), singular
     with pytest.raises(ValueError, match=">0"):
         optim.RMSprop(0.1, eps=0.0)
+    with pytest.raises(ValueError, match="learning_rate"):
+        optim.SGD(None)
 
 
 def test_multi_optimizer_routes_parameters_and_clip_grad_norm():

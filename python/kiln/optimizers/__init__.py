@@ -54,7 +54,12 @@ def _empty_like(grads):
 class Optimizer:
     """Base class: subclasses implement ``apply_single(gradient, parameter, state)``."""
 
+    # Whether the optimizer may be made without a learning rate (Adafactor's relative steps).
+    _learning_rate_optional = False
+
     def __init__(self, learning_rate: Union[float, Schedule, None]):
+        if learning_rate is None and not self._learning_rate_optional:
+            raise ValueError(f"{type(self).__name__}: give a learning_rate (a number or a schedule)")
         self._schedule = learning_rate if callable(learning_rate) else None
         self.state = {"step": mx.array(0, dtype=mx.uint64)}
         if self._schedule is not None:
@@ -283,6 +288,8 @@ class Adafactor(Optimizer):
     column means (memory linear in the sides), updates clipped to RMS ``clip_threshold``, a
     relative step size ``min(1e-2, 1/sqrt(step))`` (or the learning rate, with
     ``relative_step=False``) scaled by the parameter's RMS, optional first moment ``beta_1``."""
+
+    _learning_rate_optional = True
 
     def __init__(
         self,
