@@ -226,8 +226,7 @@ struct Resolved {
 /// fused im2col-and-GEMM kernel of [`crate::backend::cpu::conv`]; elsewhere (GPUs, half types)
 /// the composition of [`convolve_by_patches`].
 fn convolve_resolved(x: &Array, w: &Array, r: &Arc<Resolved>) -> Result<Array> {
-    let on_cpu = current_stream().device.kind == DeviceKind::Cpu;
-    if on_cpu && matches!(x.dtype(), Dtype::F32 | Dtype::F64) {
+    if host_kernel_runs(x.dtype()) {
         convolve_on_host(x, w, r)
     } else {
         convolve_by_patches(x, w, r)
@@ -275,6 +274,11 @@ fn host_kernel(
         }
         Ok(())
     })
+}
+
+/// Whether the host kernels take operands of `dtype` here: on a CPU stream, in float32 or float64.
+fn host_kernel_runs(dtype: Dtype) -> bool {
+    current_stream().device.kind == DeviceKind::Cpu && matches!(dtype, Dtype::F32 | Dtype::F64)
 }
 
 /// The host kernel as a custom function: the forward pass runs [`conv_forward`]; the vjp is two
@@ -377,8 +381,7 @@ fn weight_gradient(x: &Array, cotangent: &Array, weight_shape: &[usize], r: &Arc
     if x.size() == 0 || cotangent.size() == 0 {
         return zeros(weight_shape, x.dtype());
     }
-    let on_cpu = current_stream().device.kind == DeviceKind::Cpu;
-    if !(on_cpu && matches!(x.dtype(), Dtype::F32 | Dtype::F64) && cotangent.dtype() == x.dtype()) {
+    if !(host_kernel_runs(x.dtype()) && cotangent.dtype() == x.dtype()) {
         return weight_gradient_by_patches(x, cotangent, weight_shape, r);
     }
     let d = x.ndim() - 2;
