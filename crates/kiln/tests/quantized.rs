@@ -5,6 +5,7 @@
 mod common;
 
 use common::{array, assert_close, check_err, Rng};
+use kiln::ops::Scheme;
 use kiln::{ops, Array, Dtype, ErrorKind};
 
 fn values(a: &Array) -> Vec<f64> {
@@ -58,7 +59,7 @@ fn quantize_packs_each_group_as_its_scale_and_bias_say() {
             // Dequantizing gives each value's nearest level of its group (values past the far
             // edge clip to it: the near edge is the exact one), up to one level where float32
             // rounding moves a value sitting on a half step.
-            let back = values(&ops::dequantize(&words, &scales, &biases, group_size, bits, None).unwrap());
+            let back = values(&ops::dequantize(&words, &scales, Scheme::affine(&biases, group_size, bits), None).unwrap());
             for (i, (&got, &v)) in back.iter().zip(&wf).enumerate() {
                 let (s, b) = (scales_v[i / group_size], biases_v[i / group_size]);
                 let want = s * ((v - b) / s).round_ties_even().clamp(0.0, ((1 << bits) - 1) as f64) + b;
@@ -79,7 +80,7 @@ fn dequantize_reads_the_bit_stream_in_the_scales_dtype() {
         let biases = rng.vec(rows * k / group, -1.0, 1.0);
         let w = Array::from_slice(&words, &[rows, k * bits as usize / 32]).unwrap();
         let (s, b) = (array(&scales, &[rows, k / group], Dtype::F16), array(&biases, &[rows, k / group], Dtype::F16));
-        let got = ops::dequantize(&w, &s, &b, group, bits, None).unwrap();
+        let got = ops::dequantize(&w, &s, Scheme::affine(&b, group, bits), None).unwrap();
         assert_eq!(got.dtype(), Dtype::F16);
         let (sv, bv) = (values(&s), values(&b));
         let row_words = k * bits as usize / 32;
@@ -100,27 +101,27 @@ fn quantized_products_equal_products_with_the_dequantized_matrix() {
     let (n, k) = (5, 64);
     let w = array(&rng.vec(n * k, -1.0, 1.0), &[n, k], Dtype::F32);
     let (words, scales, biases) = ops::quantize(&w, 32, 4).unwrap();
-    let wd = values(&ops::dequantize(&words, &scales, &biases, 32, 4, None).unwrap());
+    let wd = values(&ops::dequantize(&words, &scales, Scheme::affine(&biases, 32, 4), None).unwrap());
     let x64 = rng.vec(3 * k, -1.0, 1.0);
     let x = array(&x64, &[3, k], Dtype::F32);
-    let got = ops::quantized_matmul(&x, &words, &scales, &biases, true, 32, 4).unwrap();
+    let got = ops::quantized_matmul(&x, &words, &scales, Scheme::affine(&biases, 32, 4), true).unwrap();
     assert_eq!(got.shape(), &[3, n]);
     let want: Vec<f64> = (0..3 * n).map(|p| (0..k).map(|j| x64[(p / n) * k + j] * wd[(p % n) * k + j]).sum()).collect();
     assert_close(&values(&got), &want, 1e-5, 1e-5, "x @ w.T");
     // Not transposed: w is (k, n') quantized along n'.
     let wt = array(&rng.vec(k * 32, -1.0, 1.0), &[k, 32], Dtype::F32);
     let (words, scales, biases) = ops::quantize(&wt, 32, 8).unwrap();
-    let wtd = values(&ops::dequantize(&words, &scales, &biases, 32, 8, None).unwrap());
-    let got = ops::quantized_matmul(&x, &words, &scales, &biases, false, 32, 8).unwrap();
+    let wtd = values(&ops::dequantize(&words, &scales, Scheme::affine(&biases, 32, 8), None).unwrap());
+    let got = ops::quantized_matmul(&x, &words, &scales, Scheme::affine(&biases, 32, 8), false).unwrap();
     let want: Vec<f64> = (0..3 * 32).map(|p| (0..k).map(|j| x64[(p / 32) * k + j] * wtd[j * 32 + p % 32]).sum()).collect();
     assert_close(&values(&got), &want, 1e-5, 1e-5, "x @ w");
     // gather_qmm picks a matrix of a quantized stack per index.
     let stack = array(&rng.vec(3 * n * k, -1.0, 1.0), &[3, n, k], Dtype::F32);
     let (words, scales, biases) = ops::quantize(&stack, 64, 6).unwrap();
-    let sd = values(&ops::dequantize(&words, &scales, &biases, 64, 6, None).unwrap());
+    let sd = values(&ops::dequantize(&words, &scales, Scheme::affine(&biases, 64, 6), None).unwrap());
     let rhs = Array::from_slice(&[2u32, 0, 2], &[3]).unwrap();
     let xs = ops::reshape(&x, &[3, 1, k as i64]).unwrap();
-    let got = ops::gather_qmm(&xs, &words, &scales, &biases, None, Some(&rhs), true, 64, 6).unwrap();
+    let got = ops::gather_qmm(&xs, &words, &scales, Scheme::affine(&biases, 64, 6), None, Some(&rhs), true).unwrap();
     assert_eq!(got.shape(), &[3, 1, n]);
     let want: Vec<f64> = (0..3 * n)
         .map(|p| {
@@ -141,12 +142,12 @@ fn bad_quantization_arguments_are_errors_naming_the_op() {
     check_err(ops::quantize(ops::astype(&w, Dtype::I32).unwrap(), 64, 4), ErrorKind::Dtype, "quantize");
     check_err(ops::quantize(ops::reshape(&w, &[4, 32]).unwrap(), 64, 4), ErrorKind::Shape, "quantize");
     let (words, scales, biases) = ops::quantize(&w, 64, 4).unwrap();
-    check_err(ops::dequantize(&words, &scales, &biases, 32, 4, None), ErrorKind::Shape, "dequantize");
-    check_err(ops::dequantize(&ops::astype(&words, Dtype::I32).unwrap(), &scales, &biases, 64, 4, None), ErrorKind::Dtype, "dequantize");
+    check_err(ops::dequantize(&words, &scales, Scheme::affine(&biases, 32, 4), None), ErrorKind::Shape, "dequantize");
+    check_err(ops::dequantize(&ops::astype(&words, Dtype::I32).unwrap(), &scales, Scheme::affine(&biases, 64, 4), None), ErrorKind::Dtype, "dequantize");
     let x = Array::from_slice(&[1.0f32; 32], &[1, 32]).unwrap();
-    check_err(ops::quantized_matmul(&x, &words, &scales, &biases, true, 64, 4), ErrorKind::Shape, "quantized_matmul");
-    check_err(ops::dequantize(&words, &scales, &biases, 64, 3, None), ErrorKind::Shape, "dequantize");
-    check_err(ops::dequantize(&words, &scales, &biases, 64, 4, Some(Dtype::I32)), ErrorKind::Dtype, "dequantize");
+    check_err(ops::quantized_matmul(&x, &words, &scales, Scheme::affine(&biases, 64, 4), true), ErrorKind::Shape, "quantized_matmul");
+    check_err(ops::dequantize(&words, &scales, Scheme::affine(&biases, 64, 3), None), ErrorKind::Shape, "dequantize");
+    check_err(ops::dequantize(&words, &scales, Scheme::affine(&biases, 64, 4), Some(Dtype::I32)), ErrorKind::Dtype, "dequantize");
 }
 
 #[test]
@@ -154,10 +155,10 @@ fn quantized_results_take_the_promoted_dtype_as_mlx() {
     let w = Array::from_slice(&[0.25f32; 4 * 64], &[4, 64]).unwrap();
     let (words, scales, biases) = ops::quantize(&w, 64, 4).unwrap();
     let half_scales = ops::astype(&scales, Dtype::F16).unwrap();
-    assert_eq!(ops::dequantize(&words, &half_scales, &biases, 64, 4, None).unwrap().dtype(), Dtype::F32);
+    assert_eq!(ops::dequantize(&words, &half_scales, Scheme::affine(&biases, 64, 4), None).unwrap().dtype(), Dtype::F32);
     let x = Array::from_slice(&[1.0f32; 64], &[1, 64]).unwrap();
     let x16 = ops::astype(&x, Dtype::F16).unwrap();
-    let product = ops::quantized_matmul(&x16, &words, &scales, &biases, true, 64, 4).unwrap();
+    let product = ops::quantized_matmul(&x16, &words, &scales, Scheme::affine(&biases, 64, 4), true).unwrap();
     assert_eq!(product.dtype(), Dtype::F32);
     assert_close(&values(&product), &[64.0 * 0.25; 4], 1e-3, 1e-3, "float16 x, float32 scales");
 }
@@ -223,7 +224,7 @@ fn gguf_quantized_blocks_load_as_words_scales_and_biases() {
         let (words, scales, biases) = (get("blk.0.attn.weight"), get("blk.0.attn.scales"), get("blk.0.attn.biases"));
         assert_eq!((words.dtype(), words.shape()), (Dtype::U32, &[rows, cols * bits as usize / 32][..]), "type {code}");
         assert_eq!((scales.dtype(), scales.shape()), (Dtype::F16, &[rows, cols / 32][..]), "type {code}");
-        let back = ops::dequantize(&words, &scales, &biases, 32, bits, Some(Dtype::F32)).unwrap();
+        let back = ops::dequantize(&words, &scales, Scheme::affine(&biases, 32, bits), Some(Dtype::F32)).unwrap();
         assert_eq!(values(&back), want, "type {code}");
     }
 }

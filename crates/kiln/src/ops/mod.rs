@@ -29,7 +29,7 @@ pub use fp8::{from_fp8, to_fp8};
 pub use hadamard::hadamard_transform;
 pub use index::*;
 pub use linalg::*;
-pub use quantized::{dequantize, gather_qmm, quantize, quantized_matmul};
+pub use quantized::{dequantize, gather_qmm, qqmm, quantize, quantize_float, quantized_matmul, FloatFormat, Scheme};
 pub use reduce::*;
 pub use shape::*;
 pub use sort::*;
