@@ -876,12 +876,38 @@ def test_quantized_layers_and_nn_quantize(rng):
     assert [type(m).__name__ for m in model.layers] == ["Embedding", "ReLU", "QuantizedLinear"]
     nn.quantize(model, group_size=32, bits=2)
     assert isinstance(model.layers[0], nn.QuantizedEmbedding) and model.layers[0].bits == 2
-    with pytest.raises(ValueError, match="quantize_input"):
+    with pytest.raises(ValueError, match="quantized inputs need mode"):
         nn.quantize(nn.Sequential(nn.Linear(64, 64)), quantize_input=True)
     with pytest.raises(ValueError, match="mode"):
         nn.Linear(64, 8).to_quantized(mode="int3")
     with pytest.raises(TypeError, match="nn.Module"):
         nn.quantize([nn.Linear(2, 2)])
+
+
+def test_qq_linear_trains_a_float_weight_and_serves_a_quantized_one(rng):
+    mx.random.seed(3)
+    model = nn.Sequential(nn.Linear(64, 32, bias=False))
+    nn.quantize(model, mode="mxfp8", quantize_input=True)
+    layer = model.layers[0]
+    assert isinstance(layer, nn.QQLinear) and layer.weight.dtype == mx.float32
+    x = mx.array(rng.standard_normal((32, 64)).astype(np.float32))
+    w = np_(layer.weight)
+    np.testing.assert_allclose(np.array(layer(x)), np.array(mx.qqmm(x, mx.array(w), mode="mxfp8")), rtol=1e-6)
+    # Training mode: the float weight gets qqmm's straight-through gradient.
+    _, grads = nn.value_and_grad(layer, lambda m, x: m(x).sum())(layer, x)
+    want = np.array(mx.qqmm(mx.ones((32, 32)), x.T, mode="mxfp8"))
+    np.testing.assert_allclose(np.array(grads["weight"]), want, rtol=1e-6)
+    # eval() stores the weight quantized, with the same products; train() restores a float one.
+    before = np.array(layer(x))
+    layer.eval()
+    assert layer.weight.dtype == mx.uint32 and layer.scales.dtype == mx.uint8
+    np.testing.assert_array_equal(np.array(layer(x)), before)
+    layer.train()
+    assert layer.weight.dtype == mx.float32 and "scales" not in layer
+    with pytest.raises(ValueError, match="no bias"):
+        nn.Linear(64, 32).to_quantized(mode="nvfp4", quantize_input=True)
+    with pytest.raises(ValueError, match="nvfp4"):
+        nn.QQLinear(64, 32, mode="mxfp4")
 
 
 def test_the_language_model_example_learns():

@@ -703,6 +703,69 @@ def test_depends_returns_inputs_and_evaluates_dependencies():
     np.testing.assert_allclose(np.array(g), np.exp([1.0, 2.0, 3.0]), rtol=1e-6)
 
 
+# e2m1's magnitudes by code, and e4m3's finite non-negative ones (codes 0 to 0x7E).
+E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+E4M3 = np.array([(c & 7) / 8 * 2.0**-6 if c < 8 else (1 + (c & 7) / 8) * 2.0 ** ((c >> 3) - 7) for c in range(0x7F)])
+
+
+def nearest_even(table, magnitudes):
+    """The value of ``table`` nearest each magnitude, a tie going to the even code."""
+    d = np.abs(magnitudes[..., None] - table)
+    tied = d == d.min(-1, keepdims=True)
+    even = tied & (np.arange(len(table)) % 2 == 0)
+    return table[np.where(even.any(-1), even.argmax(-1), tied.argmax(-1))]
+
+
+def float_format_round_trip(w, mode, global_scale=None):
+    """``w`` quantized in an mlx float format and read back, in float64, from the formats'
+    definitions: mx scales are 2^ceil(log2(amax / largest)), nvfp4 scales the nearest e4m3
+    value to amax / 6 (times 448·6 / global_scale)."""
+    group, table = (16 if mode == "nvfp4" else 32), (E4M3 if mode == "mxfp8" else E2M1)
+    groups = w.reshape(-1, group).astype(np.float64)
+    ideal = np.abs(groups).max(-1, keepdims=True) / table[-1]
+    if mode == "nvfp4":
+        encoding = 1.0 if global_scale is None else 448.0 * 6.0 / global_scale
+        scale = nearest_even(E4M3, ideal * encoding) / encoding
+    else:
+        scale = np.where(ideal == 0, 1.0, 2.0 ** np.ceil(np.log2(np.where(ideal == 0, 1.0, ideal))))
+    scaled = np.where(scale == 0, 0.0, groups / np.where(scale == 0, 1.0, scale))
+    return (np.sign(scaled) * nearest_even(table, np.abs(scaled)) * scale).reshape(w.shape)
+
+
+def test_float_quantization_formats_match_their_definitions(rng):
+    w = (rng.normal(size=(8, 128)) * np.repeat(10.0 ** rng.integers(-3, 3, size=(8, 8)), 16, axis=1)).astype(np.float32)
+    x = rng.normal(size=(3, 128)).astype(np.float32)
+    for mode, (group, bits) in {"mxfp4": (32, 4), "mxfp8": (32, 8), "nvfp4": (16, 4)}.items():
+        q, s = mx.quantize(mx.array(w), mode=mode)
+        assert (q.dtype, q.shape, s.dtype, s.shape) == (mx.uint32, (8, 128 * bits // 32), mx.uint8, (8, 128 // group)), mode
+        want = float_format_round_trip(w, mode)
+        back = mx.dequantize(q, s, mode=mode)
+        assert back.dtype == mx.bfloat16, "mlx's default for the float formats"
+        np.testing.assert_array_equal(np.array(mx.dequantize(q, s, mode=mode, dtype=mx.float32)), want, err_msg=mode)
+        got = mx.quantized_matmul(mx.array(x), q, s, transpose=True, mode=mode)
+        np.testing.assert_allclose(np.array(got), x.astype(np.float64) @ want.T, rtol=1e-4, atol=1e-4, err_msg=mode)
+        # Bad settings for the mode are errors naming it.
+        with pytest.raises(ValueError, match=mode):
+            mx.quantize(mx.array(w), group_size=64, mode=mode)
+        with pytest.raises(ValueError, match="no biases"):
+            mx.dequantize(q, s, s, mode=mode)
+        with pytest.raises(ValueError, match="uint8"):
+            mx.dequantize(q, s.astype(mx.float32), mode=mode)
+    # nvfp4 with a global scale, and qqmm (both operands rounded) against the reference.
+    g = float(np.abs(w).max())
+    q, s = mx.quantize(mx.array(w), mode="nvfp4", global_scale=mx.array(g, dtype=mx.float32))
+    back = mx.dequantize(q, s, mode="nvfp4", global_scale=mx.array(g, dtype=mx.float32), dtype=mx.float32)
+    np.testing.assert_allclose(np.array(back), float_format_round_trip(w, "nvfp4", np.float32(g)), rtol=1e-6, atol=1e-30)
+    with pytest.raises(ValueError, match="only used by nvfp4"):
+        mx.quantize(mx.array(w), mode="mxfp8", global_scale=mx.array(g, dtype=mx.float32))
+    for mode in ("nvfp4", "mxfp8"):
+        got = mx.qqmm(mx.array(x), mx.array(w), mode=mode)
+        want = float_format_round_trip(x, mode) @ float_format_round_trip(w, mode).T
+        np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-4, err_msg=mode)
+    with pytest.raises(ValueError, match="float format"):
+        mx.qqmm(mx.array(x), mx.array(w), mode="affine")
+
+
 def test_arange_wraps_past_int32_and_diag_of_empty_vectors():
     n = 2**31 - 1
     assert mx.arange(n - 1, n + 3, dtype=mx.int32).tolist() == [n - 1, n, -(2**31), -(2**31) + 1]
@@ -722,7 +785,7 @@ def test_affine_quantization_matches_numpy_products(rng):
         assert np.all(np.abs(wd - w) <= step * 1.5 + 1e-6), bits
         got = mx.quantized_matmul(mx.array(x), q, s, b, transpose=True, group_size=64, bits=bits)
         np.testing.assert_allclose(np.array(got), x.astype(np.float64) @ wd.T.astype(np.float64), rtol=1e-4, atol=1e-4)
-    with pytest.raises(ValueError, match="mode 'mxfp4' is not supported"):
-        mx.quantize(mx.array(w), mode="mxfp4")
+    with pytest.raises(ValueError, match="unknown quantization mode 'int4'"):
+        mx.quantize(mx.array(w), mode="int4")
     with pytest.raises(ValueError, match="needs biases"):
         mx.dequantize(q, s, None, group_size=64, bits=8)

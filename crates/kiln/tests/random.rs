@@ -113,6 +113,10 @@ fn uniform_moments_and_bounds_in_every_float_dtype() {
     // A range so narrow that rounding hits the top: it must still be excluded.
     let v = random::uniform(1.0, 1.0 + 2f64.powi(-20), &[10_000], Dtype::F32, Some(&k)).unwrap().to_vec::<f32>().unwrap();
     assert!(v.iter().all(|&e| e < 1.0 + 2f32.powi(-20)));
+    // An empty range gives low (as mlx's); a reversed one is an error.
+    let v = random::uniform(1.5, 1.5, &[3], Dtype::F32, Some(&k)).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(v, [1.5; 3]);
+    assert!(random::uniform(2.0, 1.0, &[3], Dtype::F32, Some(&k)).is_err());
 }
 
 #[test]
@@ -262,7 +266,7 @@ fn bad_arguments_are_clear_errors() {
     let e = random::uniform(0.0, 1.0, &[2], Dtype::F32, Some(&bad_key)).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Value);
     assert!(e.to_string().contains("uniform: a key must be a uint32 array of shape (2,)"), "{e}");
-    assert_eq!(random::uniform(1.0, 1.0, &[2], Dtype::F32, None).unwrap_err().kind, ErrorKind::Value);
+    assert_eq!(random::uniform(1.0, 0.5, &[2], Dtype::F32, None).unwrap_err().kind, ErrorKind::Value);
     assert_eq!(random::uniform(0.0, 1.0, &[2], Dtype::I32, None).unwrap_err().kind, ErrorKind::Dtype);
     assert_eq!(random::randint(0, 5, &[2], Dtype::F32, None).unwrap_err().kind, ErrorKind::Dtype);
     // Parameters must broadcast to the sample shape without growing it.

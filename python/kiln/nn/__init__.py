@@ -76,7 +76,7 @@ from kiln.nn.transformer import (  # noqa: F401
     TransformerEncoder,
     TransformerEncoderLayer,
 )
-from kiln.nn.quantized import QuantizedEmbedding, QuantizedLinear, quantize  # noqa: F401
+from kiln.nn.quantized import QQLinear, QuantizedEmbedding, QuantizedLinear, quantize  # noqa: F401
 from kiln.nn.upsample import Upsample  # noqa: F401
 from kiln.nn.recurrent import GRU, LSTM, RNN  # noqa: F401
 from kiln.nn.positional import ALiBi, RoPE, SinusoidalPositionalEncoding  # noqa: F401

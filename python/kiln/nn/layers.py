@@ -44,11 +44,14 @@ class Linear(Module):
         return x @ self.weight.T
 
     def to_quantized(self, group_size: Optional[int] = None, bits: Optional[int] = None, mode: str = "affine", quantize_input: bool = False):
-        """This layer as a ``QuantizedLinear``."""
-        from kiln.nn.quantized import QuantizedLinear
+        """This layer as a ``QuantizedLinear``, or with ``quantize_input`` (nvfp4 or mxfp8) as a
+        ``QQLinear``, whose input is quantized too."""
+        from kiln.nn.quantized import QQLinear, QuantizedLinear
 
         if quantize_input:
-            raise ValueError("Linear.to_quantized: quantize_input needs mlx's float formats, which kiln does not support")
+            if mode not in ("nvfp4", "mxfp8"):
+                raise ValueError(f"Linear.to_quantized: quantized inputs need mode 'nvfp4' or 'mxfp8', got {mode!r}")
+            return QQLinear.from_linear(self, group_size, bits, mode)
         return QuantizedLinear.from_linear(self, group_size, bits, mode)
 
 

@@ -292,8 +292,12 @@ class Module(dict):
 
     def train(self, mode: bool = True) -> "Module":
         """Sets training mode on this module and its submodules."""
-        self.apply_to_modules(lambda _, m: object.__setattr__(m, "_training", mode))
+        self.apply_to_modules(lambda _, m: m._set_training_mode(mode))
         return self
+
+    def _set_training_mode(self, mode: bool) -> None:
+        """Records the mode; a layer whose state depends on it (``QQLinear``) extends this."""
+        object.__setattr__(self, "_training", mode)
 
     def eval(self) -> "Module":
         """Sets evaluation mode (Dropout does nothing)."""

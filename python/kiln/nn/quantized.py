@@ -1,8 +1,9 @@
 """Quantized layers, as ``mlx.nn``'s: ``QuantizedLinear`` and ``QuantizedEmbedding`` keep their
-weight as mlx's affine quantization (``mx.quantize``: uint32 words with per-group ``scales`` and
-``biases``) and multiply with ``mx.quantized_matmul``; ``nn.quantize`` swaps them in for the
-layers of a model that have ``to_quantized``. The quantized weights are frozen (only a float
-``bias`` trains); mlx's float formats (mxfp4, nvfp4, mxfp8) are refused by ``mx.quantize``."""
+weight quantized (``mx.quantize``: uint32 words with per-group ``scales``, and ``biases`` in
+affine mode) and multiply with ``mx.quantized_matmul``; ``QQLinear`` quantizes its input too
+(``mx.qqmm``); ``nn.quantize`` swaps them in for the layers of a model that have
+``to_quantized``. Quantized weights are frozen (only a float ``bias`` trains); a ``QQLinear``
+in training mode keeps a float weight that trains through the quantization."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import math
 from typing import Callable, Optional, Union
 
 import kiln.core as mx
+from kiln.core._arguments import require_positive
 from kiln.nn.module import Module
 from kiln.utils import tree_map_with_path
 
@@ -49,6 +51,7 @@ class QuantizedLinear(_Quantized):
 
     def __init__(self, input_dims: int, output_dims: int, bias: bool = True, group_size: Optional[int] = None, bits: Optional[int] = None, mode: str = "affine"):
         super().__init__()
+        require_positive("QuantizedLinear", input_dims=input_dims, output_dims=output_dims)
         scale = math.sqrt(1 / input_dims)
         self._set_weight(mx.random.uniform(-scale, scale, (output_dims, input_dims)), group_size, bits, mode)
         if bias:
@@ -83,6 +86,7 @@ class QuantizedEmbedding(_Quantized):
 
     def __init__(self, num_embeddings: int, dims: int, group_size: Optional[int] = None, bits: Optional[int] = None, mode: str = "affine"):
         super().__init__()
+        require_positive("QuantizedEmbedding", num_embeddings=num_embeddings, dims=dims)
         self.num_embeddings, self.dims = num_embeddings, dims
         self._set_weight(mx.random.normal(shape=(num_embeddings, dims), scale=math.sqrt(1 / dims)), group_size, bits, mode)
 
@@ -122,8 +126,6 @@ def quantize(
     the predicate gives that module's own ``to_quantized`` arguments."""
     if not isinstance(model, Module):
         raise TypeError(f"quantize: model must be an nn.Module, got {type(model).__name__}")
-    if quantize_input:
-        raise ValueError("quantize: quantize_input needs mlx's float formats (mxfp8, nvfp4), which kiln does not support")
     class_predicate = class_predicate or (lambda _, m: hasattr(m, "to_quantized"))
 
     def convert(path, module):
@@ -135,7 +137,71 @@ def quantize(
         if isinstance(chosen, dict):
             return module.to_quantized(**chosen)
         if chosen is True:
-            return module.to_quantized(group_size=group_size, bits=bits, mode=mode)
+            extra = {"quantize_input": True} if quantize_input else {}
+            return module.to_quantized(group_size=group_size, bits=bits, mode=mode, **extra)
         raise ValueError(f"quantize: class_predicate must return a bool or a dict of to_quantized arguments, got {type(chosen).__name__}")
 
     model.update_modules(tree_map_with_path(convert, model.leaf_modules(), is_leaf=Module.is_module))
+
+
+class QQLinear(Module):
+    """A bias-free ``Linear`` whose input and weight are both quantized in a float format
+    (``nvfp4`` or ``mxfp8``) for the product (``mx.qqmm``). In training mode the weight is kept
+    in floating point and trains (the product's vjp is qqmm's straight-through one); ``eval()``
+    quantizes it in place (``weight`` becomes words, with ``scales``) and ``train()`` restores a
+    float weight from them."""
+
+    def __init__(self, input_dims: int, output_dims: int, group_size: Optional[int] = None, bits: Optional[int] = None, mode: str = "nvfp4"):
+        super().__init__()
+        require_positive("QQLinear", input_dims=input_dims, output_dims=output_dims)
+        if mode not in ("nvfp4", "mxfp8"):
+            raise ValueError(f"QQLinear: mode must be 'nvfp4' or 'mxfp8', got {mode!r}")
+        self.group_size, self.bits = _settings(mode, group_size, bits)
+        self.mode = mode
+        scale = math.sqrt(1 / input_dims)
+        self.weight = mx.random.uniform(-scale, scale, (output_dims, input_dims))
+        self._quantized = False
+
+    def _extra_repr(self) -> str:
+        out_dims, in_dims = self.weight.shape
+        if self._quantized:
+            in_dims = in_dims * 32 // self.bits
+        return f"input_dims={in_dims}, output_dims={out_dims}, group_size={self.group_size}, bits={self.bits}, mode={self.mode}"
+
+    def quantize(self) -> None:
+        """Stores the weight quantized (for inference)."""
+        if not self._quantized:
+            self._float_dtype = self.weight.dtype
+            self.weight, self.scales = mx.quantize(self.weight, self.group_size, self.bits, mode=self.mode)
+            self._quantized = True
+
+    def dequantize(self) -> None:
+        """Stores the weight in floating point again (for training), in its dtype before
+        ``quantize``."""
+        if self._quantized:
+            self.weight = mx.dequantize(
+                self.weight, self.scales, group_size=self.group_size, bits=self.bits, mode=self.mode, dtype=self._float_dtype
+            )
+            del self.scales
+            self._quantized = False
+
+    def _set_training_mode(self, mode: bool) -> None:
+        super()._set_training_mode(mode)
+        if mode:
+            self.dequantize()
+        else:
+            self.quantize()
+
+    def __call__(self, x):
+        return mx.qqmm(x, self.weight, scales=self.get("scales"), group_size=self.group_size, bits=self.bits, mode=self.mode)
+
+    @classmethod
+    def from_linear(cls, linear_layer: Module, group_size: Optional[int] = None, bits: Optional[int] = None, mode: str = "nvfp4"):
+        """``linear_layer`` (which must have no bias) as a ``QQLinear``, in the same mode."""
+        output_dims, input_dims = linear_layer.weight.shape
+        if "bias" in linear_layer:
+            raise ValueError("QQLinear.from_linear: QQLinear has no bias; the layer has one (build it with bias=False)")
+        layer = cls(input_dims, output_dims, group_size, bits, mode)
+        layer.weight = linear_layer.weight
+        layer.train(linear_layer.training)
+        return layer

@@ -22,6 +22,15 @@ pub fn reshape(a: Operand, shape: Sizes, stream: Option<StreamOrDevice>) -> PyRe
     on(stream.as_ref(), || ops::reshape(a.0, &shape.0)).map(PyArray::from)
 }
 
+/// `a` as a fresh row-contiguous array (mlx's `contiguous`). `allow_col_major` lets mlx keep a
+/// column-major array uncopied; kiln always copies, which gives the same values.
+#[pyfunction]
+#[pyo3(signature = (a, /, allow_col_major = false, *, stream = None))]
+pub fn contiguous(a: Operand, allow_col_major: bool, stream: Option<StreamOrDevice>) -> PyResult<PyArray> {
+    let _ = allow_col_major;
+    on(stream.as_ref(), || ops::copy(a.0)).map(PyArray::from)
+}
+
 /// Axes `start_axis..=end_axis` merged into one.
 #[pyfunction]
 #[pyo3(signature = (a, /, start_axis = 0, end_axis = -1, *, stream = None))]
@@ -576,6 +585,7 @@ fn grids(arrays: Vec<Operand>, sparse: bool, indexing: &str, stream: Option<Stre
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for f in [
         wrap_pyfunction!(reshape, m)?,
+        wrap_pyfunction!(contiguous, m)?,
         wrap_pyfunction!(flatten, m)?,
         wrap_pyfunction!(unflatten, m)?,
         wrap_pyfunction!(squeeze, m)?,

@@ -193,13 +193,17 @@ fn unit(shape: &[usize], dtype: Dtype, key: &Array) -> Result<Array> {
     }
 }
 
-/// Uniform samples in [low, high) of `shape` and float `dtype`.
+/// Uniform samples in [low, high) of `shape` and float `dtype`; with low == high every sample
+/// is low (as mlx's; the key is still drawn, so later draws don't shift).
 pub fn uniform(low: f64, high: f64, shape: &[usize], dtype: Dtype, key: Option<&Array>) -> Result<Array> {
     check_float("uniform", dtype)?;
-    if !low.is_finite() || !high.is_finite() || low >= high {
-        return Err(Error::value("uniform", format!("needs finite low < high, got low={low}, high={high}")));
+    if !low.is_finite() || !high.is_finite() || low > high {
+        return Err(Error::value("uniform", format!("needs finite low <= high, got low={low}, high={high}")));
     }
     let k = key_or_next("uniform", key)?;
+    if low == high {
+        return super::full(shape, low, Some(dtype));
+    }
     let u = unit(shape, dtype, &k)?;
     let x = cast(&super::add(super::multiply(&u, high - low)?, low)?, dtype)?;
     // Rounding can reach `high`; keep the interval half-open.

@@ -9,8 +9,11 @@
 //!   of a matrix of small values still use e4m3's whole range.
 //!
 //! A group's ideal scale is its largest magnitude over the value format's largest (6 or 448).
-//! e8m0 scales round its binary logarithm to the nearest integer, as mlx does (so a group's
-//! largest value may saturate); e4m3 scales round to the nearest e4m3 value. Each value is then
+//! An e8m0 scale is the smallest power of two at least that large (the binary logarithm rounded
+//! up, as NVIDIA's conversion and mlx's CUDA kernels do), so no value saturates. mlx's CPU and
+//! Metal kernels round the logarithm to the nearest integer instead, which can clip a group's
+//! largest values by up to 29%; the stored format is the same, so either reads the other's
+//! words. An e4m3 scale is the nearest e4m3 value. Each value is then
 //! divided by its scale and rounded to the nearest representable value, ties to even,
 //! saturating at the largest. 4-bit codes are sign·8 + the magnitude's index; codes pack into
 //! words as in every mode (`packing`).
@@ -128,12 +131,16 @@ fn scale_encoding(global_scale: Option<&Array>) -> Result<Array> {
     }
 }
 
-/// The e8m0 code of each ideal scale: its binary logarithm rounded, biased by 127 (a zero
-/// scale gives 2⁰, as mlx's; NaN gives e8m0's NaN, 255).
+/// The e8m0 code of each (non-negative float32) ideal scale: the exponent field of the
+/// smallest power of two at least as large, read from its bits (exact on every device): the
+/// field itself for a power of two, one more otherwise. A zero scale gives 2⁰ (as mlx's),
+/// infinity and NaN give e8m0's NaN, 255.
 fn e8m0_code(ideal: &Array) -> Result<Array> {
-    let exponent = clip(round(log2(ideal)?)?, Some(&-127.0), Some(&127.0))?;
-    let code = where_(equal(ideal, 0.0)?, 127.0, add(exponent, 127.0)?)?;
-    astype(where_(isnan(ideal)?, 255.0, code)?, Dtype::U8)
+    let bits = view(ideal, Dtype::U32)?;
+    let field = right_shift(&bits, word(23))?;
+    let inexact = not_equal(bitwise_and(&bits, word(0x7F_FFFF))?, word(0))?;
+    let code = where_(logical_and(inexact, less(&field, word(255))?)?, add(&field, word(1))?, &field)?;
+    astype(where_(equal(ideal, 0.0)?, word(127), code)?, Dtype::U8)
 }
 
 /// The float32 values of e8m0 codes: 2^(code - 127), built from the exponent bits (exact);
