@@ -40,10 +40,7 @@ pub struct KernelArgs<'a> {
 impl KernelArgs<'_> {
     /// Input `i` as a row-major slice of `T` (which must be its dtype).
     pub fn input<T: Element>(&self, i: usize) -> Result<&[T]> {
-        let (shape, dtype, buf) = self.inputs.get(i).ok_or_else(|| self.no_such("input", i, self.inputs.len()))?;
-        self.check::<T>("input", i, *dtype)?;
-        // Safety: a contiguous buffer of numel(shape) elements of T.
-        Ok(unsafe { std::slice::from_raw_parts(buf.ptr::<T>(), numel(shape)) })
+        self.readers().get(i)
     }
     /// The shape of input `i`.
     pub fn input_shape(&self, i: usize) -> &[usize] {
@@ -51,46 +48,62 @@ impl KernelArgs<'_> {
     }
     /// Output `i` as a mutable row-major slice of `T` (which must be its declared dtype).
     pub fn output<T: Element>(&mut self, i: usize) -> Result<&mut [T]> {
+        let (_, out) = self.inputs_and_output(i)?;
+        Ok(out)
+    }
+    /// The inputs, and output `i` as a mutable slice of `T`, at once: for bodies that read their
+    /// inputs while they write (the borrows of [`input`](Self::input) and
+    /// [`output`](Self::output) cannot overlap).
+    pub(crate) fn inputs_and_output<T: Element>(&mut self, i: usize) -> Result<(KernelInputs<'_>, &mut [T])> {
         if let Some(&(_, dtype, _)) = self.outputs.get(i) {
-            self.check::<T>("output", i, dtype)?;
+            check::<T>(self.name, "output", i, dtype)?;
         }
         let bytes = self.output_bytes(i)?;
         // Safety: the output's memory holds its elements of dtype T, suitably aligned.
-        Ok(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
-    }
-    /// Every input, and output `i`, all of dtype `T`, at once: for bodies that read their inputs
-    /// while they write (the borrows of [`input`](Self::input) and [`output`](Self::output)
-    /// cannot overlap).
-    pub(crate) fn inputs_and_output<T: Element>(&mut self, i: usize) -> Result<(Vec<&[T]>, &mut [T])> {
-        let inputs = (0..self.inputs.len())
-            .map(|j| {
-                let slice = self.input::<T>(j)?;
-                // Safety: inputs and outputs are distinct buffers that live as long as `self`.
-                Ok(unsafe { std::slice::from_raw_parts(slice.as_ptr(), slice.len()) })
-            })
-            .collect::<Result<_>>()?;
-        Ok((inputs, self.output::<T>(i)?))
+        let out = unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) };
+        Ok((KernelInputs { name: self.name, inputs: &self.inputs }, out))
     }
     /// Output `i`'s memory as bytes, whatever its dtype: for bodies that fill data they read
     /// rather than compute (a file's contents, say).
     pub fn output_bytes(&mut self, i: usize) -> Result<&mut [u8]> {
         let n = self.outputs.len();
-        let (shape, dtype, buf) = self.outputs.get(i).ok_or_else(|| self.no_such("output", i, n))?;
+        let (shape, dtype, buf) = self.outputs.get(i).ok_or_else(|| no_such(self.name, "output", i, n))?;
         // Safety: a fresh contiguous buffer of numel(shape) elements that only this call sees.
         Ok(unsafe { std::slice::from_raw_parts_mut(buf.ptr::<u8>(), numel(shape) * dtype.size()) })
     }
-    fn check<T: Element>(&self, what: &str, i: usize, dtype: Dtype) -> Result<()> {
-        if T::DTYPE != dtype {
-            return Err(Error::dtype(
-                "custom_kernel",
-                format!("kernel '{}' read {what} {i} of dtype {dtype} as {}", self.name, T::DTYPE),
-            ));
-        }
-        Ok(())
+    fn readers(&self) -> KernelInputs<'_> {
+        KernelInputs { name: self.name, inputs: &self.inputs }
     }
-    fn no_such(&self, what: &str, i: usize, n: usize) -> Error {
-        Error::value("custom_kernel", format!("kernel '{}' has {n} {what}s, asked for {what} {i}", self.name))
+}
+
+/// A kernel call's inputs, readable while one of its outputs is written
+/// ([`KernelArgs::inputs_and_output`]).
+pub(crate) struct KernelInputs<'b> {
+    name: &'b str,
+    inputs: &'b [(Shape, Dtype, Buffer)],
+}
+
+impl<'b> KernelInputs<'b> {
+    /// Input `i` as a row-major slice of `T` (which must be its dtype).
+    pub(crate) fn get<T: Element>(&self, i: usize) -> Result<&'b [T]> {
+        let (shape, dtype, buf) = self.inputs.get(i).ok_or_else(|| no_such(self.name, "input", i, self.inputs.len()))?;
+        check::<T>(self.name, "input", i, *dtype)?;
+        // Safety: a contiguous buffer of numel(shape) elements of T, distinct from the outputs'.
+        Ok(unsafe { std::slice::from_raw_parts(buf.ptr::<T>(), numel(shape)) })
     }
+}
+
+/// Refuses to read a kernel's input or output as a `T` other than its dtype.
+fn check<T: Element>(name: &str, what: &str, i: usize, dtype: Dtype) -> Result<()> {
+    if T::DTYPE != dtype {
+        return Err(Error::dtype("custom_kernel", format!("kernel '{name}' read {what} {i} of dtype {dtype} as {}", T::DTYPE)));
+    }
+    Ok(())
+}
+
+/// The error for an input or output index past the end.
+fn no_such(name: &str, what: &str, i: usize, n: usize) -> Error {
+    Error::value("custom_kernel", format!("kernel '{name}' has {n} {what}s, asked for {what} {i}"))
 }
 
 /// One call of a user kernel: its body and declared outputs. Compares by identity, so two calls

@@ -6,6 +6,7 @@ mod common;
 
 use common::{array, assert_close, check_err, Rng};
 use kiln::ops::Scheme;
+use kiln::transforms::vjp;
 use kiln::{ops, Array, Dtype, ErrorKind};
 
 fn values(a: &Array) -> Vec<f64> {
@@ -226,5 +227,43 @@ fn gguf_quantized_blocks_load_as_words_scales_and_biases() {
         assert_eq!((scales.dtype(), scales.shape()), (Dtype::F16, &[rows, cols / 32][..]), "type {code}");
         let back = ops::dequantize(&words, &scales, Scheme::affine(&biases, 32, bits), Some(Dtype::F32)).unwrap();
         assert_eq!(values(&back), want, "type {code}");
+    }
+}
+
+#[test]
+fn host_kernel_products_and_gradients_equal_the_float64_composition() {
+    // float32 products on the CPU run the blocked host kernel; float64 ones the composition
+    // (dequantize, then matmul), which serves as the reference.
+    let mut rng = Rng::new(17);
+    let f64s = |a: &Array| ops::astype(a, Dtype::F64).unwrap();
+    let shapes = [(40, 256, 32, 3), (7, 4096, 64, 5), (33, 128, 128, 6), (300, 64, 32, 2), (5, 96, 32, 8), (2100, 512, 64, 4)];
+    for (rows, cols, group, bits) in shapes {
+        let w = array(&rng.vec(rows * cols, -1.0, 1.0), &[rows, cols], Dtype::F32);
+        let (words, scales, biases) = ops::quantize(&w, group, bits).unwrap();
+        for transpose in [true, false] {
+            let inner = if transpose { cols } else { rows };
+            for m in [1, 3, 9, 70] {
+                let x = array(&rng.vec(m * inner, -1.0, 1.0), &[m, inner], Dtype::F32);
+                let scheme = Scheme::affine(&biases, group, bits);
+                let got = ops::quantized_matmul(&x, &words, &scales, scheme, transpose).unwrap();
+                let (s64, b64) = (f64s(&scales), f64s(&biases));
+                let want = ops::quantized_matmul(f64s(&x), &words, &s64, Scheme::affine(&b64, group, bits), transpose).unwrap();
+                let what = format!("rows {rows} cols {cols} bits {bits} transpose {transpose} m {m}");
+                assert_eq!(got.shape(), want.shape(), "{what}");
+                assert_close(&values(&got), &values(&want), 1e-4, 1e-4, &what);
+                if m != 9 {
+                    continue;
+                }
+                // Gradients of x, the scales and the biases.
+                let c = array(&rng.vec(got.size(), -1.0, 1.0), got.shape(), Dtype::F32);
+                let (wd, t) = (words.clone(), transpose);
+                let f = move |a: &[Array]| Ok(vec![ops::quantized_matmul(&a[0], &wd, &a[1], Scheme::affine(&a[2], group, bits), t)?]);
+                let (_, grads) = vjp(f.clone(), &[x.clone(), scales.clone(), biases.clone()], std::slice::from_ref(&c)).unwrap();
+                let (_, want) = vjp(f, &[f64s(&x), s64.clone(), b64.clone()], &[f64s(&c)]).unwrap();
+                for (name, g, w) in [("x", &grads[0], &want[0]), ("scales", &grads[1], &want[1]), ("biases", &grads[2], &want[2])] {
+                    assert_close(&values(g), &values(w), 1e-4, 1e-4, &format!("{what}: d{name}"));
+                }
+            }
+        }
     }
 }

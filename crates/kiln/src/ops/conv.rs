@@ -267,10 +267,10 @@ fn host_kernel(
     custom_kernel(name, args, &[(shape, dtype)], move |k: &mut KernelArgs| {
         if dtype == Dtype::F32 {
             let (inputs, out) = k.inputs_and_output::<f32>(0)?;
-            body(inputs[0], inputs[1], out, &geometry);
+            body(inputs.get(0)?, inputs.get(1)?, out, &geometry);
         } else {
             let (inputs, out) = k.inputs_and_output::<f64>(0)?;
-            body64(inputs[0], inputs[1], out, &geometry);
+            body64(inputs.get(0)?, inputs.get(1)?, out, &geometry);
         }
         Ok(())
     })

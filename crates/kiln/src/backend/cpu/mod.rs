@@ -15,6 +15,7 @@ pub mod views;
 
 mod complex;
 pub(crate) mod conv;
+pub(crate) mod quantized;
 mod creation;
 mod fft;
 mod index;

@@ -48,6 +48,19 @@ pub fn quantize(w: impl AsArray, group_size: usize, bits: u32) -> Result<(Array,
     Ok((words, squeeze_last(scale)?, squeeze_last(bias)?))
 }
 
+/// Checks affine `words` with their `scales` and `biases`; returns the values per row.
+pub(super) fn check_affine(op: &str, words: &Array, scales: &Array, biases: &Array, group_size: usize, bits: u32) -> Result<usize> {
+    check_format(op, group_size, bits)?;
+    let k = packed_length(op, words, group_size, bits)?;
+    for (name, p) in [("scales", scales), ("biases", biases)] {
+        super::check_per_group(op, name, p, words, k, group_size)?;
+        if !p.dtype().is_float() {
+            return Err(Error::dtype(op, format!("{name} must be floating point in affine mode, got {}", p.dtype())));
+        }
+    }
+    Ok(k)
+}
+
 /// The matrix that affine `words`, `scales` and `biases` stand for: `scales · q + biases`,
 /// computed in float32 and given in `dtype` (a floating-point one; default: the scales' and
 /// biases' dtype).
@@ -60,14 +73,7 @@ pub(super) fn dequantize_affine(
     bits: u32,
     dtype: Option<Dtype>,
 ) -> Result<Array> {
-    check_format(op, group_size, bits)?;
-    let k = packed_length(op, words, group_size, bits)?;
-    for (name, p) in [("scales", scales), ("biases", biases)] {
-        super::check_per_group(op, name, p, words, k, group_size)?;
-        if !p.dtype().is_float() {
-            return Err(Error::dtype(op, format!("{name} must be floating point in affine mode, got {}", p.dtype())));
-        }
-    }
+    let k = check_affine(op, words, scales, biases, group_size, bits)?;
     let dtype = dtype.unwrap_or(promote_types(scales.dtype(), biases.dtype()));
     super::check_result_dtype(op, dtype)?;
     let q = reshape(unpack(words, bits, k)?, &with_last(words.shape(), &[k / group_size, group_size]))?;

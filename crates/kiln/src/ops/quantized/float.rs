@@ -169,8 +169,7 @@ fn e2m1_code(values: &Array) -> Result<Array> {
 
 /// The float32 values of e2m1 codes.
 fn e2m1_value(codes: &Array) -> Result<Array> {
-    let table: Vec<f32> = E2M1.iter().copied().chain(E2M1.iter().map(|v| -v)).collect();
-    take(Array::from_slice(&table, &[16])?, codes, None)
+    take(Array::from_slice(&code_table(FloatFormat::Mxfp4), &[16])?, codes, None)
 }
 
 /// Quantizes `w` (floating point, at least 2-d, its last axis a multiple of the format's group
@@ -200,6 +199,18 @@ pub fn quantize_float(w: impl AsArray, format: FloatFormat, global_scale: Option
     Ok((pack(&value_codes, format.bits())?, reshape(codes, &with_last(w.shape(), &[k / group]))?))
 }
 
+/// Checks `words` and uint8 `scales` in `format` (and the global scale); returns the values per
+/// row.
+pub(super) fn check_float(op: &str, words: &Array, scales: &Array, format: FloatFormat, global_scale: Option<&Array>) -> Result<usize> {
+    check_global_scale(op, format, global_scale)?;
+    let k = packed_length(op, words, format.group_size(), format.bits())?;
+    check_per_group(op, "scales", scales, words, k, format.group_size())?;
+    if scales.dtype() != Dtype::U8 {
+        return Err(Error::dtype(op, format!("the scales of {} quantization are uint8 codes, got {}", format.name(), scales.dtype())));
+    }
+    Ok(k)
+}
+
 /// The matrix that `words` and uint8 `scales` in `format` stand for, in `dtype` (a
 /// floating-point one; default bfloat16, as mlx's), with nvfp4's `global_scale` if it was
 /// quantized with one.
@@ -211,29 +222,56 @@ pub(super) fn dequantize_float(
     global_scale: Option<&Array>,
     dtype: Option<Dtype>,
 ) -> Result<Array> {
-    check_global_scale(op, format, global_scale)?;
-    let (group, bits) = (format.group_size(), format.bits());
-    let k = packed_length(op, words, group, bits)?;
-    check_per_group(op, "scales", scales, words, k, group)?;
-    if scales.dtype() != Dtype::U8 {
-        return Err(Error::dtype(op, format!("the scales of {} quantization are uint8 codes, got {}", format.name(), scales.dtype())));
-    }
+    let k = check_float(op, words, scales, format, global_scale)?;
+    let group = format.group_size();
     let dtype = dtype.unwrap_or(Dtype::BF16);
     super::check_result_dtype(op, dtype)?;
-    let name = op.to_string();
     let forward = move |args: &[Array]| -> Result<Vec<Array>> {
         let (words, scales) = (&args[0], &args[1]);
-        let codes = unpack(words, bits, k)?;
-        let values = if format == FloatFormat::Mxfp8 { from_fp8(astype(codes, Dtype::U8)?, Dtype::F32)? } else { e2m1_value(&codes)? };
-        let values = reshape(values, &with_last(words.shape(), &[k / group, group]))?;
-        let scale = if format == FloatFormat::Nvfp4 {
-            divide(from_fp8(scales, Dtype::F32)?, scale_encoding(args.get(2))?)?
-        } else {
-            e8m0_value(scales)?
-        };
-        let w = multiply(values, expand_dims(scale, &[-1])?)?;
+        let values = reshape(code_values(words, format, k)?, &with_last(words.shape(), &[k / group, group]))?;
+        let w = multiply(values, expand_dims(decode_scales(scales, format, args.get(2))?, &[-1])?)?;
         Ok(vec![astype(reshape(w, &with_last(words.shape(), &[k]))?, dtype)?])
     };
+    without_gradient(op, format, forward, words, scales, global_scale)
+}
+
+/// The values of the `k` codes per row that `words` hold in `format`, in float32, unscaled.
+fn code_values(words: &Array, format: FloatFormat, k: usize) -> Result<Array> {
+    let codes = unpack(words, format.bits(), k)?;
+    if format == FloatFormat::Mxfp8 {
+        from_fp8(astype(codes, Dtype::U8)?, Dtype::F32)
+    } else {
+        e2m1_value(&codes)
+    }
+}
+
+/// The float32 values of scale codes in `format`, with nvfp4's global scale if any.
+fn decode_scales(scales: &Array, format: FloatFormat, global_scale: Option<&Array>) -> Result<Array> {
+    if format == FloatFormat::Nvfp4 {
+        divide(from_fp8(scales, Dtype::F32)?, scale_encoding(global_scale)?)
+    } else {
+        e8m0_value(scales)
+    }
+}
+
+/// [`decode_scales`] for the host kernels, after the checks of [`dequantize_float`] (whose
+/// refusal of gradients it shares).
+pub(super) fn scale_values(op: &str, scales: &Array, format: FloatFormat, global_scale: Option<&Array>, words: &Array) -> Result<Array> {
+    let forward = move |args: &[Array]| -> Result<Vec<Array>> { Ok(vec![decode_scales(&args[1], format, args.get(2))?]) };
+    without_gradient(op, format, forward, words, scales, global_scale)
+}
+
+/// Calls `forward` on `(words, scales[, global_scale])` as a custom function whose vjp refuses:
+/// the codes have no gradient.
+fn without_gradient(
+    op: &str,
+    format: FloatFormat,
+    forward: impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static,
+    words: &Array,
+    scales: &Array,
+    global_scale: Option<&Array>,
+) -> Result<Array> {
+    let name = op.to_string();
     let refusal = move |_: &[Array], _: &[Array], _: &[Array]| -> Result<Vec<Array>> {
         Err(Error::value(
             &name,
@@ -246,4 +284,23 @@ pub(super) fn dequantize_float(
     let mut args = vec![words.clone(), scales.clone()];
     args.extend(global_scale.cloned());
     Ok(CustomFunction::new("dequantize", forward).vjp(refusal).into_fn()(&args)?.remove(0))
+}
+
+/// Each code's value in `format` (the host kernels' table): e2m1's 16 or e4m3's 256, from the
+/// formats' definitions (e4m3: 1 sign, 4 exponent bits of bias 7, 3 mantissa bits; 0x7F is NaN).
+pub(super) fn code_table(format: FloatFormat) -> Vec<f32> {
+    if format != FloatFormat::Mxfp8 {
+        return E2M1.iter().copied().chain(E2M1.iter().map(|v| -v)).collect();
+    }
+    (0u32..256)
+        .map(|code| {
+            let (exponent, mantissa) = ((code >> 3) & 0xF, (code & 7) as f32);
+            let magnitude = match (exponent, code & 0x7F) {
+                (_, 0x7F) => f32::NAN,
+                (0, _) => mantissa / 8.0 * 2f32.powi(-6),
+                _ => (1.0 + mantissa / 8.0) * 2f32.powi(exponent as i32 - 7),
+            };
+            if code & 0x80 != 0 { -magnitude } else { magnitude }
+        })
+        .collect()
 }

@@ -13,6 +13,7 @@
 
 mod affine;
 mod float;
+mod host;
 mod packing;
 mod qqmm;
 
@@ -164,20 +165,26 @@ pub fn gather_qmm(
         Scheme::Affine { biases, .. } => promote_types(promote_types(x.dtype(), scales.dtype()), biases.dtype()),
         Scheme::Float { .. } => x.dtype(),
     };
-    let w = dequantize_in(op, words, scales, scheme, Some(dtype))?;
+    let k = match scheme {
+        Scheme::Affine { biases, group_size, bits } => affine::check_affine(op, words, scales, biases, group_size, bits)?,
+        Scheme::Float { format, global_scale } => float::check_float(op, words, scales, format, global_scale)?,
+    };
     let x = crate::ops::astype(&x, dtype)?;
-    let (rows, cols) = (w.shape()[w.ndim() - 2], w.shape()[w.ndim() - 1]);
-    let inner = if transpose { cols } else { rows };
+    let rows = words.shape()[words.ndim() - 2];
+    let inner = if transpose { k } else { rows };
     if x.ndim() == 0 || x.shape()[x.ndim() - 1] != inner {
         return Err(Error::shape(
             op,
             format!(
-                "x of shape {} does not multiply the quantized matrix of shape {} (transpose = {transpose}): the last axis must be {inner}",
+                "x of shape {} does not multiply the quantized matrix of {rows} rows of {k} values (transpose = {transpose}): the last axis must be {inner}",
                 fmt_shape(x.shape()),
-                fmt_shape(w.shape())
             ),
         ));
     }
+    if host::runs_on_host(dtype, words, lhs_indices.is_some() || rhs_indices.is_some()) {
+        return host::product_on_host(op, &x, words, scales, scheme, transpose);
+    }
+    let w = dequantize_in(op, words, scales, scheme, Some(dtype))?;
     let w = if transpose { swapaxes(&w, -1, -2)? } else { w };
     gather_mm(&x, &w, lhs_indices, rhs_indices, false).map_err(|e| e.in_op(op))
 }

@@ -1,0 +1,143 @@
+//! The CPU path of the quantized products: a float32 `x` times a 2-d quantized matrix, on a CPU
+//! stream, runs the host kernel of `backend::cpu::quantized` (which dequantizes in cache-sized
+//! blocks) as a custom function. Its operands are `x`, the words, one float32 scale per group
+//! (the float formats' codes decoded first, by a function that refuses their gradient) and, in
+//! affine mode, one float32 bias per group.
+//!
+//! Rules: the vjp gives `x` the product in the other orientation (the same kernel) and the
+//! scales and biases mlx's formula (the gradient with respect to the dequantized matrix, summed
+//! per group, weighted by the codes' values for the scales), built lazily so a caller that wants
+//! only `x`'s gradient never computes it; jvp and vmap go through the composition.
+
+use super::float::{code_table, scale_values};
+use super::packing::unpack;
+use super::Scheme;
+use crate::array::Array;
+use crate::backend::cpu::quantized::{quantized_product, Quantized, QuantizedLayout};
+use crate::device::{current_stream, DeviceKind};
+use crate::dtype::Dtype;
+use crate::error::Result;
+use crate::kernel::{custom_kernel, KernelArgs};
+use crate::ops::*;
+use crate::transforms::{jvp, vmap, CustomFunction};
+use std::sync::Arc;
+
+/// The kernel's name in graphs and `explain`.
+const KERNEL_NAME: &str = "quantized_matmul";
+
+/// Whether a product of `dtype` with `words` runs on the host kernel: a CPU stream, float32, a
+/// 2-d quantized matrix and no gather indices.
+pub(super) fn runs_on_host(dtype: Dtype, words: &Array, gathers: bool) -> bool {
+    current_stream().device.kind == DeviceKind::Cpu && dtype == Dtype::F32 && words.ndim() == 2 && !gathers
+}
+
+/// `x @ wᵀ` (or `x @ w`) with the host kernel; `x` is float32, and it and the quantized matrix
+/// are already checked.
+pub(super) fn product_on_host(op: &str, x: &Array, words: &Array, scales: &Array, scheme: Scheme, transpose: bool) -> Result<Array> {
+    let (rows, word_count) = (words.shape()[0], words.shape()[1]);
+    let (layout, scales, biases) = match scheme {
+        Scheme::Affine { biases, group_size, bits } => {
+            let layout = QuantizedLayout { rows, cols: word_count * 32 / bits as usize, group_size, bits, table: None };
+            (layout, astype(scales, Dtype::F32)?, Some(astype(biases, Dtype::F32)?))
+        }
+        Scheme::Float { format, global_scale } => {
+            let (group_size, bits) = (format.group_size(), format.bits());
+            let cols = word_count * 32 / bits as usize;
+            let layout = QuantizedLayout { rows, cols, group_size, bits, table: Some(code_table(format)) };
+            (layout, scale_values(op, scales, format, global_scale, words)?, None)
+        }
+    };
+    let mut args = vec![x.clone(), words.clone(), scales];
+    args.extend(biases);
+    host_product(&args, Arc::new(layout), transpose)
+}
+
+/// The custom function over `(x, words, scales[, biases])` (all float32 but the words).
+fn host_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -> Result<Array> {
+    let x = &args[0];
+    let outer = if transpose { layout.rows } else { layout.cols };
+    let mut out_shape = x.shape().to_vec();
+    *out_shape.last_mut().expect("x has an axis") = outer;
+    let kernel_layout = layout.clone();
+    let forward = move |args: &[Array]| {
+        let layout = kernel_layout.clone();
+        custom_kernel(KERNEL_NAME, args, &[(out_shape.clone(), Dtype::F32)], move |k: &mut KernelArgs| {
+            let (inputs, out) = k.inputs_and_output::<f32>(0)?;
+            let biases = if layout.table.is_none() { Some(inputs.get::<f32>(3)?) } else { None };
+            let q = Quantized { words: inputs.get::<u32>(1)?, scales: inputs.get::<f32>(2)?, biases };
+            quantized_product(inputs.get::<f32>(0)?, &q, &layout, transpose, out);
+            Ok(())
+        })
+    };
+    let (vjp_layout, jvp_layout, vmap_layout) = (layout.clone(), layout.clone(), layout);
+    let call = CustomFunction::new(KERNEL_NAME, forward)
+        .vjp(move |args, cotangents, _| {
+            let cotangent = &cotangents[0];
+            let mut others = args.to_vec();
+            others[0] = cotangent.clone();
+            let dx = host_product(&others, vjp_layout.clone(), !transpose)?;
+            let mut grads = vec![dx, zeros_like(&args[1])?];
+            grads.extend(scale_and_bias_gradients(&args[0], cotangent, &args[1], &vjp_layout, transpose, args.len() == 4)?);
+            Ok(grads)
+        })
+        .jvp(move |args, tangents| {
+            let layout = jvp_layout.clone();
+            let composition = move |a: &[Array]| Ok(vec![composed_product(a, &layout, transpose)?]);
+            Ok(jvp(composition, args, tangents)?.1)
+        })
+        .vmap(move |args, axes| {
+            let layout = vmap_layout.clone();
+            let composition = move |a: &[Array]| Ok(vec![composed_product(a, &layout, transpose)?]);
+            let in_axes: Vec<Option<i64>> = axes.iter().map(|a| a.map(|a| a as i64)).collect();
+            Ok((vmap(composition, &in_axes, &[Some(0)])(args)?, vec![Some(0)]))
+        })
+        .into_fn();
+    Ok(call(args)?.remove(0))
+}
+
+/// Each code's unscaled value, shaped `(rows, groups, group_size)`.
+fn grouped_code_values(words: &Array, layout: &QuantizedLayout) -> Result<Array> {
+    let shape = [layout.rows as i64, (layout.cols / layout.group_size) as i64, layout.group_size as i64];
+    let values = match &layout.table {
+        None => astype(unpack(words, layout.bits, layout.cols)?, Dtype::F32)?,
+        Some(table) => take(Array::from_slice(table, &[table.len()])?, unpack(words, layout.bits, layout.cols)?, None)?,
+    };
+    reshape(values, &shape)
+}
+
+/// The dequantized matrix of `(words, scales[, biases])`, `(rows, cols)`, as a composition.
+fn composed_matrix(args: &[Array], layout: &QuantizedLayout) -> Result<Array> {
+    let per_group = |a: &Array| expand_dims(a, &[-1]);
+    let mut w = multiply(grouped_code_values(&args[0], layout)?, per_group(&args[1])?)?;
+    if let Some(biases) = args.get(2) {
+        w = add(w, per_group(biases)?)?;
+    }
+    reshape(w, &[layout.rows as i64, layout.cols as i64])
+}
+
+/// [`host_product`]'s function as a composition (for the transforms the kernel has no rule for).
+fn composed_product(args: &[Array], layout: &QuantizedLayout, transpose: bool) -> Result<Array> {
+    let w = composed_matrix(&args[1..], layout)?;
+    matmul(&args[0], if transpose { swapaxes(&w, 0, 1)? } else { w })
+}
+
+/// The cotangents of the scales and (affine) biases: the gradient with respect to the
+/// dequantized matrix, `dw`, summed over each group, times the codes' values for the scales.
+fn scale_and_bias_gradients(
+    x: &Array,
+    cotangent: &Array,
+    words: &Array,
+    layout: &QuantizedLayout,
+    transpose: bool,
+    affine: bool,
+) -> Result<Vec<Array>> {
+    let flat = |a: &Array| reshape(a, &[-1, a.shape()[a.ndim() - 1] as i64]);
+    let (x, cotangent) = (flat(x)?, flat(cotangent)?);
+    let dw = if transpose { matmul(swapaxes(&cotangent, 0, 1)?, &x)? } else { matmul(swapaxes(&x, 0, 1)?, &cotangent)? };
+    let grouped = reshape(dw, &[layout.rows as i64, (layout.cols / layout.group_size) as i64, layout.group_size as i64])?;
+    let mut grads = vec![sum(multiply(&grouped, grouped_code_values(words, layout)?)?, Some(&[-1]), false)?];
+    if affine {
+        grads.push(sum(&grouped, Some(&[-1]), false)?);
+    }
+    Ok(grads)
+}
