@@ -30,8 +30,9 @@ pub struct QuantizedLayout {
     pub group_size: usize,
     /// Bits per code.
     pub bits: u32,
-    /// Each code's value before scaling (the float formats); `None`: the code itself (affine).
-    pub table: Option<Vec<f32>>,
+    /// Each code's value before scaling, by code (the float formats); `None`: the code itself
+    /// (affine).
+    pub table: Option<Box<[f32; 256]>>,
 }
 
 impl QuantizedLayout {
@@ -55,26 +56,48 @@ impl QuantizedLayout {
     /// Values `first..first + out.len()` of row `r`, dequantized into `out` (`first` and the
     /// length whole groups).
     fn dequantize(&self, q: &Quantized, r: usize, first: usize, out: &mut [f32]) {
-        let words = &q.words[r * self.words_per_row()..(r + 1) * self.words_per_row()];
         let bits = self.bits as usize;
-        let mask = (1u64 << bits) - 1;
+        let words = &q.words[r * self.words_per_row()..(r + 1) * self.words_per_row()];
+        let group_words = self.group_size * bits / 32;
         let group_base = r * self.groups_per_row() + first / self.group_size;
         for (g, chunk) in out.chunks_mut(self.group_size).enumerate() {
-            let scale = q.scales[group_base + g];
-            let bias = q.biases.map_or(0.0, |b| b[group_base + g]);
-            let start = first + g * self.group_size;
-            for (j, o) in chunk.iter_mut().enumerate() {
-                let offset = (start + j) * bits;
-                let (word, shift) = (offset / 32, offset % 32);
-                let mut window = words[word] as u64;
-                if shift + bits > 32 {
-                    window |= (words[word + 1] as u64) << 32;
-                }
-                let code = ((window >> shift) & mask) as usize;
-                let value = self.table.as_ref().map_or(code as f32, |t| t[code]);
-                *o = value * scale + bias;
+            let (scale, bias) = (q.scales[group_base + g], q.biases.map_or(0.0, |b| b[group_base + g]));
+            let start = (first / self.group_size + g) * group_words;
+            let words = &words[start..start + group_words];
+            match (bits, &self.table) {
+                (2, None) => decode_words::<2>(words, chunk, |c| c as f32, scale, bias),
+                (4, None) => decode_words::<4>(words, chunk, |c| c as f32, scale, bias),
+                (8, None) => decode_words::<8>(words, chunk, |c| c as f32, scale, bias),
+                (4, Some(t)) => decode_words::<4>(words, chunk, |c| t[c as u8 as usize], scale, bias),
+                (8, Some(t)) => decode_words::<8>(words, chunk, |c| t[c as u8 as usize], scale, bias),
+                _ => decode_stream(words, bits, chunk, |c| self.table.as_ref().map_or(c as f32, |t| t[c as u8 as usize]), scale, bias),
             }
         }
+    }
+}
+
+/// Decodes `out.len()` codes of `BITS` bits (a power of two: whole codes per word) from
+/// `words`, each `value(code) · scale + bias`.
+#[inline(always)]
+fn decode_words<const BITS: usize>(words: &[u32], out: &mut [f32], value: impl Fn(u32) -> f32, scale: f32, bias: f32) {
+    for (&word, chunk) in words.iter().zip(out.chunks_exact_mut(32 / BITS)) {
+        for (j, o) in chunk.iter_mut().enumerate() {
+            *o = value((word >> (j * BITS)) & ((1 << BITS) - 1)) * scale + bias;
+        }
+    }
+}
+
+/// [`decode_words`] for any width: code `i` at bits `i·bits ..` of the stream, which may
+/// straddle two words.
+fn decode_stream(words: &[u32], bits: usize, out: &mut [f32], value: impl Fn(u32) -> f32, scale: f32, bias: f32) {
+    let mask = (1u64 << bits) - 1;
+    for (i, o) in out.iter_mut().enumerate() {
+        let (word, shift) = (i * bits / 32, i * bits % 32);
+        let mut window = words[word] as u64;
+        if shift + bits > 32 {
+            window |= (words[word + 1] as u64) << 32;
+        }
+        *o = value(((window >> shift) & mask) as u32) * scale + bias;
     }
 }
 

@@ -11,7 +11,7 @@
 
 use super::float::{code_table, scale_values};
 use super::packing::unpack;
-use super::Scheme;
+use super::{FloatFormat, Scheme};
 use crate::array::Array;
 use crate::backend::cpu::quantized::{quantized_product, Quantized, QuantizedLayout};
 use crate::device::{current_stream, DeviceKind};
@@ -43,13 +43,22 @@ pub(super) fn product_on_host(op: &str, x: &Array, words: &Array, scales: &Array
         Scheme::Float { format, global_scale } => {
             let (group_size, bits) = (format.group_size(), format.bits());
             let cols = word_count * 32 / bits as usize;
-            let layout = QuantizedLayout { rows, cols, group_size, bits, table: Some(code_table(format)) };
+            let layout = QuantizedLayout { rows, cols, group_size, bits, table: Some(table_of(format)) };
             (layout, scale_values(op, scales, format, global_scale, words)?, None)
         }
     };
     let mut args = vec![x.clone(), words.clone(), scales];
     args.extend(biases);
     host_product(&args, Arc::new(layout), transpose)
+}
+
+/// The code values of `format` as the kernel's 256-entry table (codes past the format's own are
+/// never read).
+fn table_of(format: FloatFormat) -> Box<[f32; 256]> {
+    let mut table = Box::new([f32::NAN; 256]);
+    let values = code_table(format);
+    table[..values.len()].copy_from_slice(&values);
+    table
 }
 
 /// The custom function over `(x, words, scales[, biases])` (all float32 but the words).
@@ -100,7 +109,7 @@ fn grouped_code_values(words: &Array, layout: &QuantizedLayout) -> Result<Array>
     let shape = [layout.rows as i64, (layout.cols / layout.group_size) as i64, layout.group_size as i64];
     let values = match &layout.table {
         None => astype(unpack(words, layout.bits, layout.cols)?, Dtype::F32)?,
-        Some(table) => take(Array::from_slice(table, &[table.len()])?, unpack(words, layout.bits, layout.cols)?, None)?,
+        Some(table) => take(Array::from_slice(&table[..], &[256])?, unpack(words, layout.bits, layout.cols)?, None)?,
     };
     reshape(values, &shape)
 }
