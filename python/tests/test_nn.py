@@ -890,12 +890,15 @@ def test_qq_linear_trains_a_float_weight_and_serves_a_quantized_one(rng):
     nn.quantize(model, mode="mxfp8", quantize_input=True)
     layer = model.layers[0]
     assert isinstance(layer, nn.QQLinear) and layer.weight.dtype == mx.float32
-    x = mx.array(rng.standard_normal((32, 64)).astype(np.float32))
+    x = mx.array(rng.standard_normal((64, 64)).astype(np.float32))
     w = np_(layer.weight)
     np.testing.assert_allclose(np.array(layer(x)), np.array(mx.qqmm(x, mx.array(w), mode="mxfp8")), rtol=1e-6)
-    # Training mode: the float weight gets qqmm's straight-through gradient.
-    _, grads = nn.value_and_grad(layer, lambda m, x: m(x).sum())(layer, x)
-    want = np.array(mx.qqmm(mx.ones((32, 32)), x.T, mode="mxfp8"))
+    # Training mode: the float weight gets qqmm's straight-through gradient, cᵀ and xᵀ quantized
+    # along the batch (for the loss sum(y * c), the output's cotangent is c).
+    c = mx.array(rng.standard_normal((64, 32)).astype(np.float32))
+    _, grads = nn.value_and_grad(layer, lambda m, x: (m(x) * c).sum())(layer, x)
+    want = np.array(mx.qqmm(c.T, x.T, mode="mxfp8"))
+    assert grads["weight"].shape == (32, 64)
     np.testing.assert_allclose(np.array(grads["weight"]), want, rtol=1e-6)
     # eval() stores the weight quantized, with the same products; train() restores a float one.
     before = np.array(layer(x))

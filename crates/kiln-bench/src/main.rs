@@ -22,9 +22,10 @@
 //!
 //! `conv2d` times a 3x3 convolution (8x56x56x64, channels last) eagerly, compiled, and its vjp,
 //! against the GEMM of its patches called directly, and its depthwise form (64 groups) in GB/s.
+//! `qmatmul` (module [`quantized`]) times quantized matrix products against float32 ones.
 //!
 //! Usage: `kiln-bench [--json] [--reps N] [--device cpu|gpu] [CASE...]`; CPU cases: memcpy copy add
-//! gelu silu layernorm softmax sum matmul conv2d mlp_grad mlp_step first_compile tiny_call; GPU cases (module
+//! gelu silu layernorm softmax sum matmul conv2d qmatmul mlp_grad mlp_step first_compile tiny_call; GPU cases (module
 //! [`gpu`]): d2d_copy copy add gelu sum sum_rows tiny_op matmul argsort cumsum take to_device
 //! to_host compiled first_compiled tiny_call mlp_step loop_shapes (tiny_call and mlp_step are the
 //! CPU cases, each call or step waited for on the GPU). `KILN_BENCH_PROFILE=FILE` samples where
@@ -33,6 +34,7 @@
 mod compiled;
 mod gpu;
 mod loop_shapes;
+mod quantized;
 mod sampler;
 
 use kiln::{ops, Array, Dtype};
@@ -46,8 +48,8 @@ const MATMUL_N: usize = 2048;
 const MLP: [usize; 4] = [512, 1024, 1024, 16];
 /// Batch, side and channels of the `conv2d` case: a ResNet stage's 3x3 convolution, channels last.
 const CONV: [usize; 3] = [8, 56, 64];
-const ALL_CASES: [&str; 14] = [
-    "memcpy", "copy", "add", "gelu", "silu", "layernorm", "softmax", "sum", "matmul", "conv2d", "mlp_grad",
+const ALL_CASES: [&str; 15] = [
+    "memcpy", "copy", "add", "gelu", "silu", "layernorm", "softmax", "sum", "matmul", "conv2d", "qmatmul", "mlp_grad",
     "mlp_step", "first_compile", "tiny_call",
 ];
 
@@ -180,6 +182,7 @@ fn run_case(case: &str, reps: usize) -> Vec<Row> {
             ]
         }
         "conv2d" => conv2d(reps),
+        "qmatmul" => quantized::qmatmul(reps),
         "mlp_grad" => mlp_grad(reps),
         "mlp_step" => compiled::mlp_step(reps),
         "first_compile" => compiled::first_compile(reps),

@@ -267,3 +267,22 @@ fn host_kernel_products_and_gradients_equal_the_float64_composition() {
         }
     }
 }
+
+#[test]
+fn shapeless_compiled_quantized_products_follow_new_batch_sizes() {
+    // A shapeless trace builds the composition (a host kernel's output shape is fixed), so one
+    // trace serves every number of rows; a plain compile uses the kernel.
+    let mut rng = Rng::new(23);
+    let w = array(&rng.vec(48 * 64, -1.0, 1.0), &[48, 64], Dtype::F32);
+    let (words, scales, biases) = ops::quantize(&w, 32, 4).unwrap();
+    let f = move |a: &[Array]| Ok(vec![ops::quantized_matmul(&a[0], &words, &scales, Scheme::affine(&biases, 32, 4), true)?]);
+    let shapeless = kiln::compile_with(f.clone(), kiln::CompileOptions::new().shapeless(true));
+    let plain = kiln::compile(f.clone());
+    for rows in [3, 7, 1] {
+        let x = array(&rng.vec(rows * 64, -1.0, 1.0), &[rows, 64], Dtype::F32);
+        let want = values(&f(std::slice::from_ref(&x)).unwrap()[0]);
+        assert_close(&values(&shapeless.call(std::slice::from_ref(&x)).unwrap()[0]), &want, 1e-5, 1e-5, "shapeless");
+        assert_close(&values(&plain.call(std::slice::from_ref(&x)).unwrap()[0]), &want, 1e-5, 1e-5, "compiled");
+    }
+    assert_eq!(shapeless.trace_count(), 1);
+}

@@ -191,7 +191,7 @@ fn float_quantized_products_equal_products_with_the_dequantized_matrix() {
 fn qqmm_multiplies_both_operands_rounded_and_its_vjp_is_mlx_s() {
     let mut rng = Rng::new(21);
     for format in [FloatFormat::Nvfp4, FloatFormat::Mxfp8, FloatFormat::Mxfp4] {
-        let (m, n, k) = (32, 32, 64);
+        let (m, n, k) = (64, 32, 96);
         let x64 = common::rounded(&rng.vec(m * k, -2.0, 2.0), &[m, k], Dtype::F32);
         let w64 = common::rounded(&rng.vec(n * k, -1.0, 1.0), &[n, k], Dtype::F32);
         let (x, w) = (array(&x64, &[m, k], Dtype::F32), array(&w64, &[n, k], Dtype::F32));
@@ -261,4 +261,23 @@ fn e2m1_midpoints_round_to_the_even_code() {
     let got: Vec<usize> = (0..32).map(|i| code_at(&words, i, 4)).collect();
     assert_eq!(got, want);
     assert_eq!(&got[1..8], &[0, 2, 2, 4, 4, 6, 6], "ties go to the even code");
+}
+
+#[test]
+fn qqmm_with_nvfp4_global_scales_rounds_each_operand_with_its_own() {
+    let mut rng = Rng::new(31);
+    let (m, n, k) = (3, 5, 32);
+    let x64 = common::rounded(&rng.vec(m * k, -1e-2, 1e-2), &[m, k], Dtype::F32);
+    let w64 = common::rounded(&rng.vec(n * k, -3.0, 3.0), &[n, k], Dtype::F32);
+    let amax = |a: &[f64]| a.iter().fold(0f64, |s, v| s.max(v.abs())) as f32;
+    let (gx, gw) = (amax(&x64), amax(&w64));
+    let scalar = |g: f32| Array::from_slice(&[g], &[]).unwrap();
+    let (x, w) = (array(&x64, &[m, k], Dtype::F32), array(&w64, &[n, k], Dtype::F32));
+    let got = ops::qqmm(&x, &w, None, FloatFormat::Nvfp4, Some(&scalar(gx)), Some(&scalar(gw))).unwrap();
+    let round = |a: &[f64], g: f32| -> Vec<f64> {
+        a.chunks(16).flat_map(|c| reference_group(c, FloatFormat::Nvfp4, Some(g as f64)).dequantized).collect()
+    };
+    let (xq, wq) = (round(&x64, gx), round(&w64, gw));
+    let want: Vec<f64> = (0..m * n).map(|p| (0..k).map(|j| xq[(p / n) * k + j] * wq[(p % n) * k + j]).sum()).collect();
+    assert_close(&values(&got), &want, 1e-5, 1e-9, "qqmm with global scales");
 }

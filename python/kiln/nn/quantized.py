@@ -23,7 +23,7 @@ def _settings(mode: str, group_size: Optional[int], bits: Optional[int]):
     if mode not in _DEFAULTS:
         raise ValueError(f"quantize: mode must be one of {sorted(_DEFAULTS)}, got {mode!r}")
     default_group, default_bits = _DEFAULTS[mode]
-    return group_size or default_group, bits or default_bits
+    return (default_group if group_size is None else group_size), (default_bits if bits is None else bits)
 
 
 class _Quantized(Module):

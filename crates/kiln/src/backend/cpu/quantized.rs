@@ -8,8 +8,8 @@
 //!   spread over the threads.
 //! - not `transpose` (`x @ w`, x of R columns): the output's columns are cut into one part per
 //!   thread (whole groups), and each part runs down the rows in blocks, adding each block's
-//!   product into its own columns. Every output element is summed in the same order whatever
-//!   the thread count.
+//!   product into its own columns. The blocks' height follows the parts' width, so the rounding
+//!   of a sum depends on the thread count, never on scheduling.
 
 use gemm::Parallelism;
 use rayon::prelude::*;

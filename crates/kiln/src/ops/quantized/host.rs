@@ -7,7 +7,8 @@
 //! Rules: the vjp gives `x` the product in the other orientation (the same kernel) and the
 //! scales and biases mlx's formula (the gradient with respect to the dequantized matrix, summed
 //! per group, weighted by the codes' values for the scales), built lazily so a caller that wants
-//! only `x`'s gradient never computes it; jvp and vmap go through the composition.
+//! only `x`'s gradient never computes it; the words, integers, get zeros, as integer inputs do
+//! everywhere. jvp and vmap go through the composition.
 
 use super::float::{code_table, scale_values};
 use super::packing::unpack;
@@ -19,6 +20,7 @@ use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::kernel::{custom_kernel, KernelArgs};
 use crate::ops::*;
+use crate::transforms::compile::is_shapeless_tracing;
 use crate::transforms::{jvp, vmap, CustomFunction};
 use std::sync::Arc;
 
@@ -26,9 +28,14 @@ use std::sync::Arc;
 const KERNEL_NAME: &str = "quantized_matmul";
 
 /// Whether a product of `dtype` with `words` runs on the host kernel: a CPU stream, float32, a
-/// 2-d quantized matrix and no gather indices.
+/// 2-d quantized matrix, no gather indices, and not traced for a shapeless compile (the
+/// kernel's output shape is fixed; the composition's follows the inputs).
 pub(super) fn runs_on_host(dtype: Dtype, words: &Array, gathers: bool) -> bool {
-    current_stream().device.kind == DeviceKind::Cpu && dtype == Dtype::F32 && words.ndim() == 2 && !gathers
+    current_stream().device.kind == DeviceKind::Cpu
+        && dtype == Dtype::F32
+        && words.ndim() == 2
+        && !gathers
+        && !is_shapeless_tracing()
 }
 
 /// `x @ wᵀ` (or `x @ w`) with the host kernel; `x` is float32, and it and the quantized matrix
@@ -140,7 +147,10 @@ fn scale_and_bias_gradients(
     transpose: bool,
     affine: bool,
 ) -> Result<Vec<Array>> {
-    let flat = |a: &Array| reshape(a, &[-1, a.shape()[a.ndim() - 1] as i64]);
+    let flat = |a: &Array| {
+        let (lead, last) = a.shape().split_at(a.ndim() - 1);
+        reshape(a, &[lead.iter().product::<usize>() as i64, last[0] as i64])
+    };
     let (x, cotangent) = (flat(x)?, flat(cotangent)?);
     let dw = if transpose { matmul(swapaxes(&cotangent, 0, 1)?, &x)? } else { matmul(swapaxes(&x, 0, 1)?, &cotangent)? };
     let grouped = reshape(dw, &[layout.rows as i64, (layout.cols / layout.group_size) as i64, layout.group_size as i64])?;

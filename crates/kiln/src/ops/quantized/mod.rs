@@ -9,7 +9,8 @@
 //! `float` say.
 //!
 //! The ops are compositions of core ops (so they run on every device and under every
-//! transform); the products dequantize, then multiply.
+//! transform), except the products of a float32 `x` with a 2-d quantized matrix on the CPU,
+//! which run a blocked host kernel (`host`); elsewhere the products dequantize, then multiply.
 
 mod affine;
 mod float;

@@ -68,7 +68,7 @@ pub fn qqmm(
     if w.shape()[1] != k {
         return Err(Error::shape(op, format!("x of shape {} does not multiply a weight of {} columns", fmt_shape(x.shape()), w.shape()[1])));
     }
-    let rows = reshape(&x, &[-1, k as i64])?;
+    let rows = reshape(&x, &[x.shape()[..x.ndim() - 1].iter().product::<usize>() as i64, k as i64])?;
     let mut args = vec![rows, w];
     args.extend(global_scale_x.into_iter().chain(global_scale_w).cloned());
     let product = product_function(format, !quantized)(&args)?.remove(0);

@@ -44,7 +44,7 @@ mod trace;
 pub use report::{GroupReport, Report};
 pub use state::{ArrayList, Constant, Implicit};
 pub use trace::note_shape_read;
-pub(crate) use trace::{is_compile_tracing, shape_was_read};
+pub(crate) use trace::{is_compile_tracing, is_shapeless_tracing, shape_was_read};
 
 use crate::array::Array;
 use crate::device::current_stream;
@@ -388,7 +388,7 @@ impl Compiled {
             eprintln!("[kiln compile] trace #{}: {reason}", inner.traces.load(Ordering::Relaxed) + 1);
         }
         let o = &inner.options;
-        let traced = trace::trace(&*inner.f, args, constants, &o.inputs, &o.outputs)?;
+        let traced = trace::trace(&*inner.f, args, constants, &o.inputs, &o.outputs, o.shapeless)?;
         inner.traces.fetch_add(1, Ordering::Relaxed);
         let entry = Arc::new(Entry {
             traced: traced.tape,

@@ -47,6 +47,8 @@ thread_local! {
     static TRACING: Cell<usize> = const { Cell::new(0) };
     /// Whether the function being traced has read a shape so far ([`note_shape_read`]).
     static SHAPE_READ: Cell<bool> = const { Cell::new(false) };
+    /// Whether a shapeless compile is tracing on this thread ([`is_shapeless_tracing`]).
+    static SHAPELESS: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Records that the traced function's own code read an array's shape (Python's `.shape`,
@@ -69,20 +71,33 @@ pub(crate) fn is_compile_tracing() -> bool {
     TRACING.with(|t| t.get() > 0)
 }
 
-struct TracingGuard;
+/// Whether this thread is tracing for a shapeless compile (or inside one): ops that would fix
+/// shapes at trace time choose a form whose shapes follow the inputs (a host kernel's output
+/// shapes are fixed, so the quantized products and convolutions build their compositions).
+pub(crate) fn is_shapeless_tracing() -> bool {
+    SHAPELESS.with(|s| s.get())
+}
+
+/// Marks a compile trace as running while alive (nests); remembers the outer trace's
+/// shapelessness to restore it.
+struct TracingGuard {
+    outer_shapeless: bool,
+}
 
 impl TracingGuard {
-    fn enter() -> TracingGuard {
+    fn enter(shapeless: bool) -> TracingGuard {
         if TRACING.with(|t| t.replace(t.get() + 1)) == 0 {
             SHAPE_READ.with(|r| r.set(false));
         }
-        TracingGuard
+        let outer_shapeless = SHAPELESS.with(|s| s.replace(s.get() || shapeless));
+        TracingGuard { outer_shapeless }
     }
 }
 
 impl Drop for TracingGuard {
     fn drop(&mut self) {
         TRACING.with(|t| t.set(t.get() - 1));
+        SHAPELESS.with(|s| s.set(self.outer_shapeless));
     }
 }
 
@@ -98,14 +113,15 @@ pub(crate) struct Traced {
 pub(crate) type TracedFn = dyn Fn(&[Array], &[Constant]) -> Result<Vec<Array>> + Send + Sync;
 
 /// Runs `f` on placeholders shaped like `args` and the implicit inputs' current arrays, and
-/// records the graph. Implicit lists hold placeholders only during the trace; they are restored
-/// whether it succeeds or fails.
+/// records the graph (for a shapeless compile when `shapeless`). Implicit lists hold placeholders
+/// only during the trace; they are restored whether it succeeds or fails.
 pub(crate) fn trace(
     f: &TracedFn,
     args: &[Array],
     constants: &[Constant],
     implicit_in: &[Implicit],
     implicit_out: &[Implicit],
+    shapeless: bool,
 ) -> Result<Traced> {
     let placeholder = |a: &Array| Array::placeholder(a.shape(), a.dtype(), "compile");
     let arg_ph: Vec<Array> = args.iter().map(placeholder).collect();
@@ -140,7 +156,7 @@ pub(crate) fn trace(
         Ok((out, random.then(crate::random::state)))
     };
     let result = {
-        let _guard = TracingGuard::enter();
+        let _guard = TracingGuard::enter(shapeless);
         match &random_ph {
             Some(p) => crate::ops::random::with_replayed_state(p, run),
             None => run(),
