@@ -322,6 +322,13 @@ class Adafactor(Optimizer):
     def _rms(x):
         return mx.sqrt(mx.mean(mx.square(x)))
 
+    @staticmethod
+    def _approximate_exp_moving_avg(exp_avg_sq_row, exp_avg_sq_col):
+        """The rank-one estimate row ⊗ col / mean(row) of a matrix's second moment, inverted
+        under the root (mlx's name, for subclasses that change it)."""
+        row_factor = mx.rsqrt(exp_avg_sq_row / mx.mean(exp_avg_sq_row, axis=-1, keepdims=True))
+        return mx.expand_dims(row_factor, -1) * mx.expand_dims(mx.rsqrt(exp_avg_sq_col), -2)
+
     def apply_single(self, gradient, parameter, state):
         step = self.step.astype(gradient.dtype)
         parameter_rms = self._rms(parameter)
@@ -336,9 +343,7 @@ class Adafactor(Optimizer):
             row = beta_2 * state["exp_avg_sq_row"] + (1 - beta_2) * mx.mean(squared, axis=-1)
             col = beta_2 * state["exp_avg_sq_col"] + (1 - beta_2) * mx.mean(squared, axis=-2)
             state["exp_avg_sq_row"], state["exp_avg_sq_col"] = row, col
-            # The rank-one estimate row ⊗ col / mean(row) of the second moment, inverted under the root.
-            row_factor = mx.rsqrt(row / mx.mean(row, axis=-1, keepdims=True))
-            update = mx.expand_dims(row_factor, -1) * mx.expand_dims(mx.rsqrt(col), -2) * gradient
+            update = self._approximate_exp_moving_avg(row, col) * gradient
         else:
             second = beta_2 * state["exp_avg_sq"] + (1 - beta_2) * squared
             state["exp_avg_sq"] = second
