@@ -758,6 +758,11 @@ def test_float_quantization_formats_match_their_definitions(rng):
     np.testing.assert_allclose(np.array(back), float_format_round_trip(w, "nvfp4", np.float32(g)), rtol=1e-6, atol=1e-30)
     with pytest.raises(ValueError, match="only used by nvfp4"):
         mx.quantize(mx.array(w), mode="mxfp8", global_scale=mx.array(g, dtype=mx.float32))
+    q, s, b = mx.quantize(mx.array(w))
+    with pytest.raises(ValueError, match="not affine"):
+        mx.quantize(mx.array(w), global_scale=mx.array(g, dtype=mx.float32))
+    with pytest.raises(ValueError, match="not affine"):
+        mx.dequantize(q, s, b, global_scale=mx.array(g, dtype=mx.float32))
     for mode in ("nvfp4", "mxfp8"):
         got = mx.qqmm(mx.array(x), mx.array(w), mode=mode)
         want = float_format_round_trip(x, mode) @ float_format_round_trip(w, mode).T

@@ -34,14 +34,20 @@ fn mode(op: &str, name: &str, group_size: Option<usize>, bits: Option<u32>) -> k
 fn scheme<'a>(op: &str, mode: &Mode, biases: Option<&'a Array>, global_scale: Option<&'a Array>) -> kiln::Result<Scheme<'a>> {
     match (mode, biases) {
         (&Mode::Affine { group_size, bits }, Some(biases)) => {
-            if global_scale.is_some() {
-                return Err(Error::value(op, "a global scale is only used by nvfp4 quantization, not affine"));
-            }
+            refuse_global_scale(op, global_scale)?;
             Ok(Scheme::affine(biases, group_size, bits))
         }
         (Mode::Affine { .. }, None) => Err(Error::value(op, "affine quantization needs biases")),
         (&Mode::Float(format), None) => Ok(Scheme::Float { format, global_scale }),
         (Mode::Float(format), Some(_)) => Err(Error::value(op, format!("{} quantization has no biases; pass biases=None", format.name()))),
+    }
+}
+
+/// Refuses a global scale in affine mode (only nvfp4 has one).
+fn refuse_global_scale(op: &str, global_scale: Option<&Array>) -> kiln::Result<()> {
+    match global_scale {
+        Some(_) => Err(Error::value(op, "a global scale is only used by nvfp4 quantization, not affine")),
+        None => Ok(()),
     }
 }
 
@@ -60,9 +66,7 @@ fn quantize<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let parts = on(stream.as_ref(), || match self::mode("quantize", mode, group_size, bits)? {
         Mode::Affine { group_size, bits } => {
-            if global_scale.is_some() {
-                return Err(Error::value("quantize", "a global scale is only used by nvfp4 quantization, not affine"));
-            }
+            refuse_global_scale("quantize", global_scale.as_ref().map(|g| &g.0))?;
             let (q, s, b) = ops::quantize(w.0, group_size, bits)?;
             Ok(vec![q, s, b])
         }

@@ -232,7 +232,9 @@ pub(super) fn dequantize_float(
         let w = multiply(values, expand_dims(decode_scales(scales, format, args.get(2))?, &[-1])?)?;
         Ok(vec![astype(reshape(w, &with_last(words.shape(), &[k]))?, dtype)?])
     };
-    without_gradient(op, format, forward, words, scales, global_scale)
+    let mut args = vec![words.clone(), scales.clone()];
+    args.extend(global_scale.cloned());
+    without_gradient(op, format, forward, &args)
 }
 
 /// The values of the `k` codes per row that `words` hold in `format`, in float32, unscaled.
@@ -256,20 +258,20 @@ fn decode_scales(scales: &Array, format: FloatFormat, global_scale: Option<&Arra
 
 /// [`decode_scales`] for the host kernels, after the checks of [`dequantize_float`] (whose
 /// refusal of gradients it shares).
-pub(super) fn scale_values(op: &str, scales: &Array, format: FloatFormat, global_scale: Option<&Array>, words: &Array) -> Result<Array> {
-    let forward = move |args: &[Array]| -> Result<Vec<Array>> { Ok(vec![decode_scales(&args[1], format, args.get(2))?]) };
-    without_gradient(op, format, forward, words, scales, global_scale)
+pub(super) fn scale_values(op: &str, scales: &Array, format: FloatFormat, global_scale: Option<&Array>) -> Result<Array> {
+    let forward = move |args: &[Array]| -> Result<Vec<Array>> { Ok(vec![decode_scales(&args[0], format, args.get(1))?]) };
+    let mut args = vec![scales.clone()];
+    args.extend(global_scale.cloned());
+    without_gradient(op, format, forward, &args)
 }
 
-/// Calls `forward` on `(words, scales[, global_scale])` as a custom function whose vjp refuses:
-/// the codes have no gradient.
+/// Calls `forward` on `args` (codes: words, scales, a global scale) as a custom function whose
+/// vjp refuses: the codes have no gradient.
 fn without_gradient(
     op: &str,
     format: FloatFormat,
     forward: impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static,
-    words: &Array,
-    scales: &Array,
-    global_scale: Option<&Array>,
+    args: &[Array],
 ) -> Result<Array> {
     let name = op.to_string();
     let refusal = move |_: &[Array], _: &[Array], _: &[Array]| -> Result<Vec<Array>> {
@@ -281,9 +283,7 @@ fn without_gradient(
             ),
         ))
     };
-    let mut args = vec![words.clone(), scales.clone()];
-    args.extend(global_scale.cloned());
-    Ok(CustomFunction::new("dequantize", forward).vjp(refusal).into_fn()(&args)?.remove(0))
+    Ok(CustomFunction::new("dequantize", forward).vjp(refusal).into_fn()(args)?.remove(0))
 }
 
 /// Each code's value in `format` (the host kernels' table): e2m1's 16 or e4m3's 256, from the

@@ -51,7 +51,7 @@ pub(super) fn product_on_host(op: &str, x: &Array, words: &Array, scales: &Array
             let (group_size, bits) = (format.group_size(), format.bits());
             let cols = word_count * 32 / bits as usize;
             let layout = QuantizedLayout { rows, cols, group_size, bits, table: Some(table_of(format)) };
-            (layout, scale_values(op, scales, format, global_scale, words)?, None)
+            (layout, scale_values(op, scales, format, global_scale)?, None)
         }
     };
     let mut args = vec![x.clone(), words.clone(), scales];
