@@ -17,6 +17,7 @@ use crate::fast_hash::FastMap;
 use std::hash::Hash;
 use std::ffi::CString;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// NVRTC's version, e.g. (13, 0).
@@ -69,6 +70,7 @@ pub fn build_with_headers(op: &str, source: &str, arch: &str, headers: &[PathBuf
     };
     // Safety: destroyed once.
     let _ = unsafe { rtc::destroy_program(program) };
+    wait_at_exit_after_this_build();
     result
 }
 
@@ -269,8 +271,8 @@ impl<K: Hash + Eq> Loaded<K> {
                 let arch = gpu.arch();
                 let slot: Building = Default::default();
                 let started = !disk_path(op, &source, &arch, &[])?.exists() && {
-                    let (filled, op, source, arch) = (slot.clone(), op.to_string(), source.clone(), arch.clone());
-                    in_background(move || *filled.lock().unwrap() = Some(cached_cubin(&op, &source, &arch, &[])))
+                    let (filled, op, source, target) = (slot.clone(), op.to_string(), source.clone(), arch.clone());
+                    in_background(&arch, move || *filled.lock().unwrap() = Some(cached_cubin(&op, &source, &target, &[])))
                 };
                 if started {
                     building.insert(key, slot);
@@ -288,9 +290,19 @@ impl<K: Hash + Eq> Loaded<K> {
 }
 
 /// Background builds queued or running. The process waits for them as it exits: a build cut
-/// off by exit would run on inside NVRTC while the library is torn down, and crash the process.
+/// off by exit would run on inside NVRTC while the library is torn down, and crash the process
+/// (seen on an H100: `nvrtcCompileProgram` faulting on the builder thread after `main` returned,
+/// or hanging there).
 static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
 static BUILD_ENDED: std::sync::Condvar = std::sync::Condvar::new();
+/// Whether the builder thread runs (from then on the exit wait is registered after every build).
+static BUILDER_RUNS: AtomicBool = AtomicBool::new(false);
+
+/// A kernel the builder thread builds before its first job. NVRTC creates much of its
+/// process-wide state during its first builds, registering that state's teardown with `atexit`;
+/// exit handlers run last-registered first, so the exit wait, registered again after this build,
+/// runs before that teardown even when the process exits during the first real build.
+const WARM_UP: &str = "extern \"C\" __global__ void kiln_warm_up(float* x) { x[threadIdx.x] *= 2.0f; }";
 
 /// A build for the background thread.
 type Job = Box<dyn FnOnce() + Send>;
@@ -311,26 +323,53 @@ extern "C" fn wait_for_background_builds() {
     }
 }
 
-/// Queues `build` for kiln's one background builder thread (started on first use), counted in
-/// [`IN_FLIGHT`]; false if the thread could not start.
-fn in_background(build: impl FnOnce() + Send + 'static) -> bool {
+/// Registers the exit wait again once the builder thread runs: after any teardown a build just
+/// registered, so the wait comes first at exit (registrations are a few bytes each, one per
+/// build, and kernels are built once).
+fn wait_at_exit_after_this_build() {
+    if BUILDER_RUNS.load(Ordering::Acquire) {
+        // Safety: the callback is a plain function that lives as long as the process.
+        unsafe { atexit(wait_for_background_builds) };
+    }
+}
+
+/// One build's end: counted off [`IN_FLIGHT`], waking the exit wait.
+fn build_ended() {
+    *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+    BUILD_ENDED.notify_all();
+}
+
+/// Queues `job` for kiln's one background builder thread (started on first use, when it
+/// first builds [`WARM_UP`] for `arch`), counted in [`IN_FLIGHT`]; false if the thread could
+/// not start.
+fn in_background(arch: &str, job: impl FnOnce() + Send + 'static) -> bool {
     static QUEUE: OnceLock<Option<Mutex<std::sync::mpsc::Sender<Job>>>> = OnceLock::new();
     let queue = QUEUE.get_or_init(|| {
         let (send, receive) = std::sync::mpsc::channel::<Job>();
+        let arch = arch.to_string();
+        *IN_FLIGHT.lock().unwrap() += 1;
+        // Set first: the warm-up build registers the exit wait after itself.
+        BUILDER_RUNS.store(true, Ordering::Release);
         let worker = std::thread::Builder::new().name("kiln-nvrtc".into()).spawn(move || {
+            let _ = build("nvrtc warm-up", WARM_UP, &arch);
+            build_ended();
             for job in receive {
                 job();
-                *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-                BUILD_ENDED.notify_all();
+                build_ended();
             }
         });
-        // Safety: the callback is a plain function that lives as long as the process.
-        worker.is_ok().then(|| unsafe { atexit(wait_for_background_builds) });
+        if worker.is_ok() {
+            // Safety: the callback is a plain function that lives as long as the process.
+            unsafe { atexit(wait_for_background_builds) };
+        } else {
+            BUILDER_RUNS.store(false, Ordering::Release);
+            *IN_FLIGHT.lock().unwrap() -= 1;
+        }
         worker.ok().map(|_| Mutex::new(send))
     });
     let Some(queue) = queue else { return false };
     *IN_FLIGHT.lock().unwrap() += 1;
-    if queue.lock().unwrap().send(Box::new(build)).is_err() {
+    if queue.lock().unwrap().send(Box::new(job)).is_err() {
         *IN_FLIGHT.lock().unwrap() -= 1;
         return false;
     }
