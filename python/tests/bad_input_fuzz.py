@@ -1,6 +1,6 @@
 """The bad-input fuzzer of kiln's Python boundary: every public function and class of
-``kiln.core`` (with ``kiln.core.random``, ``kiln.core.fast``, ``kiln.core.linalg`` and ``kiln.core.fft``), ``kiln.nn`` (with its losses and
-init functions) and ``kiln.optimizers`` is called with random wrong arguments: wrong types, None,
+``kiln.core`` (with ``kiln.core.random``, ``kiln.core.fast``, ``kiln.core.linalg``, ``kiln.core.fft`` and ``kiln.core.distributed``), ``kiln.nn``
+(with its losses, init functions, distributed layers and utils) and ``kiln.optimizers`` is called with random wrong arguments: wrong types, None,
 nested lists of mixed types, arrays of wrong shapes and dtypes, out-of-range and negative axes,
 empty arrays, huge sizes, NaN where an integer belongs, non-contiguous numpy arrays and numpy
 arrays of dtypes kiln lacks. Results are evaluated, so errors that laziness would defer show too.
@@ -51,11 +51,13 @@ KEYWORDS = ["axis", "axes", "keepdims", "dtype", "shape", "k", "stream", "kind",
 
 def targets():
     """(qualified name, callable) for every public function and class to fuzz."""
-    modules = [("kiln.core", mx), ("kiln.core.random", mx.random), ("kiln.core.fast", mx.fast), ("kiln.core.linalg", mx.linalg), ("kiln.core.fft", mx.fft), ("kiln.nn", nn),
-               ("kiln.nn.losses", nn.losses), ("kiln.nn.init", nn.init), ("kiln.optimizers", optim)]
+    modules = [("kiln.core", mx), ("kiln.core.random", mx.random), ("kiln.core.fast", mx.fast), ("kiln.core.linalg", mx.linalg), ("kiln.core.fft", mx.fft),
+               ("kiln.core.distributed", mx.distributed), ("kiln.nn", nn), ("kiln.nn.losses", nn.losses), ("kiln.nn.init", nn.init),
+               ("kiln.nn.distributed", nn.distributed), ("kiln.nn.utils", nn.utils), ("kiln.optimizers", optim)]
     out, seen = [], set()
     for prefix, module in modules:
-        for name in sorted(dir(module)):
+        # A module's __all__, where it has one, leaves out the helpers it imports.
+        for name in sorted(getattr(module, "__all__", None) or dir(module)):
             obj = getattr(module, name)
             if name.startswith("_") or name in SKIPPED or isinstance(obj, types.ModuleType) or not callable(obj):
                 continue

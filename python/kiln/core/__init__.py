@@ -9,7 +9,7 @@ from kiln._core import *  # noqa: F401,F403
 from kiln._core import __version__  # noqa: F401
 
 del fast, fft, linalg, random  # noqa: F821 (native submodules: the modules of kiln.core wrap them)
-from kiln.core import cuda, fast, fft, linalg, metal, random  # noqa: E402,F401
+from kiln.core import cuda, distributed, fast, fft, linalg, metal, random  # noqa: E402,F401
 from kiln.core._compile import compile  # noqa: E402,F401
 from kiln.core._composite import (  # noqa: E402,F401
     broadcast_shapes,

@@ -1,5 +1,6 @@
 """kiln.nn: modules, layers, activations, losses and initialisers, as ``mlx.nn``
-(``import kiln.nn as nn``)."""
+(``import kiln.nn as nn``); the sharded layers for ``mx.distributed`` groups are in
+``kiln.nn.distributed`` (with ``shard_linear`` and ``shard_inplace``)."""
 
 from kiln.nn import activations, init, losses  # noqa: F401
 from kiln.nn.activations import (  # noqa: F401
@@ -77,8 +78,17 @@ from kiln.nn.transformer import (  # noqa: F401
     TransformerEncoderLayer,
 )
 from kiln.nn.quantized import QQLinear, QuantizedEmbedding, QuantizedLinear, quantize  # noqa: F401
+from kiln.nn.distributed import (  # noqa: F401
+    AllToShardedLinear,
+    FullyShardedModule,
+    QuantizedAllToShardedLinear,
+    QuantizedShardedToAllLinear,
+    ShardedToAllLinear,
+    fully_shard,
+)
 from kiln.nn.upsample import Upsample  # noqa: F401
 from kiln.nn.recurrent import GRU, LSTM, RNN  # noqa: F401
 from kiln.nn.positional import ALiBi, RoPE, SinusoidalPositionalEncoding  # noqa: F401
 from kiln.nn.normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm  # noqa: F401
 from kiln.nn.module import Module, value_and_grad  # noqa: F401
+from kiln.nn.utils import average_gradients  # noqa: F401
