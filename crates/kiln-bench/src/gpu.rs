@@ -8,9 +8,9 @@ use kiln::backend::cuda::{context, memory::DeviceBlock};
 use kiln::{ops, Array, Device, Dtype, Stream};
 
 /// The GPU cases, in order.
-pub const CASES: [&str; 18] = [
+pub const CASES: [&str; 19] = [
     "d2d_copy", "copy", "add", "gelu", "sum", "sum_rows", "tiny_op", "matmul", "argsort", "cumsum", "take", "to_device", "to_host",
-    "compiled", "first_compiled", "tiny_call", "mlp_step", "loop_shapes",
+    "compiled", "first_compiled", "tiny_call", "mlp_step", "qmatmul", "loop_shapes",
 ];
 
 /// The compiled cases' square inputs (the 4096² softmax and layer norm).
@@ -106,6 +106,7 @@ pub fn run_case(case: &str, reps: usize) -> Vec<Row> {
         // The CPU bench's cases, each call or step waited for on the GPU.
         "tiny_call" => crate::compiled::tiny_call(reps),
         "mlp_step" => crate::compiled::mlp_step(reps),
+        "qmatmul" => crate::quantized::qmatmul(reps, done),
         "first_compiled" => {
             // The GPU is started first (an input on it); then the first call of a compiled GELU:
             // trace, fuse, NVRTC build or disk-cache load, run. In a fresh process with an empty

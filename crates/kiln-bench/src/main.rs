@@ -27,8 +27,8 @@
 //! Usage: `kiln-bench [--json] [--reps N] [--device cpu|gpu] [CASE...]`; CPU cases: memcpy copy add
 //! gelu silu layernorm softmax sum matmul conv2d qmatmul mlp_grad mlp_step first_compile tiny_call; GPU cases (module
 //! [`gpu`]): d2d_copy copy add gelu sum sum_rows tiny_op matmul argsort cumsum take to_device
-//! to_host compiled first_compiled tiny_call mlp_step loop_shapes (tiny_call and mlp_step are the
-//! CPU cases, each call or step waited for on the GPU). `KILN_BENCH_PROFILE=FILE` samples where
+//! to_host compiled first_compiled tiny_call mlp_step qmatmul loop_shapes (tiny_call, mlp_step and
+//! qmatmul are the CPU cases, each call or step waited for on the GPU). `KILN_BENCH_PROFILE=FILE` samples where
 //! the process's CPU time goes (module [`sampler`]).
 
 mod compiled;
@@ -182,7 +182,7 @@ fn run_case(case: &str, reps: usize) -> Vec<Row> {
             ]
         }
         "conv2d" => conv2d(reps),
-        "qmatmul" => quantized::qmatmul(reps),
+        "qmatmul" => quantized::qmatmul(reps, |a| a.eval().expect("eval")),
         "mlp_grad" => mlp_grad(reps),
         "mlp_step" => compiled::mlp_step(reps),
         "first_compile" => compiled::first_compile(reps),

@@ -2,7 +2,8 @@
 //! mxfp4, mxfp8) times one row (a decoding step's matrix-vector product) and times 32 rows,
 //! against the same product with the float32 weight. GB/s count the bytes the weight takes
 //! (words, scales, biases), which a matrix-vector product must read once; `dequantize_matmul`
-//! is the composition the host kernel replaced (dequantize the whole weight, then multiply).
+//! is the composition the fused kernels replaced (dequantize the whole weight, then multiply).
+//! The same rows run on the CPU and, with `--device gpu`, on the GPU.
 
 use crate::{median_ms, random_input, Row};
 use kiln::ops::{self, FloatFormat, Scheme};
@@ -49,18 +50,18 @@ fn forms(w: &Array) -> Vec<Form> {
     forms
 }
 
-/// The case's rows (see the module doc).
-pub fn qmatmul(reps: usize) -> Vec<Row> {
+/// The case's rows (see the module doc); `finish` evaluates a result (and waits for a GPU).
+pub fn qmatmul(reps: usize, finish: fn(&Array)) -> Vec<Row> {
     let w = random_input(&[SIDE, SIDE]);
     let forms = forms(&w);
     let mut rows = Vec::new();
     for (i, (m, dense_label)) in [(1, "matvec float32"), (32, "batch32 float32")].into_iter().enumerate() {
         let x = random_input(&[m, SIDE]);
         let flops = 2.0 * (m * SIDE * SIDE) as f64;
-        let dense = median_ms(reps, || ops::matmul(&x, ops::swapaxes(&w, 0, 1).unwrap()).unwrap().eval().unwrap());
+        let dense = median_ms(reps, || finish(&ops::matmul(&x, ops::swapaxes(&w, 0, 1).unwrap()).unwrap()));
         rows.push(Row::new("qmatmul", dense_label, dense).bytes(w.nbytes()).flops(flops));
         for f in &forms {
-            let ms = median_ms(reps, || ops::quantized_matmul(&x, &f.words, &f.scales, f.scheme(), true).unwrap().eval().unwrap());
+            let ms = median_ms(reps, || finish(&ops::quantized_matmul(&x, &f.words, &f.scales, f.scheme(), true).unwrap()));
             rows.push(Row::new("qmatmul", f.labels[i], ms).bytes(f.nbytes()).flops(flops));
         }
     }
@@ -68,7 +69,7 @@ pub fn qmatmul(reps: usize) -> Vec<Row> {
     let (x, affine) = (random_input(&[1, SIDE]), &forms[0]);
     let composed = median_ms(reps, || {
         let dense = ops::dequantize(&affine.words, &affine.scales, affine.scheme(), Some(Dtype::F32)).unwrap();
-        ops::matmul(&x, ops::swapaxes(dense, 0, 1).unwrap()).unwrap().eval().unwrap()
+        finish(&ops::matmul(&x, ops::swapaxes(dense, 0, 1).unwrap()).unwrap())
     });
     rows.push(Row::new("qmatmul", "matvec affine4 dequantize_matmul", composed).bytes(affine.nbytes()));
     rows

@@ -171,6 +171,9 @@ fn float_quantized_products_equal_products_with_the_dequantized_matrix() {
         assert_eq!((got.shape(), got.dtype()), (&[m, n][..], Dtype::F32));
         let want: Vec<f64> = (0..m * n).map(|p| (0..k).map(|j| x64[(p / n) * k + j] * wd[(p % n) * k + j]).sum()).collect();
         assert_close(&values(&got), &want, 1e-5, 1e-5, &format!("{format:?} x @ w.T"));
+        // One row: the host kernel's matrix-vector loop, which decodes the codes from their bits.
+        let one = ops::quantized_matmul(array(&x64[..k], &[1, k], Dtype::F32), &words, &scales, scheme, true).unwrap();
+        assert_close(&values(&one), &want[..n], 1e-5, 1e-5, &format!("{format:?} one row @ w.T"));
         // Not transposed, and gathered from a stack: (2, k, 32) quantized along its last axis.
         let stack = array(&rng.vec(2 * k * 32, -1.0, 1.0), &[2, k, 32], Dtype::F32);
         let (words, scales) = ops::quantize_float(&stack, format, None).unwrap();

@@ -11,6 +11,7 @@
 //!   product into its own columns. The blocks' height follows the parts' width, so the rounding
 //!   of a sum depends on the thread count, never on scheduling.
 
+use super::simd::with_widest_isa;
 use gemm::Parallelism;
 use rayon::prelude::*;
 
@@ -33,6 +34,46 @@ pub struct QuantizedLayout {
     /// Each code's value before scaling, by code (the float formats); `None`: the code itself
     /// (affine).
     pub table: Option<Box<[f32; 256]>>,
+    /// The same values, computed from the code's bits (which vectorises, where a table lookup
+    /// is a gather): what the decoding loops use.
+    pub codes: CodeValues,
+}
+
+/// How a code reads before scaling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CodeValues {
+    /// The code itself (affine mode).
+    Integers,
+    /// e2m1: a sign, 2 exponent bits of bias 1 and 1 mantissa bit (mxfp4, nvfp4).
+    E2m1,
+    /// e4m3: a sign, 4 exponent bits of bias 7 and 3 mantissa bits, 0x7F NaN (mxfp8).
+    E4m3,
+}
+
+impl CodeValues {
+    /// The value of `code`, built from its fields as float32 bits (no table, no branch).
+    #[inline(always)]
+    pub fn value(self, code: u32) -> f32 {
+        match self {
+            CodeValues::Integers => code as f32,
+            CodeValues::E2m1 => {
+                let (exponent, mantissa) = ((code >> 1) & 3, code & 1);
+                let normal = ((exponent + 126) << 23) | (mantissa << 22);
+                let magnitude = if exponent == 0 { mantissa * 0x3F00_0000 } else { normal };
+                f32::from_bits(magnitude | ((code & 8) << 28))
+            }
+            CodeValues::E4m3 => {
+                let (exponent, mantissa) = ((code >> 3) & 15, code & 7);
+                let normal = f32::from_bits(((exponent + 120) << 23) | (mantissa << 20));
+                let magnitude = match (exponent, code & 0x7F) {
+                    (_, 0x7F) => f32::NAN,
+                    (0, _) => mantissa as f32 * (1.0 / 512.0),
+                    _ => normal,
+                };
+                f32::from_bits(magnitude.to_bits() | ((code & 0x80) << 24))
+            }
+        }
+    }
 }
 
 impl QuantizedLayout {
@@ -55,6 +96,7 @@ impl QuantizedLayout {
 
     /// Values `first..first + out.len()` of row `r`, dequantized into `out` (`first` and the
     /// length whole groups).
+    #[inline(always)]
     fn dequantize(&self, q: &Quantized, r: usize, first: usize, out: &mut [f32]) {
         let bits = self.bits as usize;
         let words = &q.words[r * self.words_per_row()..(r + 1) * self.words_per_row()];
@@ -64,13 +106,15 @@ impl QuantizedLayout {
             let (scale, bias) = (q.scales[group_base + g], q.biases.map_or(0.0, |b| b[group_base + g]));
             let start = (first / self.group_size + g) * group_words;
             let words = &words[start..start + group_words];
-            match (bits, &self.table) {
-                (2, None) => decode_words::<2>(words, chunk, |c| c as f32, scale, bias),
-                (4, None) => decode_words::<4>(words, chunk, |c| c as f32, scale, bias),
-                (8, None) => decode_words::<8>(words, chunk, |c| c as f32, scale, bias),
-                (4, Some(t)) => decode_words::<4>(words, chunk, |c| t[c as u8 as usize], scale, bias),
-                (8, Some(t)) => decode_words::<8>(words, chunk, |c| t[c as u8 as usize], scale, bias),
-                _ => decode_stream(words, bits, chunk, |c| self.table.as_ref().map_or(c as f32, |t| t[c as u8 as usize]), scale, bias),
+            // Each arm names its code values, so `value` folds to straight-line code.
+            use CodeValues::*;
+            match (bits, self.codes) {
+                (2, Integers) => decode_words::<2>(words, chunk, |c| Integers.value(c), scale, bias),
+                (4, Integers) => decode_words::<4>(words, chunk, |c| Integers.value(c), scale, bias),
+                (8, Integers) => decode_words::<8>(words, chunk, |c| Integers.value(c), scale, bias),
+                (4, E2m1) => decode_words::<4>(words, chunk, |c| E2m1.value(c), scale, bias),
+                (8, E4m3) => decode_words::<8>(words, chunk, |c| E4m3.value(c), scale, bias),
+                (_, codes) => decode_stream(words, bits, chunk, |c| codes.value(c), scale, bias),
             }
         }
     }
@@ -89,6 +133,7 @@ fn decode_words<const BITS: usize>(words: &[u32], out: &mut [f32], value: impl F
 
 /// [`decode_words`] for any width: code `i` at bits `i·bits ..` of the stream, which may
 /// straddle two words.
+#[inline(always)]
 fn decode_stream(words: &[u32], bits: usize, out: &mut [f32], value: impl Fn(u32) -> f32, scale: f32, bias: f32) {
     let mask = (1u64 << bits) - 1;
     for (i, o) in out.iter_mut().enumerate() {
@@ -137,6 +182,7 @@ pub fn quantized_product(x: &[f32], q: &Quantized, layout: &QuantizedLayout, tra
 ///
 /// Safety: every pointer covers the extent its strides reach.
 #[allow(clippy::too_many_arguments)] // one GEMM's geometry
+#[inline(always)]
 unsafe fn block_product(
     (m, k, cols): (usize, usize, usize),
     out: *mut f32,
@@ -183,6 +229,7 @@ unsafe fn block_product(
 }
 
 /// `a · b` with eight running sums (so the loop vectorises), added in a fixed order.
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut sums = [0.0f32; 8];
     let (chunks_a, chunks_b) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -195,13 +242,17 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     sums.iter().sum::<f32>() + tail
 }
 
-/// `x @ wᵀ`: blocks of rows of `w`, each dequantized whole, give blocks of output columns.
+/// `x @ wᵀ`: blocks of rows of `w`, each dequantized whole, give blocks of output columns (one
+/// row of x with whole codes per word: [`decoded_matvec`]).
 fn product_by_rows(x: &[f32], q: &Quantized, layout: &QuantizedLayout, m: usize, out: &mut [f32]) {
+    if m == 1 && 32 % layout.bits == 0 && layout.bits >= 2 && layout.group_size.is_multiple_of(LANES) {
+        return decoded_matvec(x, q, layout, out);
+    }
     let (rows, cols) = (layout.rows, layout.cols);
     let threads = rayon::current_num_threads();
     let block = (BLOCK_BYTES / (cols * 4)).clamp(1, rows.div_ceil(threads).max(1));
     let out_ptr = out.as_mut_ptr() as usize;
-    let run = |buffer: &mut Vec<f32>, b: usize| {
+    let run = |buffer: &mut Vec<f32>, b: usize| with_widest_isa(#[inline(always)] || {
         let (first, count) = (b * block, block.min(rows - b * block));
         buffer.resize(count * cols, 0.0);
         for r in 0..count {
@@ -213,8 +264,74 @@ fn product_by_rows(x: &[f32], q: &Quantized, layout: &QuantizedLayout, m: usize,
             let out = (out_ptr as *mut f32).add(first);
             block_product((m, cols, count), out, rows, false, x.as_ptr(), cols, buffer.as_ptr(), (1, cols));
         }
-    };
+    });
     (0..rows.div_ceil(block)).into_par_iter().for_each_init(Vec::new, run);
+}
+
+/// Lanes of [`decoded_row`]'s running sums (one AVX-512 register, two AVX2 ones).
+const LANES: usize = 16;
+/// Rows of `w` per task of [`decoded_matvec`] (enough to outweigh scheduling).
+const MATVEC_ROWS: usize = 64;
+
+/// `x @ wᵀ` for one row of x (a decoding step's matrix-vector product, where reading the packed
+/// words is the whole cost): each row of words is decoded straight into running sums, with no
+/// buffer between. Codes of 2, 4 or 8 bits, groups a multiple of [`LANES`].
+fn decoded_matvec(x: &[f32], q: &Quantized, layout: &QuantizedLayout, out: &mut [f32]) {
+    let x_sums: Vec<f32> = match q.biases {
+        Some(_) => x.chunks_exact(layout.group_size).map(|g| g.iter().sum()).collect(),
+        None => Vec::new(),
+    };
+    out.par_chunks_mut(MATVEC_ROWS).enumerate().for_each(|(c, out)| {
+        with_widest_isa(#[inline(always)] || {
+            for (i, o) in out.iter_mut().enumerate() {
+                let r = c * MATVEC_ROWS + i;
+                use CodeValues::*;
+                *o = match (layout.bits, layout.codes) {
+                    (2, Integers) => decoded_row::<2>(x, &x_sums, q, layout, r, |c| Integers.value(c)),
+                    (4, Integers) => decoded_row::<4>(x, &x_sums, q, layout, r, |c| Integers.value(c)),
+                    (8, Integers) => decoded_row::<8>(x, &x_sums, q, layout, r, |c| Integers.value(c)),
+                    (4, E2m1) => decoded_row::<4>(x, &x_sums, q, layout, r, |c| E2m1.value(c)),
+                    (8, E4m3) => decoded_row::<8>(x, &x_sums, q, layout, r, |c| E4m3.value(c)),
+                    (bits, codes) => unreachable!("decoded_matvec does not take {codes:?} codes of {bits} bits"),
+                };
+            }
+        })
+    });
+}
+
+/// Row `r` of `w` dotted with `x`: per group, `scale · Σ x·value(code)` in [`LANES`] running sums
+/// (added in a fixed order at the end) plus, in affine mode, `bias · Σ x` (`x_sums`, per group).
+#[inline(always)]
+fn decoded_row<const BITS: usize>(
+    x: &[f32],
+    x_sums: &[f32],
+    q: &Quantized,
+    layout: &QuantizedLayout,
+    r: usize,
+    value: impl Fn(u32) -> f32,
+) -> f32 {
+    let (per_word, group) = (32 / BITS, layout.group_size);
+    let (group_words, groups) = (group * BITS / 32, layout.groups_per_row());
+    let words = &q.words[r * layout.words_per_row()..(r + 1) * layout.words_per_row()];
+    let (mut total, mut biased) = ([0.0f32; LANES], 0.0f32);
+    for g in 0..groups {
+        let mut sums = [0.0f32; LANES];
+        let (gw, gx) = (&words[g * group_words..(g + 1) * group_words], &x[g * group..(g + 1) * group]);
+        for (ws, xs) in gw.chunks_exact(LANES / per_word).zip(gx.chunks_exact(LANES)) {
+            for l in 0..LANES {
+                let code = (ws[l / per_word] >> ((l % per_word) * BITS)) & ((1 << BITS) - 1) as u32;
+                sums[l] += xs[l] * value(code);
+            }
+        }
+        let scale = q.scales[r * groups + g];
+        for l in 0..LANES {
+            total[l] += sums[l] * scale;
+        }
+        if let Some(b) = q.biases {
+            biased += b[r * groups + g] * x_sums[g];
+        }
+    }
+    total.iter().sum::<f32>() + biased
 }
 
 /// `x @ w`: one part of whole groups of output columns per thread, each running down the rows
@@ -224,7 +341,7 @@ fn product_by_columns(x: &[f32], q: &Quantized, layout: &QuantizedLayout, m: usi
     let threads = rayon::current_num_threads();
     let part = (cols / group).div_ceil(threads).max(1) * group;
     let out_ptr = out.as_mut_ptr() as usize;
-    (0..cols.div_ceil(part)).into_par_iter().for_each(|p| {
+    (0..cols.div_ceil(part)).into_par_iter().for_each(|p| with_widest_isa(#[inline(always)] || {
         let (first, width) = (p * part, part.min(cols - p * part));
         let block = (BLOCK_BYTES / (width * 4)).max(1);
         let mut buffer = vec![0.0f32; block.min(rows) * width];
@@ -241,5 +358,5 @@ fn product_by_columns(x: &[f32], q: &Quantized, layout: &QuantizedLayout, m: usi
                 block_product((m, count, width), out, cols, start > 0, lhs, rows, buffer.as_ptr(), (width, 1));
             }
         }
-    });
+    }));
 }

@@ -40,6 +40,34 @@ pub fn has_avx512() -> bool {
     })
 }
 
+/// Runs `f` from a copy built for the widest vector ISA this CPU has (AVX-512, AVX2+FMA, or the
+/// baseline), so the loops `f` inlines vectorise for it: for kernels whose loops are plain Rust
+/// spread over several functions (mark them and the closure `#[inline(always)]`), such as the quantized
+/// products' decoding and dot products. Rust never contracts a multiply and an add, so every
+/// copy rounds alike.
+#[inline(always)]
+pub fn with_widest_isa<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
+        unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        // Safety: the features were detected on this CPU.
+        if has_avx512() {
+            return unsafe { avx512(f) };
+        }
+        if has_avx2_fma() {
+            return unsafe { avx2(f) };
+        }
+    }
+    f()
+}
+
 /// Defines a public multiversioned loop `$name` from a body, with an AVX2+FMA copy on x86-64.
 macro_rules! multiversion {
     ($(#[$doc:meta])* fn $name:ident<$($g:ident),*>($($arg:ident : $ty:ty),*) where $($bounds:tt)*) => {

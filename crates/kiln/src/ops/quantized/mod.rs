@@ -9,13 +9,16 @@
 //! `float` say.
 //!
 //! The ops are compositions of core ops (so they run on every device and under every
-//! transform), except the products of a float32 `x` with a 2-d quantized matrix on the CPU,
-//! which run a blocked host kernel (`host`); elsewhere the products dequantize, then multiply.
+//! transform), except the products with a 2-d quantized matrix, which run one kernel that reads
+//! the packed words once (`product`): a blocked host kernel for a float32 `x` on the CPU, CUDA
+//! kernels (`gpu`) for a float32 or half `x` of a few rows on a GPU. Elsewhere the products
+//! dequantize, then multiply.
 
 mod affine;
 mod float;
-mod host;
+mod gpu;
 mod packing;
+mod product;
 mod qqmm;
 
 pub use affine::quantize;
@@ -182,8 +185,8 @@ pub fn gather_qmm(
             ),
         ));
     }
-    if host::runs_on_host(dtype, words, lhs_indices.is_some() || rhs_indices.is_some()) {
-        return host::product_on_host(op, &x, words, scales, scheme, transpose);
+    if product::runs_as_kernel(dtype, &x, words, lhs_indices.is_some() || rhs_indices.is_some()) {
+        return product::fused_product(op, &x, words, scales, scheme, transpose);
     }
     let w = dequantize_in(op, words, scales, scheme, Some(dtype))?;
     let w = if transpose { swapaxes(&w, -1, -2)? } else { w };

@@ -1,20 +1,23 @@
-//! The CPU path of the quantized products: a float32 `x` times a 2-d quantized matrix, on a CPU
-//! stream, runs the host kernel of `backend::cpu::quantized` (which dequantizes in cache-sized
-//! blocks) as a custom function. Its operands are `x`, the words, one float32 scale per group
-//! (the float formats' codes decoded first, by a function that refuses their gradient) and, in
-//! affine mode, one float32 bias per group.
+//! The quantized products as one kernel that reads the packed words once: a float32 `x` times a
+//! 2-d quantized matrix on a CPU stream runs the blocked host kernel of
+//! `backend::cpu::quantized` (which dequantizes in cache-sized blocks); a float32, float16 or
+//! bfloat16 `x` of up to `gpu::MAX_ROWS` rows on a GPU stream runs the CUDA kernels of `gpu`.
+//! Either is a custom function over `x`, the words, one float32 scale per group (the float
+//! formats' codes decoded first, by a function that refuses their gradient) and, in affine mode,
+//! one float32 bias per group.
 //!
-//! Rules: the vjp gives `x` the product in the other orientation (the same kernel) and the
+//! Rules: the vjp gives `x` the product in the other orientation (the same kernels) and the
 //! scales and biases mlx's formula (the gradient with respect to the dequantized matrix, summed
 //! per group, weighted by the codes' values for the scales), built lazily so a caller that wants
 //! only `x`'s gradient never computes it; the words, integers, get zeros, as integer inputs do
 //! everywhere. jvp and vmap go through the composition.
 
 use super::float::{code_table, scale_values};
+use super::gpu;
 use super::packing::unpack;
 use super::{FloatFormat, Scheme};
 use crate::array::Array;
-use crate::backend::cpu::quantized::{quantized_product, Quantized, QuantizedLayout};
+use crate::backend::cpu::quantized::{quantized_product, CodeValues, Quantized, QuantizedLayout};
 use crate::device::{current_stream, DeviceKind};
 use crate::dtype::Dtype;
 use crate::error::Result;
@@ -27,36 +30,44 @@ use std::sync::Arc;
 /// The kernel's name in graphs and `explain`.
 const KERNEL_NAME: &str = "quantized_matmul";
 
-/// Whether a product of `dtype` with `words` runs on the host kernel: a CPU stream, float32, a
-/// 2-d quantized matrix, no gather indices, and not traced for a shapeless compile (the
-/// kernel's output shape is fixed; the composition's follows the inputs).
-pub(super) fn runs_on_host(dtype: Dtype, words: &Array, gathers: bool) -> bool {
-    current_stream().device.kind == DeviceKind::Cpu
-        && dtype == Dtype::F32
-        && words.ndim() == 2
-        && !gathers
-        && !is_shapeless_tracing()
+/// Whether a product of `x` (already in the result's `dtype`) with `words` runs as one kernel: a
+/// 2-d quantized matrix, no gather indices, not traced for a shapeless compile (a kernel's output
+/// shape is fixed; the composition's follows the inputs), and on a CPU stream a float32 `x`, on
+/// a GPU stream a float32 or half `x` of at most `gpu::MAX_ROWS` rows and no empty operand.
+pub(super) fn runs_as_kernel(dtype: Dtype, x: &Array, words: &Array, gathers: bool) -> bool {
+    if words.ndim() != 2 || gathers || is_shapeless_tracing() {
+        return false;
+    }
+    match current_stream().device.kind {
+        DeviceKind::Cpu => dtype == Dtype::F32,
+        DeviceKind::Gpu => {
+            let rows = x.size() / x.shape().last().copied().unwrap_or(1).max(1);
+            matches!(dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) && x.size() > 0 && words.size() > 0 && rows <= gpu::MAX_ROWS
+        }
+    }
 }
 
-/// `x @ wᵀ` (or `x @ w`) with the host kernel; `x` is float32, and it and the quantized matrix
-/// are already checked.
-pub(super) fn product_on_host(op: &str, x: &Array, words: &Array, scales: &Array, scheme: Scheme, transpose: bool) -> Result<Array> {
+/// `x @ wᵀ` (or `x @ w`) as one kernel; `x` is in the result's dtype, and it and the quantized
+/// matrix are already checked.
+pub(super) fn fused_product(op: &str, x: &Array, words: &Array, scales: &Array, scheme: Scheme, transpose: bool) -> Result<Array> {
     let (rows, word_count) = (words.shape()[0], words.shape()[1]);
     let (layout, scales, biases) = match scheme {
         Scheme::Affine { biases, group_size, bits } => {
-            let layout = QuantizedLayout { rows, cols: word_count * 32 / bits as usize, group_size, bits, table: None };
+            let cols = word_count * 32 / bits as usize;
+            let layout = QuantizedLayout { rows, cols, group_size, bits, table: None, codes: CodeValues::Integers };
             (layout, astype(scales, Dtype::F32)?, Some(astype(biases, Dtype::F32)?))
         }
         Scheme::Float { format, global_scale } => {
             let (group_size, bits) = (format.group_size(), format.bits());
             let cols = word_count * 32 / bits as usize;
-            let layout = QuantizedLayout { rows, cols, group_size, bits, table: Some(table_of(format)) };
+            let codes = if bits == 4 { CodeValues::E2m1 } else { CodeValues::E4m3 };
+            let layout = QuantizedLayout { rows, cols, group_size, bits, table: Some(table_of(format)), codes };
             (layout, scale_values(op, scales, format, global_scale)?, None)
         }
     };
     let mut args = vec![x.clone(), words.clone(), scales];
     args.extend(biases);
-    host_product(&args, Arc::new(layout), transpose)
+    kernel_product(&args, Arc::new(layout), transpose)
 }
 
 /// The code values of `format` as the kernel's 256-entry table (codes past the format's own are
@@ -68,22 +79,13 @@ fn table_of(format: FloatFormat) -> Box<[f32; 256]> {
     table
 }
 
-/// The custom function over `(x, words, scales[, biases])` (all float32 but the words).
-fn host_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -> Result<Array> {
-    let x = &args[0];
-    let outer = if transpose { layout.rows } else { layout.cols };
-    let mut out_shape = x.shape().to_vec();
-    *out_shape.last_mut().expect("x has an axis") = outer;
+/// The custom function over `(x, words, scales[, biases])` (the scales and biases float32), on
+/// the kernels of the stream's device.
+fn kernel_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -> Result<Array> {
     let kernel_layout = layout.clone();
-    let forward = move |args: &[Array]| {
-        let layout = kernel_layout.clone();
-        custom_kernel(KERNEL_NAME, args, &[(out_shape.clone(), Dtype::F32)], move |k: &mut KernelArgs| {
-            let (inputs, out) = k.inputs_and_output::<f32>(0)?;
-            let biases = if layout.table.is_none() { Some(inputs.get::<f32>(3)?) } else { None };
-            let q = Quantized { words: inputs.get::<u32>(1)?, scales: inputs.get::<f32>(2)?, biases };
-            quantized_product(inputs.get::<f32>(0)?, &q, &layout, transpose, out);
-            Ok(())
-        })
+    let forward = move |args: &[Array]| match current_stream().device.kind {
+        DeviceKind::Cpu => host_product(args, kernel_layout.clone(), transpose),
+        DeviceKind::Gpu => Ok(vec![gpu::product(args, &kernel_layout, transpose)?]),
     };
     let (vjp_layout, jvp_layout, vmap_layout) = (layout.clone(), layout.clone(), layout);
     let call = CustomFunction::new(KERNEL_NAME, forward)
@@ -91,7 +93,7 @@ fn host_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -
             let cotangent = &cotangents[0];
             let mut others = args.to_vec();
             others[0] = cotangent.clone();
-            let dx = host_product(&others, vjp_layout.clone(), !transpose)?;
+            let dx = kernel_product(&others, vjp_layout.clone(), !transpose)?;
             let mut grads = vec![dx, zeros_like(&args[1])?];
             grads.extend(scale_and_bias_gradients(&args[0], cotangent, &args[1], &vjp_layout, transpose, args.len() == 4)?);
             Ok(grads)
@@ -109,6 +111,20 @@ fn host_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -
         })
         .into_fn();
     Ok(call(args)?.remove(0))
+}
+
+/// The host kernel's call on float32 `args`.
+fn host_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -> Result<Vec<Array>> {
+    let outer = if transpose { layout.rows } else { layout.cols };
+    let mut out_shape = args[0].shape().to_vec();
+    *out_shape.last_mut().expect("x has an axis") = outer;
+    custom_kernel(KERNEL_NAME, args, &[(out_shape, Dtype::F32)], move |k: &mut KernelArgs| {
+        let (inputs, out) = k.inputs_and_output::<f32>(0)?;
+        let biases = if layout.table.is_none() { Some(inputs.get::<f32>(3)?) } else { None };
+        let q = Quantized { words: inputs.get::<u32>(1)?, scales: inputs.get::<f32>(2)?, biases };
+        quantized_product(inputs.get::<f32>(0)?, &q, &layout, transpose, out);
+        Ok(())
+    })
 }
 
 /// Each code's unscaled value, shaped `(rows, groups, group_size)`.
@@ -131,7 +147,7 @@ fn composed_matrix(args: &[Array], layout: &QuantizedLayout) -> Result<Array> {
     reshape(w, &[layout.rows as i64, layout.cols as i64])
 }
 
-/// [`host_product`]'s function as a composition (for the transforms the kernel has no rule for).
+/// [`kernel_product`]'s function as a composition (for the transforms the kernel has no rule for).
 fn composed_product(args: &[Array], layout: &QuantizedLayout, transpose: bool) -> Result<Array> {
     let w = composed_matrix(&args[1..], layout)?;
     matmul(&args[0], if transpose { swapaxes(&w, 0, 1)? } else { w })
@@ -159,4 +175,19 @@ fn scale_and_bias_gradients(
         grads.push(sum(&grouped, Some(&[-1]), false)?);
     }
     Ok(grads)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_values_from_bits_equal_the_formats_tables() {
+        for (format, codes) in [(FloatFormat::Mxfp4, CodeValues::E2m1), (FloatFormat::Nvfp4, CodeValues::E2m1), (FloatFormat::Mxfp8, CodeValues::E4m3)] {
+            for (code, want) in code_table(format).into_iter().enumerate() {
+                let got = codes.value(code as u32);
+                assert!(got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(), "{format:?} code {code}: {got} != {want}");
+            }
+        }
+    }
 }

@@ -1,0 +1,110 @@
+//! The GPU lowering of the fused quantized products (`product`): CUDA kernels
+//! (`backend/cuda/quantized.cu`) that read the packed words once and decode them in registers,
+//! run through [`crate::cuda_kernel`] (NVRTC builds, cached by source; an opaque kernel inside
+//! compiled functions).
+//!
+//! - `transpose` (`x @ wᵀ`): one warp per few rows of `w`, the lanes splitting the rows, so the
+//!   x values a lane loads serve every row and each result is written once.
+//! - not `transpose` (`x @ w`): one thread per unit of output columns and slice of `w`'s rows;
+//!   the slices' float32 partial sums are added by a reduction afterwards.
+//!
+//! The float formats' code values are printed into the source, so each format builds its own
+//! kernels. Up to [`MAX_ROWS`] rows of `x` only: beyond that a product is compute-bound and
+//! dequantize-then-cuBLAS (tensor cores) serves it better.
+
+use crate::array::Array;
+use crate::backend::cpu::quantized::QuantizedLayout;
+use crate::cuda_kernel::{cuda_type, CudaKernel, CudaLaunch};
+use crate::dtype::Dtype;
+use crate::error::Result;
+use crate::ops::{astype, reshape, sum};
+
+/// The kernels' helpers; the constants they need are printed before them.
+const SOURCE: &str = include_str!("../../backend/cuda/quantized.cu");
+
+/// The most rows of `x` (all leading axes together) the fused kernels take.
+pub(super) const MAX_ROWS: usize = 32;
+/// Rows of `x` one warp (or thread) takes, at most.
+const ROWS_PER_THREAD: usize = 8;
+/// Rows of `w` one warp of the transposed kernel takes (the x values it loads serve them all).
+const ROWS_PER_WARP: usize = 4;
+/// The most x values a lane of the transposed kernel holds (in registers).
+const ROW_VALUES: usize = 64;
+/// The most running sums one thread of the not-transposed kernel keeps (in registers).
+const COLUMN_SUMS: usize = 128;
+/// Threads per block.
+const BLOCK: usize = 128;
+/// Threads the not-transposed kernel aims at over all its slices (enough to fill a GPU).
+const COLUMN_THREADS: usize = 1 << 16;
+/// The fewest rows of `w` a slice of the not-transposed kernel runs down.
+const MIN_SLICE_HEIGHT: usize = 8;
+
+/// `x @ wᵀ` (or `x @ w`) on the current GPU stream for `args = (x, words, scales[, biases])`:
+/// x of a floating dtype with leading axes, the scales and biases float32, laid out as `layout`
+/// says. The result has x's dtype.
+pub(super) fn product(args: &[Array], layout: &QuantizedLayout, transpose: bool) -> Result<Array> {
+    let x = &args[0];
+    let inner = *x.shape().last().expect("x has an axis");
+    let rows = x.size() / inner;
+    let x2 = reshape(x, &[rows as i64, inner as i64])?;
+    let mut inputs = vec![x2, args[1].clone(), args[2].clone()];
+    inputs.extend(args.get(3).cloned());
+    let affine = layout.table.is_none();
+    // Registers bound the rows of x a thread takes (one build per layout, whatever the rows).
+    let held = if transpose { ROW_VALUES } else { COLUMN_SUMS };
+    let per_thread = ROWS_PER_THREAD.min(held / unit_values(layout.bits));
+    let row_blocks = rows.div_ceil(per_thread);
+    let mut input_names = vec!["x", "w", "scales"];
+    if affine {
+        input_names.push("biases");
+    }
+    let biases = if affine { "biases" } else { "nullptr" };
+    let header = header(x.dtype(), layout, per_thread);
+    let mut out_shape = x.shape().to_vec();
+    let out = if transpose {
+        let body = format!("kiln_quantized_rows(x, w, scales, {biases}, out, x_shape[0], w_shape[0], x_shape[1]);");
+        let kernel = CudaKernel::new("quantized_rows", &input_names, &["out"], &body)?.header(&header);
+        let warps = layout.rows.div_ceil(ROWS_PER_WARP);
+        let launch = CudaLaunch::new(vec![(vec![rows, layout.rows], x.dtype())], [warps * 32, row_blocks, 1], [BLOCK, 1, 1]);
+        kernel.call(&inputs, &launch)?.remove(0)
+    } else {
+        let units = layout.cols / unit_values(layout.bits);
+        let slices = COLUMN_THREADS.div_ceil(units).min(layout.rows.div_ceil(MIN_SLICE_HEIGHT)).clamp(1, 65_535);
+        let body = format!("kiln_quantized_columns(x, w, scales, {biases}, partial, x_shape[0], w_shape[0], {});", layout.cols);
+        let kernel = CudaKernel::new("quantized_columns", &input_names, &["partial"], &body)?.header(&header);
+        let launch = CudaLaunch::new(vec![(vec![slices, rows, layout.cols], Dtype::F32)], [units, slices, row_blocks], [BLOCK, 1, 1]);
+        let partial = kernel.call(&inputs, &launch)?.remove(0);
+        astype(sum(&partial, Some(&[0]), false)?, x.dtype())?
+    };
+    *out_shape.last_mut().expect("x has an axis") = if transpose { layout.rows } else { layout.cols };
+    let shape: Vec<i64> = out_shape.iter().map(|&d| d as i64).collect();
+    reshape(out, &shape)
+}
+
+/// Values a thread decodes at once: one word's, or 32 when `bits` does not divide 32.
+fn unit_values(bits: u32) -> usize {
+    if 32 % bits == 0 {
+        32 / bits as usize
+    } else {
+        32
+    }
+}
+
+/// The constants the kernels read, the float formats' code values (as bits, so NaN codes print
+/// too), then the kernels' helpers.
+fn header(dtype: Dtype, layout: &QuantizedLayout, rows_per_thread: usize) -> String {
+    let bits = layout.bits;
+    let table = match &layout.table {
+        None => "__constant__ uint32_t kiln_code_bits[1] = {0u};".to_string(),
+        Some(values) => {
+            let codes: Vec<String> = values[..1 << bits].iter().map(|v| format!("{:#x}u", v.to_bits())).collect();
+            format!("__constant__ uint32_t kiln_code_bits[{}] = {{{}}};", 1 << bits, codes.join(", "))
+        }
+    };
+    format!(
+        "using T = {};\nconstexpr int BITS = {bits};\nconstexpr int GROUP = {};\nconstexpr bool AFFINE = {};\nconstexpr int MT = {rows_per_thread};\nconstexpr int RPW = {ROWS_PER_WARP};\n{table}\n{SOURCE}",
+        cuda_type(dtype),
+        layout.group_size,
+        layout.table.is_none(),
+    )
+}
