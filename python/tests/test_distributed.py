@@ -502,3 +502,20 @@ def test_fully_sharded_module_gathers_the_slices(rng):
             np.testing.assert_allclose(np_(a), np_(whole)[r * half : (r + 1) * half] / 2, rtol=1e-6, err_msg=k)
     with pytest.raises(ValueError, match="'layers.2.weight' of shape \\(3, 4\\) cannot be split along its first axis among 2"):
         nn.FullyShardedModule(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 3)), group=simulated(0, 2))
+
+
+def test_review_cases_segments_rules_dtypes_and_half_gradients():
+    # Mixed split indices and fractions are ambiguous; segments beside a rule would be ignored;
+    # fully_shard checks compute_dtype even where it has nothing to shard.
+    layer = nn.Linear(8, 8)
+    with pytest.raises(ValueError, match="mixes"):
+        shard_linear(layer, "all-to-sharded", segments=[2, 0.5])
+    with pytest.raises(ValueError, match="segments"):
+        shard_inplace(layer, lambda path, w: None, segments=2)
+    with pytest.raises(TypeError, match="compute_dtype"):
+        nn.fully_shard(layer, compute_dtype="float16")
+    # A half gradient keeps its dtype through the sharded norm clip.
+    grads = {"w": mx.array(np.full((4,), 3.0), dtype=mx.float16)}
+    clipped, norm = clip_grad_norm_sharded(grads, 1.0)
+    assert clipped["w"].dtype == mx.float16
+    np.testing.assert_allclose(float(norm), 6.0, rtol=1e-3)

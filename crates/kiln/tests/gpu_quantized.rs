@@ -112,9 +112,9 @@ fn fused_quantized_products_match_the_float64_composition() {
     let mut rng = Rng::new(31);
     for dtype in [Dtype::F32, Dtype::F16, Dtype::BF16] {
         let (rtol, atol) = tolerance(dtype);
-        // Each layout and dtype builds its own kernels: the half types on two layouts only.
+        // Each layout and dtype builds its own kernels: the half types on three layouts only.
         let matrices = matrices(&mut rng, dtype);
-        let half_types = ["affine 4 bits", "Nvfp4 with"];
+        let half_types = ["affine 4 bits", "affine 3 bits", "Nvfp4 with"];
         let wanted = |label: &str| dtype == Dtype::F32 || half_types.iter().any(|h| label.starts_with(h));
         for (label, q) in matrices.into_iter().filter(|(label, _)| wanted(label)) {
             let (rows, cols) = (q.words.shape()[0], q.words.shape()[1] * 32 / q.bits as usize);
@@ -159,6 +159,8 @@ fn fused_products_of_batched_x_differentiate_and_compile_on_the_gpu() {
             // x's gradient runs the kernel of the other orientation.
             let c = array(&rng.vec(want.size(), -1.0, 1.0), want.shape(), Dtype::F32);
             let (_, grads) = with_device(g, || vjp(f.clone(), std::slice::from_ref(&x), std::slice::from_ref(&c))).unwrap().unwrap();
+            let other = if transpose { "quantized_columns" } else { "quantized_rows" };
+            assert!(kernels_in(&grads[0]).contains(other), "{what}: dx ran {:?}", kernels_in(&grads[0]));
             let (qr, t) = (q.clone(), transpose);
             let reference = move |a: &[Array]| Ok(vec![qr.reference(&a[0], t)]);
             let (_, want_grads) = vjp(reference, &[f64s(&x)], &[f64s(&c)]).unwrap();

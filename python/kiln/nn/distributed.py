@@ -73,6 +73,8 @@ def _check_segments(op: str, segments):
         return
     if not segments or not all(isinstance(s, numbers.Real) and not isinstance(s, bool) for s in segments):
         raise ValueError(f"{op}: segments as a list must be a non-empty list of split points (ints) or fractions, got {segments!r}")
+    if len({isinstance(s, numbers.Integral) for s in segments}) > 1:
+        raise ValueError(f"{op}: segments mixes split indices (ints) and fractions (floats): {segments!r}; use one kind")
 
 
 def _pieces(weight, segments, axis: int) -> list:
@@ -338,6 +340,8 @@ def shard_inplace(module: Module, sharding: Union[str, Callable], *, segments: U
         _check_segments("shard_inplace", segments)
         rule = (_all_to_sharded if sharding == "all-to-sharded" else _sharded_to_all)(segments)
     elif callable(sharding):
+        if segments != 1:
+            raise ValueError("shard_inplace: segments applies to the named shardings; a sharding rule returns (axis, segments) itself")
         rule = sharding
     else:
         raise TypeError(f"shard_inplace: sharding must be 'all-to-sharded', 'sharded-to-all' or a callable, got {type(sharding).__name__}")
@@ -438,6 +442,8 @@ def fully_shard(module: Module, *, group: Optional[Group] = None, compute_dtype=
     to shard: a group of one process, a module already wrapped, or one without parameters."""
     _require_module("fully_shard", module)
     group = _resolve("fully_shard", group)
+    if compute_dtype is not None and not isinstance(compute_dtype, mx.Dtype):
+        raise TypeError(f"fully_shard: compute_dtype must be a Dtype or None, got {type(compute_dtype).__name__}")
     if group.size() == 1 or isinstance(module, FullyShardedModule):
         return module
     wrapped = FullyShardedModule(module, group=group, compute_dtype=compute_dtype)

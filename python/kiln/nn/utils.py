@@ -72,7 +72,7 @@ def clip_grad_norm_sharded(gradients: Any, max_norm: float, group: Optional[Grou
     if isinstance(max_norm, bool) or not isinstance(max_norm, numbers.Real):
         raise TypeError(f"clip_grad_norm_sharded: max_norm must be a number, got {type(max_norm).__name__}")
     group = _resolve("clip_grad_norm_sharded", group)
-    squared = tree_reduce(lambda total, g: total + mx.sum(mx.square(g)), gradients, mx.array(0.0))
+    squared = tree_reduce(lambda total, g: total + mx.sum(mx.square(g)), gradients, 0.0)
     norm = mx.sqrt(mx.distributed.all_sum(squared, group=group))
     factor = mx.minimum(mx.divide(max_norm, norm + 1e-6), 1.0)
     return tree_map(lambda g: g * factor, gradients), norm

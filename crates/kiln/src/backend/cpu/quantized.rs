@@ -10,6 +10,9 @@
 //!   thread (whole groups), and each part runs down the rows in blocks, adding each block's
 //!   product into its own columns. The blocks' height follows the parts' width, so the rounding
 //!   of a sum depends on the thread count, never on scheduling.
+//! - one row of x with codes of 2, 4 or 8 bits: no buffer; each row of words decodes straight
+//!   into running sums (`decoded_matvec`). Its sums are grouped differently from the blocked
+//!   path's, so a row's result may differ in the last bits from the same row inside a batch.
 
 use super::simd::with_widest_isa;
 use gemm::Parallelism;

@@ -17,7 +17,7 @@ use crate::fast_hash::FastMap;
 use std::hash::Hash;
 use std::ffi::CString;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// NVRTC's version, e.g. (13, 0).
@@ -295,13 +295,17 @@ impl<K: Hash + Eq> Loaded<K> {
 /// or hanging there).
 static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
 static BUILD_ENDED: std::sync::Condvar = std::sync::Condvar::new();
-/// Whether the builder thread runs (from then on the exit wait is registered after every build).
+/// Whether the builder thread runs (from then on the exit wait is registered after builds).
 static BUILDER_RUNS: AtomicBool = AtomicBool::new(false);
+/// Builds after which the exit wait is registered again: NVRTC registers the teardown of state
+/// it creates lazily during its first builds, so a few dozen cover it without a registration per
+/// build for the life of the process.
+static REREGISTRATIONS_LEFT: AtomicUsize = AtomicUsize::new(64);
 
-/// A kernel the builder thread builds before its first job. NVRTC creates much of its
-/// process-wide state during its first builds, registering that state's teardown with `atexit`;
-/// exit handlers run last-registered first, so the exit wait, registered again after this build,
-/// runs before that teardown even when the process exits during the first real build.
+/// A kernel built before the builder thread starts, on the caller's thread. NVRTC creates much
+/// of its process-wide state during its first build and registers that state's teardown with
+/// `atexit`; exit handlers run last-registered first, so the exit wait, registered after this
+/// build, runs before that teardown even when the process exits during the first real build.
 const WARM_UP: &str = "extern \"C\" __global__ void kiln_warm_up(float* x) { x[threadIdx.x] *= 2.0f; }";
 
 /// A build for the background thread.
@@ -323,49 +327,48 @@ extern "C" fn wait_for_background_builds() {
     }
 }
 
-/// Registers the exit wait again once the builder thread runs: after any teardown a build just
-/// registered, so the wait comes first at exit (registrations are a few bytes each, one per
-/// build, and kernels are built once).
+/// Registers the exit wait again (for the first builds once the builder thread runs): after any
+/// teardown a build just registered, so the wait comes first at exit.
 fn wait_at_exit_after_this_build() {
-    if BUILDER_RUNS.load(Ordering::Acquire) {
+    let take = |left: usize| left.checked_sub(1);
+    if BUILDER_RUNS.load(Ordering::Acquire) && REREGISTRATIONS_LEFT.fetch_update(Ordering::AcqRel, Ordering::Acquire, take).is_ok() {
         // Safety: the callback is a plain function that lives as long as the process.
         unsafe { atexit(wait_for_background_builds) };
     }
 }
 
-/// One build's end: counted off [`IN_FLIGHT`], waking the exit wait.
-fn build_ended() {
-    *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-    BUILD_ENDED.notify_all();
+/// Counts one queued build off [`IN_FLIGHT`] when dropped (a build that panics included),
+/// waking the exit wait.
+struct BuildEnded;
+
+impl Drop for BuildEnded {
+    fn drop(&mut self) {
+        *IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        BUILD_ENDED.notify_all();
+    }
 }
 
-/// Queues `job` for kiln's one background builder thread (started on first use, when it
-/// first builds [`WARM_UP`] for `arch`), counted in [`IN_FLIGHT`]; false if the thread could
-/// not start.
+/// Queues `job` for kiln's one background builder thread (started on first use, after a
+/// [`WARM_UP`] build for `arch` on this thread), counted in [`IN_FLIGHT`]; false if the thread
+/// could not start.
 fn in_background(arch: &str, job: impl FnOnce() + Send + 'static) -> bool {
     static QUEUE: OnceLock<Option<Mutex<std::sync::mpsc::Sender<Job>>>> = OnceLock::new();
     let queue = QUEUE.get_or_init(|| {
+        let _ = build("nvrtc warm-up", WARM_UP, arch);
         let (send, receive) = std::sync::mpsc::channel::<Job>();
-        let arch = arch.to_string();
-        *IN_FLIGHT.lock().unwrap() += 1;
-        // Set first: the warm-up build registers the exit wait after itself.
-        BUILDER_RUNS.store(true, Ordering::Release);
         let worker = std::thread::Builder::new().name("kiln-nvrtc".into()).spawn(move || {
-            let _ = build("nvrtc warm-up", WARM_UP, &arch);
-            build_ended();
             for job in receive {
+                let _ended = BuildEnded;
                 job();
-                build_ended();
             }
         });
-        if worker.is_ok() {
+        let runs = worker.is_ok();
+        if runs {
+            BUILDER_RUNS.store(true, Ordering::Release);
             // Safety: the callback is a plain function that lives as long as the process.
             unsafe { atexit(wait_for_background_builds) };
-        } else {
-            BUILDER_RUNS.store(false, Ordering::Release);
-            *IN_FLIGHT.lock().unwrap() -= 1;
         }
-        worker.ok().map(|_| Mutex::new(send))
+        runs.then(|| Mutex::new(send))
     });
     let Some(queue) = queue else { return false };
     *IN_FLIGHT.lock().unwrap() += 1;

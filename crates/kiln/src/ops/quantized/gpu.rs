@@ -39,6 +39,12 @@ const COLUMN_THREADS: usize = 1 << 16;
 /// The fewest rows of `w` a slice of the not-transposed kernel runs down.
 const MIN_SLICE_HEIGHT: usize = 8;
 
+/// Whether the kernels can be built here: like every [`crate::cuda_kernel`], they include the
+/// CUDA toolkit's headers, without which the products keep to the composition.
+pub(super) fn kernels_build() -> bool {
+    !crate::backend::cuda::libraries::header_dirs().is_empty()
+}
+
 /// `x @ wᵀ` (or `x @ w`) on the current GPU stream for `args = (x, words, scales[, biases])`:
 /// x of a floating dtype with leading axes, the scales and biases float32, laid out as `layout`
 /// says. The result has x's dtype.
@@ -68,9 +74,10 @@ pub(super) fn product(args: &[Array], layout: &QuantizedLayout, transpose: bool)
         let launch = CudaLaunch::new(vec![(vec![rows, layout.rows], x.dtype())], [warps * 32, row_blocks, 1], [BLOCK, 1, 1]);
         kernel.call(&inputs, &launch)?.remove(0)
     } else {
+        // Slices fill the GPU together with the blocks of x's rows (the partial sums grow with both).
         let units = layout.cols / unit_values(layout.bits);
-        let slices = COLUMN_THREADS.div_ceil(units).min(layout.rows.div_ceil(MIN_SLICE_HEIGHT)).clamp(1, 65_535);
-        let body = format!("kiln_quantized_columns(x, w, scales, {biases}, partial, x_shape[0], w_shape[0], {});", layout.cols);
+        let slices = COLUMN_THREADS.div_ceil(units * row_blocks).min(layout.rows.div_ceil(MIN_SLICE_HEIGHT)).clamp(1, 65_535);
+        let body = format!("kiln_quantized_columns(x, w, scales, {biases}, partial, x_shape[0], w_shape[0], w_shape[1] * 32 / BITS);");
         let kernel = CudaKernel::new("quantized_columns", &input_names, &["partial"], &body)?.header(&header);
         let launch = CudaLaunch::new(vec![(vec![slices, rows, layout.cols], Dtype::F32)], [units, slices, row_blocks], [BLOCK, 1, 1]);
         let partial = kernel.call(&inputs, &launch)?.remove(0);

@@ -42,7 +42,11 @@ pub(super) fn runs_as_kernel(dtype: Dtype, x: &Array, words: &Array, gathers: bo
         DeviceKind::Cpu => dtype == Dtype::F32,
         DeviceKind::Gpu => {
             let rows = x.size() / x.shape().last().copied().unwrap_or(1).max(1);
-            matches!(dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) && x.size() > 0 && words.size() > 0 && rows <= gpu::MAX_ROWS
+            matches!(dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16)
+                && x.size() > 0
+                && words.size() > 0
+                && rows <= gpu::MAX_ROWS
+                && gpu::kernels_build()
         }
     }
 }
@@ -83,9 +87,14 @@ fn table_of(format: FloatFormat) -> Box<[f32; 256]> {
 /// the kernels of the stream's device.
 fn kernel_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -> Result<Array> {
     let kernel_layout = layout.clone();
-    let forward = move |args: &[Array]| match current_stream().device.kind {
-        DeviceKind::Cpu => host_product(args, kernel_layout.clone(), transpose),
-        DeviceKind::Gpu => Ok(vec![gpu::product(args, &kernel_layout, transpose)?]),
+    // The stream may differ from the one the product was chosen on (a vjp run elsewhere): a
+    // dtype the stream's kernel does not take gets the composition.
+    let forward = move |args: &[Array]| match (current_stream().device.kind, args[0].dtype()) {
+        (DeviceKind::Cpu, Dtype::F32) => host_product(args, kernel_layout.clone(), transpose),
+        (DeviceKind::Gpu, Dtype::F32 | Dtype::F16 | Dtype::BF16) if gpu::kernels_build() => {
+            Ok(vec![gpu::product(args, &kernel_layout, transpose)?])
+        }
+        _ => Ok(vec![composed_product(args, &kernel_layout, transpose)?]),
     };
     let (vjp_layout, jvp_layout, vmap_layout) = (layout.clone(), layout.clone(), layout);
     let call = CustomFunction::new(KERNEL_NAME, forward)
