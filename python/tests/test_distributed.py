@@ -99,7 +99,9 @@ def test_group_split_and_construction():
 
 
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.int32, mx.uint8, mx.bool_, mx.complex64])
-def test_reductions_and_gather_on_one_process_give_the_input(rng, dtype):
+def test_reductions_and_gather_on_one_process_give_the_input(rng, dtype, device):
+    if dtype == mx.complex64 and device == "gpu":
+        pytest.skip("complex64 arrays are computed on the CPU only")
     values = rng.standard_normal((3, 4)) * 5
     x = mx.array(values).astype(dtype)
     want = np.array(x)
