@@ -226,11 +226,33 @@ class _QuantizedSharded(_Quantized):
     """A sharded layer with a quantized weight (its slice quantized as ``QuantizedLinear``'s:
     the packed weight, scales and biases are frozen, a float ``bias`` trains)."""
 
-    def _build(self, weight_shape, bias_dims, bias, group_size, bits, mode, input_dims):
-        scale = math.sqrt(1 / input_dims)
-        self._set_weight(mx.random.uniform(-scale, scale, weight_shape), group_size, bits, mode)
+    # Which dimension of the whole layer each process holds a slice of: "output" (its rows of
+    # the weight and its entries of the bias) or "input" (its columns of the weight).
+    _SPLIT: str
+
+    def __init__(
+        self,
+        input_dims: int,
+        output_dims: int,
+        bias: bool = True,
+        group_size: Optional[int] = None,
+        bits: Optional[int] = None,
+        mode: str = "affine",
+        group: Optional[Group] = None,
+    ):
+        super().__init__()
+        op = type(self).__name__
+        require_positive(op, input_dims=input_dims, output_dims=output_dims)
+        self.group = _resolve(op, group)
+        if self._SPLIT == "output":
+            output_dims = _split_size(op, "the output", output_dims, self.group)
+        else:
+            input_dims = _split_size(op, "the input", input_dims, self.group)
+        whole_input = input_dims * (self.group.size() if self._SPLIT == "input" else 1)
+        scale = math.sqrt(1 / whole_input)
+        self._set_weight(mx.random.uniform(-scale, scale, (output_dims, input_dims)), group_size, bits, mode)
         if bias:
-            self.bias = mx.zeros((bias_dims,))
+            self.bias = mx.zeros((output_dims,))
             self.unfreeze(keys=["bias"], recurse=False)
 
     def _dims(self):
@@ -262,21 +284,7 @@ class QuantizedAllToShardedLinear(_QuantizedSharded):
     quantized (``mx.quantize``'s words, scales and, in affine mode, biases), as
     ``QuantizedLinear`` holds the whole."""
 
-    def __init__(
-        self,
-        input_dims: int,
-        output_dims: int,
-        bias: bool = True,
-        group_size: Optional[int] = None,
-        bits: Optional[int] = None,
-        mode: str = "affine",
-        group: Optional[Group] = None,
-    ):
-        super().__init__()
-        require_positive("QuantizedAllToShardedLinear", input_dims=input_dims, output_dims=output_dims)
-        self.group = _resolve("QuantizedAllToShardedLinear", group)
-        rows = _split_size("QuantizedAllToShardedLinear", "the output", output_dims, self.group)
-        self._build((rows, input_dims), rows, bias, group_size, bits, mode, input_dims)
+    _SPLIT = "output"
 
     def _dims(self):
         input_dims, rows = super()._dims()
@@ -297,21 +305,7 @@ class QuantizedShardedToAllLinear(_QuantizedSharded):
     """``ShardedToAllLinear`` with a quantized weight: each process holds its columns of the
     weight quantized (its slice of the input must be a whole number of quantization groups)."""
 
-    def __init__(
-        self,
-        input_dims: int,
-        output_dims: int,
-        bias: bool = True,
-        group_size: Optional[int] = None,
-        bits: Optional[int] = None,
-        mode: str = "affine",
-        group: Optional[Group] = None,
-    ):
-        super().__init__()
-        require_positive("QuantizedShardedToAllLinear", input_dims=input_dims, output_dims=output_dims)
-        self.group = _resolve("QuantizedShardedToAllLinear", group)
-        columns = _split_size("QuantizedShardedToAllLinear", "the input", input_dims, self.group)
-        self._build((output_dims, columns), output_dims, bias, group_size, bits, mode, input_dims)
+    _SPLIT = "input"
 
     def _dims(self):
         columns, output_dims = super()._dims()
