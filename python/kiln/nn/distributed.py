@@ -148,25 +148,68 @@ def _split_size(op: str, what: str, dims: int, group: Group) -> int:
     return dims // n
 
 
-class AllToShardedLinear(Module):
+class _Split:
+    """How a sharded layer is split among the processes of its group: ``_SPLIT`` says which
+    dimension of the whole layer each process holds a slice of, "output" (its rows of the weight
+    and its entries of the bias) or "input" (its columns of the weight; the bias stays whole)."""
+
+    _SPLIT: str
+
+    def _sliced_dims(self, op: str, input_dims: int, output_dims: int):
+        """(input_dims, output_dims) of this process's slice of the layer."""
+        if self._SPLIT == "output":
+            return input_dims, _split_size(op, "the output", output_dims, self.group)
+        return _split_size(op, "the input", input_dims, self.group), output_dims
+
+    def _whole_dims(self, input_dims: int, output_dims: int):
+        """(input_dims, output_dims) of the whole layer, from this process's slice."""
+        n = self.group.size()
+        return (input_dims, output_dims * n) if self._SPLIT == "output" else (input_dims * n, output_dims)
+
+    @classmethod
+    def _rule(cls, segments) -> Callable:
+        """The rule that slices a whole layer's parameters as this class splits them."""
+        return (_all_to_sharded if cls._SPLIT == "output" else _sharded_to_all)(segments)
+
+
+class _ShardedLinear(_Split, Module):
+    """A ``Linear`` split among the processes of ``group`` (the global group where None)."""
+
+    def __init__(self, input_dims: int, output_dims: int, bias: bool = True, group: Optional[Group] = None):
+        super().__init__()
+        op = type(self).__name__
+        require_positive(op, input_dims=input_dims, output_dims=output_dims)
+        self.group = _resolve(op, group)
+        inputs, outputs = self._sliced_dims(op, input_dims, output_dims)
+        scale = math.sqrt(1.0 / input_dims)
+        self.weight = mx.random.uniform(-scale, scale, shape=(outputs, inputs))
+        if bias:
+            self.bias = mx.random.uniform(-scale, scale, shape=(outputs,))
+
+    def _extra_repr(self) -> str:
+        input_dims, output_dims = self._whole_dims(self.weight.shape[1], self.weight.shape[0])
+        return f"input_dims={input_dims}, output_dims={output_dims}, bias={'bias' in self}"
+
+    @classmethod
+    def from_linear(cls, linear_layer: Module, *, segments: Union[int, list] = 1, group: Optional[Group] = None):
+        """This process's slice of ``linear_layer`` (a ``Linear``), split as this class splits
+        (``segments`` stacked matrices in its weight are sliced each)."""
+        op = f"{cls.__name__}.from_linear"
+        _require_module(op, linear_layer, Linear)
+        group = _resolve(op, group)
+        output_dims, input_dims = linear_layer.weight.shape
+        layer = cls(input_dims, output_dims, "bias" in linear_layer, group)
+        layer.update(_shard(op, linear_layer.parameters(), cls._rule(segments), group))
+        return layer
+
+
+class AllToShardedLinear(_ShardedLinear):
     """A ``Linear`` whose output is split among the processes of ``group`` (the global group
     where None): each takes the whole input and holds ``output_dims / size`` rows of the weight
     (and entries of the bias), giving its slice of the output. The input's gradient is summed
     over the group."""
 
-    def __init__(self, input_dims: int, output_dims: int, bias: bool = True, group: Optional[Group] = None):
-        super().__init__()
-        require_positive("AllToShardedLinear", input_dims=input_dims, output_dims=output_dims)
-        self.group = _resolve("AllToShardedLinear", group)
-        rows = _split_size("AllToShardedLinear", "the output", output_dims, self.group)
-        scale = math.sqrt(1.0 / input_dims)
-        self.weight = mx.random.uniform(-scale, scale, shape=(rows, input_dims))
-        if bias:
-            self.bias = mx.random.uniform(-scale, scale, shape=(rows,))
-
-    def _extra_repr(self) -> str:
-        rows, input_dims = self.weight.shape
-        return f"input_dims={input_dims}, output_dims={rows * self.group.size()}, bias={'bias' in self}"
+    _SPLIT = "output"
 
     def __call__(self, x):
         x = _summing_gradients(self.group)(x)
@@ -174,61 +217,23 @@ class AllToShardedLinear(Module):
             return mx.addmm(self.bias, x, self.weight.T)
         return x @ self.weight.T
 
-    @classmethod
-    def from_linear(cls, linear_layer: Module, *, segments: Union[int, list] = 1, group: Optional[Group] = None):
-        """This process's slice of ``linear_layer`` (a ``Linear``; ``segments`` stacked
-        matrices in its weight are sliced each)."""
-        _require_module("AllToShardedLinear.from_linear", linear_layer, Linear)
-        group = _resolve("AllToShardedLinear.from_linear", group)
-        output_dims, input_dims = linear_layer.weight.shape
-        layer = cls(input_dims, output_dims, "bias" in linear_layer, group)
-        layer.update(_shard("AllToShardedLinear.from_linear", linear_layer.parameters(), _all_to_sharded(segments), group))
-        return layer
 
-
-class ShardedToAllLinear(Module):
+class ShardedToAllLinear(_ShardedLinear):
     """A ``Linear`` whose input is split among the processes of ``group``: each takes its
     ``input_dims / size`` slice of the input and holds those columns of the weight; the partial
     products are summed over the group (``all_sum``) and the bias added, so every process gets
     the whole output."""
 
-    def __init__(self, input_dims: int, output_dims: int, bias: bool = True, group: Optional[Group] = None):
-        super().__init__()
-        require_positive("ShardedToAllLinear", input_dims=input_dims, output_dims=output_dims)
-        self.group = _resolve("ShardedToAllLinear", group)
-        columns = _split_size("ShardedToAllLinear", "the input", input_dims, self.group)
-        scale = math.sqrt(1.0 / input_dims)
-        self.weight = mx.random.uniform(-scale, scale, shape=(output_dims, columns))
-        if bias:
-            self.bias = mx.random.uniform(-scale, scale, shape=(output_dims,))
-
-    def _extra_repr(self) -> str:
-        output_dims, columns = self.weight.shape
-        return f"input_dims={columns * self.group.size()}, output_dims={output_dims}, bias={'bias' in self}"
+    _SPLIT = "input"
 
     def __call__(self, x):
         y = mx.distributed.all_sum(x @ self.weight.T, group=self.group)
         return y + self.bias if "bias" in self else y
 
-    @classmethod
-    def from_linear(cls, linear_layer: Module, *, segments: Union[int, list] = 1, group: Optional[Group] = None):
-        """This process's slice of ``linear_layer`` (a ``Linear``): its columns of the weight,
-        and the whole bias."""
-        _require_module("ShardedToAllLinear.from_linear", linear_layer, Linear)
-        group = _resolve("ShardedToAllLinear.from_linear", group)
-        output_dims, input_dims = linear_layer.weight.shape
-        layer = cls(input_dims, output_dims, "bias" in linear_layer, group)
-        layer.update(_shard("ShardedToAllLinear.from_linear", linear_layer.parameters(), _sharded_to_all(segments), group))
-        return layer
 
-
-class _QuantizedSharded(_Quantized):
+class _QuantizedSharded(_Split, _Quantized):
     """A sharded layer with a quantized weight (its slice quantized as ``QuantizedLinear``'s:
     the packed weight, scales and biases are frozen, a float ``bias`` trains)."""
-
-    # Which dimension of the whole layer each process holds a slice of: "output" (its rows of
-    # the weight and its entries of the bias) or "input" (its columns of the weight).
-    _SPLIT: str
 
     def __init__(
         self,
@@ -244,38 +249,33 @@ class _QuantizedSharded(_Quantized):
         op = type(self).__name__
         require_positive(op, input_dims=input_dims, output_dims=output_dims)
         self.group = _resolve(op, group)
-        if self._SPLIT == "output":
-            output_dims = _split_size(op, "the output", output_dims, self.group)
-        else:
-            input_dims = _split_size(op, "the input", input_dims, self.group)
-        whole_input = input_dims * (self.group.size() if self._SPLIT == "input" else 1)
-        scale = math.sqrt(1 / whole_input)
-        self._set_weight(mx.random.uniform(-scale, scale, (output_dims, input_dims)), group_size, bits, mode)
+        inputs, outputs = self._sliced_dims(op, input_dims, output_dims)
+        scale = math.sqrt(1 / input_dims)
+        self._set_weight(mx.random.uniform(-scale, scale, (outputs, inputs)), group_size, bits, mode)
         if bias:
-            self.bias = mx.zeros((output_dims,))
+            self.bias = mx.zeros((outputs,))
             self.unfreeze(keys=["bias"], recurse=False)
 
-    def _dims(self):
-        """(input_dims, output_dims) of the whole layer, from this slice."""
-        rows, words = self.weight.shape
-        return words * 32 // self.bits, rows
-
     def _extra_repr(self) -> str:
-        input_dims, output_dims = self._dims()
+        rows, words = self.weight.shape
+        input_dims, output_dims = self._whole_dims(words * 32 // self.bits, rows)
         return (
             f"input_dims={input_dims}, output_dims={output_dims}, bias={'bias' in self}, "
             f"group_size={self.group_size}, bits={self.bits}, mode={self.mode}"
         )
 
     @classmethod
-    def _from(cls, layer, segments, group, rule):
-        op = f"{cls.__name__}.from_quantized_linear"
+    def from_quantized_linear(cls, quantized_linear_layer: Module, *, segments: Union[int, list] = 1, group: Optional[Group] = None):
+        """This process's slice of ``quantized_linear_layer`` (a ``QuantizedLinear``), split as
+        this class splits: its rows or columns (whole quantization groups) of the packed weight,
+        scales and biases, and its share of the bias; same quantization."""
+        op, layer = f"{cls.__name__}.from_quantized_linear", quantized_linear_layer
         _require_module(op, layer, QuantizedLinear)
         group = _resolve(op, group)
         output_dims, words = layer.weight.shape
         input_dims = words * 32 // layer.bits
         out = cls(input_dims, output_dims, "bias" in layer, group_size=layer.group_size, bits=layer.bits, mode=layer.mode, group=group)
-        out.update(_shard(op, layer.parameters(), rule(segments), group))
+        out.update(_shard(op, layer.parameters(), cls._rule(segments), group))
         return out
 
 
@@ -286,19 +286,9 @@ class QuantizedAllToShardedLinear(_QuantizedSharded):
 
     _SPLIT = "output"
 
-    def _dims(self):
-        input_dims, rows = super()._dims()
-        return input_dims, rows * self.group.size()
-
     def __call__(self, x):
         y = self._product(_summing_gradients(self.group)(x))
         return y + self.bias if "bias" in self else y
-
-    @classmethod
-    def from_quantized_linear(cls, quantized_linear_layer: Module, *, segments: Union[int, list] = 1, group: Optional[Group] = None):
-        """This process's slice of ``quantized_linear_layer`` (a ``QuantizedLinear``): its rows of
-        the packed weight, scales and biases, and its entries of the bias; same quantization."""
-        return cls._from(quantized_linear_layer, segments, group, _all_to_sharded)
 
 
 class QuantizedShardedToAllLinear(_QuantizedSharded):
@@ -307,19 +297,9 @@ class QuantizedShardedToAllLinear(_QuantizedSharded):
 
     _SPLIT = "input"
 
-    def _dims(self):
-        columns, output_dims = super()._dims()
-        return columns * self.group.size(), output_dims
-
     def __call__(self, x):
         y = mx.distributed.all_sum(self._product(x), group=self.group)
         return y + self.bias if "bias" in self else y
-
-    @classmethod
-    def from_quantized_linear(cls, quantized_linear_layer: Module, *, segments: Union[int, list] = 1, group: Optional[Group] = None):
-        """This process's slice of ``quantized_linear_layer``: its columns of the packed weight,
-        scales and biases (whole quantization groups), and the whole bias; same quantization."""
-        return cls._from(quantized_linear_layer, segments, group, _sharded_to_all)
 
 
 def shard_inplace(module: Module, sharding: Union[str, Callable], *, segments: Union[int, list] = 1, group: Optional[Group] = None) -> None:
