@@ -157,6 +157,41 @@ fn nvfp4_global_scale_widens_the_range_of_small_matrices() {
 }
 
 #[test]
+fn nvfp4_products_with_a_global_scale_equal_the_float64_reference() {
+    let mut rng = Rng::new(6);
+    let (rows, k) = (8, 64);
+    let w = common::rounded(&rng.vec(rows * k, -1e-3, 1e-3), &[rows, k], Dtype::F32);
+    let global = w.iter().fold(0f64, |m, v| m.max(v.abs()));
+    let g = Array::from_slice(&[global as f32], &[]).unwrap();
+    let (words, scales) = ops::quantize_float(array(&w, &[rows, k], Dtype::F32), FloatFormat::Nvfp4, Some(&g)).unwrap();
+    let scheme = Scheme::Float { format: FloatFormat::Nvfp4, global_scale: Some(&g) };
+    let wd: Vec<f64> = w.chunks(16).flat_map(|c| reference_group(c, FloatFormat::Nvfp4, Some(global as f32 as f64)).dequantized).collect();
+    // One row (the matrix-vector loop) and three (the blocked kernel), both orientations.
+    for m in [1, 3] {
+        let xt = rng.vec(m * k, -1.0, 1.0);
+        let got = ops::quantized_matmul(array(&xt, &[m, k], Dtype::F32), &words, &scales, scheme, true).unwrap();
+        let want: Vec<f64> = (0..m * rows).map(|p| (0..k).map(|j| xt[(p / rows) * k + j] * wd[(p % rows) * k + j]).sum()).collect();
+        assert_close(&values(&got), &want, 1e-5, 1e-9, &format!("{m} rows @ w.T"));
+        let xn = rng.vec(m * rows, -1.0, 1.0);
+        let got = ops::quantized_matmul(array(&xn, &[m, rows], Dtype::F32), &words, &scales, scheme, false).unwrap();
+        let want: Vec<f64> = (0..m * k).map(|p| (0..rows).map(|r| xn[(p / k) * rows + r] * wd[r * k + p % k]).sum()).collect();
+        assert_close(&values(&got), &want, 1e-5, 1e-9, &format!("{m} rows @ w"));
+    }
+    // x's gradient of sum(x @ w.T) is every row's column sums of the matrix; the global scale
+    // has none (it encodes the codes).
+    let product = |x: &Array, g: &Array| {
+        let scheme = Scheme::Float { format: FloatFormat::Nvfp4, global_scale: Some(g) };
+        ops::sum(ops::quantized_matmul(x, &words, &scales, scheme, true)?, None, false)
+    };
+    let x = array(&rng.vec(2 * k, -1.0, 1.0), &[2, k], Dtype::F32);
+    let (_, dx) = vjp(|a: &[Array]| Ok(vec![product(&a[0], &g)?]), std::slice::from_ref(&x), &[Array::scalar(1f32)]).unwrap();
+    let want: Vec<f64> = (0..2 * k).map(|p| (0..rows).map(|r| wd[r * k + p % k]).sum()).collect();
+    assert_close(&values(&dx[0]), &want, 1e-5, 1e-9, "x's gradient");
+    let err = vjp(|a: &[Array]| Ok(vec![product(&x, &a[0])?]), std::slice::from_ref(&g), &[Array::scalar(1f32)]).unwrap_err();
+    assert!(err.to_string().contains("no gradient"), "{err}");
+}
+
+#[test]
 fn float_quantized_products_equal_products_with_the_dequantized_matrix() {
     let mut rng = Rng::new(8);
     for format in FORMATS {

@@ -34,12 +34,43 @@ pub struct QuantizedLayout {
     pub group_size: usize,
     /// Bits per code.
     pub bits: u32,
-    /// Each code's value before scaling, by code (the float formats); `None`: the code itself
-    /// (affine).
-    pub table: Option<Box<[f32; 256]>>,
-    /// The same values, computed from the code's bits (which vectorises, where a table lookup
-    /// is a gather): what the decoding loops use.
+    /// How a code reads before scaling (computed from its bits, which vectorises where a table
+    /// lookup is a gather).
     pub codes: CodeValues,
+    /// How a group's scale reads.
+    pub scales: ScaleValues,
+}
+
+/// How a group's scale reads: float32 values, or the float formats' uint8 codes, decoded inside
+/// the kernels (by a 256-entry table per call) rather than by ops before them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleValues {
+    /// Float32 values (affine mode).
+    Float32,
+    /// e8m0 codes: the power of two 2^(code − 127); 255 is NaN (mxfp4, mxfp8).
+    E8m0,
+    /// e4m3 codes divided by the global scale's encoding, 1 without one (nvfp4).
+    E4m3,
+}
+
+impl ScaleValues {
+    /// The value of scale `code` before nvfp4's global encoding divides it.
+    pub fn value(self, code: u8) -> f32 {
+        match (self, code) {
+            (ScaleValues::Float32, _) => unreachable!("float32 scales are not codes"),
+            (ScaleValues::E8m0, 0) => 2f32.powi(-127),
+            (ScaleValues::E8m0, 255) => f32::NAN,
+            (ScaleValues::E8m0, _) => f32::from_bits((code as u32) << 23),
+            (ScaleValues::E4m3, _) => CodeValues::E4m3.value(code as u32),
+        }
+    }
+
+    /// Every code's value, divided by `encoding` (nvfp4's; 1 otherwise): the kernels' table.
+    pub fn table(self, encoding: f32) -> Box<[f32; 256]> {
+        let mut table = Box::new([0.0f32; 256]);
+        table.iter_mut().enumerate().for_each(|(code, v)| *v = self.value(code as u8) / encoding);
+        table
+    }
 }
 
 /// How a code reads before scaling.
@@ -106,7 +137,7 @@ impl QuantizedLayout {
         let group_words = self.group_size * bits / 32;
         let group_base = r * self.groups_per_row() + first / self.group_size;
         for (g, chunk) in out.chunks_mut(self.group_size).enumerate() {
-            let (scale, bias) = (q.scales[group_base + g], q.biases.map_or(0.0, |b| b[group_base + g]));
+            let (scale, bias) = (q.scales.get(group_base + g), q.biases.map_or(0.0, |b| b[group_base + g]));
             let start = (first / self.group_size + g) * group_words;
             let words = &words[start..start + group_words];
             // Each arm names its code values, so `value` folds to straight-line code.
@@ -149,15 +180,41 @@ fn decode_stream(words: &[u32], bits: usize, out: &mut [f32], value: impl Fn(u32
     }
 }
 
-/// A quantized matrix's data: packed words, one float32 scale per group (already decoded for
-/// the float formats) and, in affine mode, one bias per group.
+/// A quantized matrix's data: packed words, one scale per group and, in affine mode, one bias
+/// per group.
 pub struct Quantized<'a> {
     /// The packed codes, row after row.
     pub words: &'a [u32],
     /// The groups' scales.
-    pub scales: &'a [f32],
+    pub scales: GroupScales<'a>,
     /// The groups' biases (affine mode).
     pub biases: Option<&'a [f32]>,
+}
+
+/// The groups' scales as the kernels read them.
+pub enum GroupScales<'a> {
+    /// Float32 values.
+    Values(&'a [f32]),
+    /// uint8 codes and the value of each code ([`ScaleValues::table`]).
+    Codes(&'a [u8], Box<[f32; 256]>),
+}
+
+impl GroupScales<'_> {
+    /// Group `i`'s scale.
+    #[inline(always)]
+    fn get(&self, i: usize) -> f32 {
+        match self {
+            GroupScales::Values(values) => values[i],
+            GroupScales::Codes(codes, table) => table[codes[i] as usize],
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            GroupScales::Values(values) => values.len(),
+            GroupScales::Codes(codes, _) => codes.len(),
+        }
+    }
 }
 
 /// `out = x @ wᵀ` (`transpose`, x is M × C, out M × R) or `out = x @ w` (x is M × R, out
@@ -326,7 +383,7 @@ fn decoded_row<const BITS: usize>(
                 sums[l] += xs[l] * value(code);
             }
         }
-        let scale = q.scales[r * groups + g];
+        let scale = q.scales.get(r * groups + g);
         for l in 0..LANES {
             total[l] += sums[l] * scale;
         }

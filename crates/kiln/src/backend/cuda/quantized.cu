@@ -2,88 +2,149 @@
  * and decoded in registers, never written out as a float matrix.
  *
  * The matrix has R rows of C values; each row's codes of BITS bits form one little-endian bit
- * stream in uint32 words, with one float scale (and, in affine mode, one float bias) per GROUP
- * values. A thread decodes a unit: one word when BITS divides 32 (2, 4, 8 bits), else BITS words
- * (32 values), so a unit never straddles words or groups. x is M rows.
+ * stream in uint32 words, with one scale (and, in affine mode, one float bias) per GROUP values.
+ * Affine scales are floats; the float formats' scales are uint8 codes, decoded here through a
+ * table (nvfp4's divided by its global scale's encoding). A thread decodes a unit: one word when
+ * BITS divides 32 (2, 4, 8 bits), else BITS words (32 values), so a unit never straddles words or
+ * groups. x is M rows.
  *
- * Set before this header: T (x's and the output's type), BITS, GROUP, AFFINE, MT (rows of x per
- * thread), RPW (rows of w per warp in `kiln_quantized_rows`), and `kiln_code_bits` (the float formats' code values before scaling, as float bits). */
+ * Set before this header: T (x's and the output's type), S (the scales' type: float, or uint8_t
+ * codes), BITS, GROUP, AFFINE, MT (rows of x per thread), RPW (rows of w per warp in
+ * `kiln_quantized_rows`), `kiln_code_bits` (the float formats' code values before scaling, as
+ * float bits) and `kiln_scale_bits` (their scale codes' values, as float bits). */
 
 constexpr int UNIT_WORDS = 32 % BITS == 0 ? 1 : BITS;
 constexpr int UNIT_VALUES = UNIT_WORDS * 32 / BITS;
+/* Units a lane of `kiln_quantized_rows` loads at once where a row's words allow: four one-word
+ * units, in one 16-byte load, so more bytes are in flight per warp. */
+constexpr int VECTOR_UNITS = UNIT_WORDS == 1 ? 4 : 1;
+/* Rows of w whose words a thread of `kiln_quantized_columns` loads before using any. */
+constexpr int ROW_BATCH = 4;
 
-/* The codes of one unit, as floats (the code itself, or its value in the float format). */
-__device__ __forceinline__ void kiln_decode_unit(const uint32_t* __restrict__ words, const float* table, float* q) {
-    uint32_t w[UNIT_WORDS];
-#pragma unroll
-    for (int i = 0; i < UNIT_WORDS; ++i) w[i] = words[i];
+/* The codes of one unit (words already in registers), as floats: the code itself, or its value
+ * in the float format. */
+__device__ __forceinline__ void kiln_decode_unit(const uint32_t* w, const float* codes, float* q) {
 #pragma unroll
     for (int j = 0; j < UNIT_VALUES; ++j) {
         const int bit = j * BITS, word = bit >> 5, shift = bit & 31;
         uint32_t v = w[word] >> shift;
         if (shift + BITS > 32) v |= w[word + 1] << (32 - shift);
         v &= (1u << BITS) - 1u;
-        q[j] = AFFINE ? float(v) : table[v];
+        q[j] = AFFINE ? float(v) : codes[v];
     }
 }
 
-/* The float formats' code values in shared memory (lookups by divergent codes would serialise in
- * constant memory); affine mode reads none. Every thread of the block must call it, before any
- * returns. */
-__device__ __forceinline__ const float* kiln_code_table() {
-    __shared__ float table[AFFINE ? 1 : 1 << BITS];
-    if (!AFFINE) {
-        for (int i = threadIdx.x; i < (1 << BITS); i += blockDim.x) table[i] = __uint_as_float(kiln_code_bits[i]);
+/* N words from `src` into registers; VECTOR: four words in one 16-byte load (src aligned). */
+template <int N, bool VECTOR>
+__device__ __forceinline__ void kiln_load_words(const uint32_t* __restrict__ src, uint32_t* w) {
+    if constexpr (VECTOR && N == 4) {
+        const uint4 v = *reinterpret_cast<const uint4*>(src);
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; ++i) w[i] = src[i];
+    }
+}
+
+/* The float formats' code values and scale values in shared memory (lookups by divergent codes
+ * would serialise in constant memory); affine mode reads neither. Every thread of the block must
+ * call it, before any returns. */
+struct KilnTables {
+    const float* codes;
+    const float* scales;
+};
+
+__device__ __forceinline__ KilnTables kiln_tables(const float* __restrict__ encoding) {
+    __shared__ float codes[AFFINE ? 1 : 1 << BITS];
+    __shared__ float scales[AFFINE ? 1 : 256];
+    if constexpr (!AFFINE) {
+        const float divisor = encoding ? *encoding : 1.f;
+        for (int i = threadIdx.x; i < (1 << BITS); i += blockDim.x) codes[i] = __uint_as_float(kiln_code_bits[i]);
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) scales[i] = __uint_as_float(kiln_scale_bits[i]) / divisor;
         __syncthreads();
     }
-    return table;
+    return {codes, scales};
+}
+
+/* Group `i`'s scale. */
+__device__ __forceinline__ float kiln_scale(const S* __restrict__ scales, size_t i, const KilnTables& tables) {
+    if constexpr (AFFINE) {
+        return scales[i];
+    } else {
+        return tables.scales[scales[i]];
+    }
+}
+
+/* One warp's pass of `kiln_quantized_rows` over a row's units, L at a time per lane. */
+template <int L>
+__device__ __forceinline__ void kiln_rows_pass(const T* __restrict__ x, const uint32_t* __restrict__ w,
+                                               const S* __restrict__ scales, const float* __restrict__ biases,
+                                               const KilnTables& tables, int M, int R, int C, int r0, int m0,
+                                               float (&acc)[RPW][MT]) {
+    const int lane = threadIdx.x & 31;
+    const int units = C / UNIT_VALUES, groups = C / GROUP;
+    for (int u0 = lane * L; u0 < units; u0 += 32 * L) {
+        // Every row's words first, so their loads are in flight together.
+        uint32_t words[RPW][L * UNIT_WORDS];
+#pragma unroll
+        for (int k = 0; k < RPW; ++k)
+            if (r0 + k < R) kiln_load_words<L * UNIT_WORDS, (L > 1)>(w + ((size_t)(r0 + k) * units + u0) * UNIT_WORDS, words[k]);
+#pragma unroll
+        for (int s = 0; s < L; ++s) {
+            const int first = (u0 + s) * UNIT_VALUES, g = first / GROUP;
+            float xv[MT][UNIT_VALUES], total[MT];
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                total[i] = 0.f;
+#pragma unroll
+                for (int j = 0; j < UNIT_VALUES; ++j) {
+                    xv[i][j] = m0 + i < M ? float(x[(size_t)(m0 + i) * C + first + j]) : 0.f;
+                    total[i] += xv[i][j];
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < RPW; ++k) {
+                const int r = r0 + k;
+                if (r >= R) break;
+                float q[UNIT_VALUES];
+                kiln_decode_unit(words[k] + s * UNIT_WORDS, tables.codes, q);
+                const float scale = kiln_scale(scales, (size_t)r * groups + g, tables);
+                const float bias = AFFINE ? biases[(size_t)r * groups + g] : 0.f;
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    float dot = 0.f;
+#pragma unroll
+                    for (int j = 0; j < UNIT_VALUES; ++j) dot = fmaf(xv[i][j], q[j], dot);
+                    acc[k][i] = fmaf(scale, dot, AFFINE ? fmaf(bias, total[i], acc[k][i]) : acc[k][i]);
+                }
+            }
+        }
+    }
 }
 
 /* out (M×R) = x (M×C) · wᵀ. One warp per RPW rows of w, MT rows of x per warp (grid y); the
- * lanes take the rows' units in turn, so their word and x reads are contiguous across the warp,
- * and the x values of a unit, loaded once, serve all RPW rows. */
+ * lanes take the rows' units in turn (four at once where rows are whole 16-byte vectors), so
+ * their word and x reads are contiguous across the warp, and the x values of a unit, loaded
+ * once, serve all RPW rows. */
 __device__ __forceinline__ void kiln_quantized_rows(const T* __restrict__ x, const uint32_t* __restrict__ w,
-                                                    const float* __restrict__ scales, const float* __restrict__ biases,
-                                                    T* __restrict__ out, int M, int R, int C) {
-    const float* table = kiln_code_table();
+                                                    const S* __restrict__ scales, const float* __restrict__ biases,
+                                                    const float* __restrict__ encoding, T* __restrict__ out, int M,
+                                                    int R, int C) {
+    const KilnTables tables = kiln_tables(encoding);
     const int lane = threadIdx.x & 31;
     const int r0 = ((blockIdx.x * blockDim.x + threadIdx.x) >> 5) * RPW;
     const int m0 = blockIdx.y * MT;
     if (r0 >= R) return;
-    const int units = C / UNIT_VALUES, groups = C / GROUP;
     float acc[RPW][MT];
 #pragma unroll
     for (int k = 0; k < RPW; ++k)
 #pragma unroll
         for (int i = 0; i < MT; ++i) acc[k][i] = 0.f;
-    for (int u = lane; u < units; u += 32) {
-        const int first = u * UNIT_VALUES, g = first / GROUP;
-        float xv[MT][UNIT_VALUES], total[MT];
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-            total[i] = 0.f;
-#pragma unroll
-            for (int j = 0; j < UNIT_VALUES; ++j) {
-                xv[i][j] = m0 + i < M ? float(x[(size_t)(m0 + i) * C + first + j]) : 0.f;
-                total[i] += xv[i][j];
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < RPW; ++k) {
-            const int r = r0 + k;
-            if (r >= R) break;
-            float q[UNIT_VALUES];
-            kiln_decode_unit(w + ((size_t)r * units + u) * UNIT_WORDS, table, q);
-            const float scale = scales[(size_t)r * groups + g];
-            const float bias = AFFINE ? biases[(size_t)r * groups + g] : 0.f;
-#pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                float dot = 0.f;
-#pragma unroll
-                for (int j = 0; j < UNIT_VALUES; ++j) dot = fmaf(xv[i][j], q[j], dot);
-                acc[k][i] = fmaf(scale, dot, AFFINE ? fmaf(bias, total[i], acc[k][i]) : acc[k][i]);
-            }
-        }
+    const bool vector = (C / UNIT_VALUES) % VECTOR_UNITS == 0 && (reinterpret_cast<size_t>(w) & 15) == 0;
+    if (vector) {
+        kiln_rows_pass<VECTOR_UNITS>(x, w, scales, biases, tables, M, R, C, r0, m0, acc);
+    } else {
+        kiln_rows_pass<1>(x, w, scales, biases, tables, M, R, C, r0, m0, acc);
     }
 #pragma unroll
     for (int k = 0; k < RPW; ++k)
@@ -102,12 +163,14 @@ __device__ __forceinline__ void kiln_quantized_rows(const T* __restrict__ x, con
 
 /* partial (S×M×C, float) = x (M×R) · w, over slice s of w's rows (grid y, S = gridDim.y slices
  * of equal height); MT rows of x per thread (grid z). A thread owns one unit of output columns
- * and runs down its slice, reading each row's unit once; the slices' sums are added afterwards
- * (in a fixed order, so the result does not depend on scheduling). */
+ * and runs down its slice, ROW_BATCH rows' words loaded at once, reading each row's unit once;
+ * the slices' sums are added afterwards (in a fixed order, so the result does not depend on
+ * scheduling). */
 __device__ __forceinline__ void kiln_quantized_columns(const T* __restrict__ x, const uint32_t* __restrict__ w,
-                                                       const float* __restrict__ scales, const float* __restrict__ biases,
-                                                       float* __restrict__ partial, int M, int R, int C) {
-    const float* table = kiln_code_table();
+                                                       const S* __restrict__ scales, const float* __restrict__ biases,
+                                                       const float* __restrict__ encoding, float* __restrict__ partial,
+                                                       int M, int R, int C) {
+    const KilnTables tables = kiln_tables(encoding);
     const int u = blockIdx.x * blockDim.x + threadIdx.x;
     const int units = C / UNIT_VALUES, groups = C / GROUP;
     const int slices = gridDim.y, height = (R + slices - 1) / slices;
@@ -120,19 +183,28 @@ __device__ __forceinline__ void kiln_quantized_columns(const T* __restrict__ x, 
     for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int j = 0; j < UNIT_VALUES; ++j) acc[i][j] = 0.f;
-    for (int r = r0; r < r1; ++r) {
-        float q[UNIT_VALUES];
-        kiln_decode_unit(w + ((size_t)r * units + u) * UNIT_WORDS, table, q);
-        const float scale = scales[(size_t)r * groups + g];
-        const float bias = AFFINE ? biases[(size_t)r * groups + g] : 0.f;
+    for (int rb = r0; rb < r1; rb += ROW_BATCH) {
+        uint32_t words[ROW_BATCH][UNIT_WORDS];
 #pragma unroll
-        for (int j = 0; j < UNIT_VALUES; ++j) q[j] = fmaf(scale, q[j], bias);
+        for (int b = 0; b < ROW_BATCH; ++b)
+            if (rb + b < r1) kiln_load_words<UNIT_WORDS, false>(w + ((size_t)(rb + b) * units + u) * UNIT_WORDS, words[b]);
 #pragma unroll
-        for (int i = 0; i < MT; ++i) {
-            if (m0 + i >= M) break;
-            const float v = float(x[(size_t)(m0 + i) * R + r]);
+        for (int b = 0; b < ROW_BATCH; ++b) {
+            const int r = rb + b;
+            if (r >= r1) break;
+            float q[UNIT_VALUES];
+            kiln_decode_unit(words[b], tables.codes, q);
+            const float scale = kiln_scale(scales, (size_t)r * groups + g, tables);
+            const float bias = AFFINE ? biases[(size_t)r * groups + g] : 0.f;
 #pragma unroll
-            for (int j = 0; j < UNIT_VALUES; ++j) acc[i][j] = fmaf(v, q[j], acc[i][j]);
+            for (int j = 0; j < UNIT_VALUES; ++j) q[j] = fmaf(scale, q[j], bias);
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                if (m0 + i >= M) break;
+                const float v = float(x[(size_t)(m0 + i) * R + r]);
+#pragma unroll
+                for (int j = 0; j < UNIT_VALUES; ++j) acc[i][j] = fmaf(v, q[j], acc[i][j]);
+            }
         }
     }
 #pragma unroll

@@ -234,7 +234,7 @@ pub(super) fn dequantize_float(
     };
     let mut args = vec![words.clone(), scales.clone()];
     args.extend(global_scale.cloned());
-    without_gradient(op, format, forward, &args)
+    Ok(without_gradient(op, format, forward, &args)?.remove(0))
 }
 
 /// The values of the `k` codes per row that `words` hold in `format`, in float32, unscaled.
@@ -249,20 +249,33 @@ fn code_values(words: &Array, format: FloatFormat, k: usize) -> Result<Array> {
 
 /// The float32 values of scale codes in `format`, with nvfp4's global scale if any.
 fn decode_scales(scales: &Array, format: FloatFormat, global_scale: Option<&Array>) -> Result<Array> {
-    if format == FloatFormat::Nvfp4 {
-        divide(from_fp8(scales, Dtype::F32)?, scale_encoding(global_scale)?)
-    } else {
-        e8m0_value(scales)
-    }
+    let encoding = if format == FloatFormat::Nvfp4 { Some(scale_encoding(global_scale)?) } else { None };
+    scale_code_values(scales, encoding.as_ref())
 }
 
-/// [`decode_scales`] for the host kernels, after the checks of [`dequantize_float`] (whose
-/// refusal of gradients it shares).
-pub(super) fn scale_values(op: &str, scales: &Array, format: FloatFormat, global_scale: Option<&Array>) -> Result<Array> {
-    let forward = move |args: &[Array]| -> Result<Vec<Array>> { Ok(vec![decode_scales(&args[0], format, args.get(1))?]) };
+/// The scale codes and, for nvfp4, the global scale's encoding (1 without one) as the kernels
+/// read them, after the checks of [`dequantize_float`], through a function that refuses
+/// gradients as it does: the kernels decode the codes themselves.
+pub(super) fn kernel_scales(op: &str, scales: &Array, format: FloatFormat, global_scale: Option<&Array>) -> Result<Vec<Array>> {
+    let forward = move |args: &[Array]| -> Result<Vec<Array>> {
+        let mut out = vec![args[0].clone()];
+        if format == FloatFormat::Nvfp4 {
+            out.push(scale_encoding(args.get(1))?);
+        }
+        Ok(out)
+    };
     let mut args = vec![scales.clone()];
     args.extend(global_scale.cloned());
     without_gradient(op, format, forward, &args)
+}
+
+/// The float32 values of e8m0 codes (`encoding` `None`) or of e4m3 codes divided by nvfp4's
+/// `encoding`, as ops: [`decode_scales`] after [`kernel_scales`].
+pub(super) fn scale_code_values(codes: &Array, encoding: Option<&Array>) -> Result<Array> {
+    match encoding {
+        Some(encoding) => divide(from_fp8(codes, Dtype::F32)?, encoding),
+        None => e8m0_value(codes),
+    }
 }
 
 /// Calls `forward` on `args` (codes: words, scales, a global scale) as a custom function whose
@@ -272,7 +285,7 @@ fn without_gradient(
     format: FloatFormat,
     forward: impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static,
     args: &[Array],
-) -> Result<Array> {
+) -> Result<Vec<Array>> {
     let name = op.to_string();
     let refusal = move |_: &[Array], _: &[Array], _: &[Array]| -> Result<Vec<Array>> {
         Err(Error::value(
@@ -283,7 +296,7 @@ fn without_gradient(
             ),
         ))
     };
-    Ok(CustomFunction::new("dequantize", forward).vjp(refusal).into_fn()(args)?.remove(0))
+    CustomFunction::new("dequantize", forward).vjp(refusal).into_fn()(args)
 }
 
 /// Each code's value in `format` (the host kernels' table): e2m1's 16 or e4m3's 256, from the

@@ -8,12 +8,13 @@
 //! - not `transpose` (`x @ w`): one thread per unit of output columns and slice of `w`'s rows;
 //!   the slices' float32 partial sums are added by a reduction afterwards.
 //!
-//! The float formats' code values are printed into the source, so each format builds its own
-//! kernels. Up to [`MAX_ROWS`] rows of `x` only: beyond that a product is compute-bound and
+//! The float formats' code values and scale codes' values are printed into the source, so each
+//! format builds its own kernels; the scale codes are decoded inside them (nvfp4's global
+//! encoding is an input). Up to [`MAX_ROWS`] rows of `x` only: beyond that a product is compute-bound and
 //! dequantize-then-cuBLAS (tensor cores) serves it better.
 
 use crate::array::Array;
-use crate::backend::cpu::quantized::QuantizedLayout;
+use crate::backend::cpu::quantized::{CodeValues, QuantizedLayout, ScaleValues};
 use crate::cuda_kernel::{cuda_type, CudaKernel, CudaLaunch};
 use crate::dtype::Dtype;
 use crate::error::Result;
@@ -45,9 +46,9 @@ pub(super) fn kernels_build() -> bool {
     !crate::backend::cuda::libraries::header_dirs().is_empty()
 }
 
-/// `x @ wᵀ` (or `x @ w`) on the current GPU stream for `args = (x, words, scales[, biases])`:
-/// x of a floating dtype with leading axes, the scales and biases float32, laid out as `layout`
-/// says. The result has x's dtype.
+/// `x @ wᵀ` (or `x @ w`) on the current GPU stream for `args = (x, words, scales, biases)`
+/// (affine: float32 scales and biases) or `(x, words, scale codes[, encoding])`: x of a floating
+/// dtype with leading axes, laid out as `layout` says. The result has x's dtype.
 pub(super) fn product(args: &[Array], layout: &QuantizedLayout, transpose: bool) -> Result<Array> {
     let x = &args[0];
     let inner = *x.shape().last().expect("x has an axis");
@@ -55,20 +56,21 @@ pub(super) fn product(args: &[Array], layout: &QuantizedLayout, transpose: bool)
     let x2 = reshape(x, &[rows as i64, inner as i64])?;
     let mut inputs = vec![x2, args[1].clone(), args[2].clone()];
     inputs.extend(args.get(3).cloned());
-    let affine = layout.table.is_none();
     // Registers bound the rows of x a thread takes (one build per layout, whatever the rows).
     let held = if transpose { ROW_VALUES } else { COLUMN_SUMS };
     let per_thread = ROWS_PER_THREAD.min(held / unit_values(layout.bits));
     let row_blocks = rows.div_ceil(per_thread);
     let mut input_names = vec!["x", "w", "scales"];
-    if affine {
-        input_names.push("biases");
-    }
-    let biases = if affine { "biases" } else { "nullptr" };
+    let (biases, encoding) = match layout.scales {
+        ScaleValues::Float32 => ("biases", "nullptr"),
+        ScaleValues::E8m0 => ("nullptr", "nullptr"),
+        ScaleValues::E4m3 => ("nullptr", "encoding"),
+    };
+    input_names.extend([biases, encoding].into_iter().filter(|name| *name != "nullptr"));
     let header = header(x.dtype(), layout, per_thread);
     let mut out_shape = x.shape().to_vec();
     let out = if transpose {
-        let body = format!("kiln_quantized_rows(x, w, scales, {biases}, out, x_shape[0], w_shape[0], x_shape[1]);");
+        let body = format!("kiln_quantized_rows(x, w, scales, {biases}, {encoding}, out, x_shape[0], w_shape[0], x_shape[1]);");
         let kernel = CudaKernel::new("quantized_rows", &input_names, &["out"], &body)?.header(&header);
         let warps = layout.rows.div_ceil(ROWS_PER_WARP);
         let launch = CudaLaunch::new(vec![(vec![rows, layout.rows], x.dtype())], [warps * 32, row_blocks, 1], [BLOCK, 1, 1]);
@@ -77,7 +79,7 @@ pub(super) fn product(args: &[Array], layout: &QuantizedLayout, transpose: bool)
         // Slices fill the GPU together with the blocks of x's rows (the partial sums grow with both).
         let units = layout.cols / unit_values(layout.bits);
         let slices = COLUMN_THREADS.div_ceil(units * row_blocks).min(layout.rows.div_ceil(MIN_SLICE_HEIGHT)).clamp(1, 65_535);
-        let body = format!("kiln_quantized_columns(x, w, scales, {biases}, partial, x_shape[0], w_shape[0], w_shape[1] * 32 / BITS);");
+        let body = format!("kiln_quantized_columns(x, w, scales, {biases}, {encoding}, partial, x_shape[0], w_shape[0], w_shape[1] * 32 / BITS);");
         let kernel = CudaKernel::new("quantized_columns", &input_names, &["partial"], &body)?.header(&header);
         let launch = CudaLaunch::new(vec![(vec![slices, rows, layout.cols], Dtype::F32)], [units, slices, row_blocks], [BLOCK, 1, 1]);
         let partial = kernel.call(&inputs, &launch)?.remove(0);
@@ -97,21 +99,28 @@ fn unit_values(bits: u32) -> usize {
     }
 }
 
-/// The constants the kernels read, the float formats' code values (as bits, so NaN codes print
-/// too), then the kernels' helpers.
+/// The constants the kernels read, the float formats' code and scale values (as bits, so NaN
+/// codes print too), then the kernels' helpers.
 fn header(dtype: Dtype, layout: &QuantizedLayout, rows_per_thread: usize) -> String {
     let bits = layout.bits;
-    let table = match &layout.table {
-        None => "__constant__ uint32_t kiln_code_bits[1] = {0u};".to_string(),
-        Some(values) => {
-            let codes: Vec<String> = values[..1 << bits].iter().map(|v| format!("{:#x}u", v.to_bits())).collect();
-            format!("__constant__ uint32_t kiln_code_bits[{}] = {{{}}};", 1 << bits, codes.join(", "))
-        }
+    let affine = layout.codes == CodeValues::Integers;
+    let float_bits = |values: &[f32]| values.iter().map(|v| format!("{:#x}u", v.to_bits())).collect::<Vec<_>>().join(", ");
+    let (codes, scales) = if affine {
+        (vec![0.0], vec![0.0])
+    } else {
+        let codes = (0..1u32 << bits).map(|code| layout.codes.value(code)).collect();
+        (codes, (0..=255u8).map(|code| layout.scales.value(code)).collect())
     };
     format!(
-        "using T = {};\nconstexpr int BITS = {bits};\nconstexpr int GROUP = {};\nconstexpr bool AFFINE = {};\nconstexpr int MT = {rows_per_thread};\nconstexpr int RPW = {ROWS_PER_WARP};\n{table}\n{SOURCE}",
+        "using T = {};\nusing S = {};\nconstexpr int BITS = {bits};\nconstexpr int GROUP = {};\nconstexpr bool AFFINE = {affine};\n\
+         constexpr int MT = {rows_per_thread};\nconstexpr int RPW = {ROWS_PER_WARP};\n\
+         __constant__ uint32_t kiln_code_bits[{}] = {{{}}};\n__constant__ uint32_t kiln_scale_bits[{}] = {{{}}};\n{SOURCE}",
         cuda_type(dtype),
+        if affine { "float" } else { "uint8_t" },
         layout.group_size,
-        layout.table.is_none(),
+        codes.len(),
+        float_bits(&codes),
+        scales.len(),
+        float_bits(&scales),
     )
 }

@@ -2,22 +2,22 @@
 //! 2-d quantized matrix on a CPU stream runs the blocked host kernel of
 //! `backend::cpu::quantized` (which dequantizes in cache-sized blocks); a float32, float16 or
 //! bfloat16 `x` of up to `gpu::MAX_ROWS` rows on a GPU stream runs the CUDA kernels of `gpu`.
-//! Either is a custom function over `x`, the words, one float32 scale per group (the float
-//! formats' codes decoded first, by a function that refuses their gradient) and, in affine mode,
-//! one float32 bias per group.
+//! Either is a custom function over `x`, the words and, in affine mode, one float32 scale and
+//! one float32 bias per group; for the float formats, the uint8 scale codes (decoded inside the
+//! kernels) and nvfp4's global encoding, passed through a function that refuses their gradient.
 //!
 //! Rules: the vjp gives `x` the product in the other orientation (the same kernels) and the
-//! scales and biases mlx's formula (the gradient with respect to the dequantized matrix, summed
-//! per group, weighted by the codes' values for the scales), built lazily so a caller that wants
-//! only `x`'s gradient never computes it; the words, integers, get zeros, as integer inputs do
-//! everywhere. jvp and vmap go through the composition.
+//! affine scales and biases mlx's formula (the gradient with respect to the dequantized matrix,
+//! summed per group, weighted by the codes' values for the scales), built lazily so a caller
+//! that wants only `x`'s gradient never computes it; the words and scale codes, integers, get
+//! zeros, as integer inputs do everywhere. jvp and vmap go through the composition.
 
-use super::float::{code_table, scale_values};
+use super::float::{kernel_scales, scale_code_values};
 use super::gpu;
 use super::packing::unpack;
 use super::{FloatFormat, Scheme};
 use crate::array::Array;
-use crate::backend::cpu::quantized::{quantized_product, CodeValues, Quantized, QuantizedLayout};
+use crate::backend::cpu::quantized::{quantized_product, CodeValues, GroupScales, Quantized, QuantizedLayout, ScaleValues};
 use crate::device::{current_stream, DeviceKind};
 use crate::dtype::Dtype;
 use crate::error::Result;
@@ -55,36 +55,28 @@ pub(super) fn runs_as_kernel(dtype: Dtype, x: &Array, words: &Array, gathers: bo
 /// matrix are already checked.
 pub(super) fn fused_product(op: &str, x: &Array, words: &Array, scales: &Array, scheme: Scheme, transpose: bool) -> Result<Array> {
     let (rows, word_count) = (words.shape()[0], words.shape()[1]);
-    let (layout, scales, biases) = match scheme {
+    let cols = |bits: u32| word_count * 32 / bits as usize;
+    let (layout, args) = match scheme {
         Scheme::Affine { biases, group_size, bits } => {
-            let cols = word_count * 32 / bits as usize;
-            let layout = QuantizedLayout { rows, cols, group_size, bits, table: None, codes: CodeValues::Integers };
-            (layout, astype(scales, Dtype::F32)?, Some(astype(biases, Dtype::F32)?))
+            let layout = QuantizedLayout { rows, cols: cols(bits), group_size, bits, codes: CodeValues::Integers, scales: ScaleValues::Float32 };
+            (layout, vec![x.clone(), words.clone(), astype(scales, Dtype::F32)?, astype(biases, Dtype::F32)?])
         }
         Scheme::Float { format, global_scale } => {
             let (group_size, bits) = (format.group_size(), format.bits());
-            let cols = word_count * 32 / bits as usize;
             let codes = if bits == 4 { CodeValues::E2m1 } else { CodeValues::E4m3 };
-            let layout = QuantizedLayout { rows, cols, group_size, bits, table: Some(table_of(format)), codes };
-            (layout, scale_values(op, scales, format, global_scale)?, None)
+            let scale_values = if format == FloatFormat::Nvfp4 { ScaleValues::E4m3 } else { ScaleValues::E8m0 };
+            let layout = QuantizedLayout { rows, cols: cols(bits), group_size, bits, codes, scales: scale_values };
+            let mut args = vec![x.clone(), words.clone()];
+            args.extend(kernel_scales(op, scales, format, global_scale)?);
+            (layout, args)
         }
     };
-    let mut args = vec![x.clone(), words.clone(), scales];
-    args.extend(biases);
     kernel_product(&args, Arc::new(layout), transpose)
 }
 
-/// The code values of `format` as the kernel's 256-entry table (codes past the format's own are
-/// never read).
-fn table_of(format: FloatFormat) -> Box<[f32; 256]> {
-    let mut table = Box::new([f32::NAN; 256]);
-    let values = code_table(format);
-    table[..values.len()].copy_from_slice(&values);
-    table
-}
-
-/// The custom function over `(x, words, scales[, biases])` (the scales and biases float32), on
-/// the kernels of the stream's device.
+/// The custom function over `(x, words, scales, biases)` (affine: float32 scales and biases) or
+/// `(x, words, scale codes[, encoding])` (the float formats), on the kernels of the stream's
+/// device.
 fn kernel_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -> Result<Array> {
     let kernel_layout = layout.clone();
     // The stream may differ from the one the product was chosen on (a vjp run elsewhere): a
@@ -104,7 +96,14 @@ fn kernel_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool)
             others[0] = cotangent.clone();
             let dx = kernel_product(&others, vjp_layout.clone(), !transpose)?;
             let mut grads = vec![dx, zeros_like(&args[1])?];
-            grads.extend(scale_and_bias_gradients(&args[0], cotangent, &args[1], &vjp_layout, transpose, args.len() == 4)?);
+            if vjp_layout.scales == ScaleValues::Float32 {
+                grads.extend(scale_and_bias_gradients(&args[0], cotangent, &args[1], &vjp_layout, transpose)?);
+            } else {
+                // The codes' refusal lies outside, where they were passed in.
+                for code_input in &args[2..] {
+                    grads.push(zeros_like(code_input)?);
+                }
+            }
             Ok(grads)
         })
         .jvp(move |args, tangents| {
@@ -129,8 +128,15 @@ fn host_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -
     *out_shape.last_mut().expect("x has an axis") = outer;
     custom_kernel(KERNEL_NAME, args, &[(out_shape, Dtype::F32)], move |k: &mut KernelArgs| {
         let (inputs, out) = k.inputs_and_output::<f32>(0)?;
-        let biases = if layout.table.is_none() { Some(inputs.get::<f32>(3)?) } else { None };
-        let q = Quantized { words: inputs.get::<u32>(1)?, scales: inputs.get::<f32>(2)?, biases };
+        let (scales, biases) = match layout.scales {
+            ScaleValues::Float32 => (GroupScales::Values(inputs.get::<f32>(2)?), Some(inputs.get::<f32>(3)?)),
+            ScaleValues::E8m0 => (GroupScales::Codes(inputs.get::<u8>(2)?, ScaleValues::E8m0.table(1.0)), None),
+            ScaleValues::E4m3 => {
+                let encoding = inputs.get::<f32>(3)?[0];
+                (GroupScales::Codes(inputs.get::<u8>(2)?, ScaleValues::E4m3.table(encoding)), None)
+            }
+        };
+        let q = Quantized { words: inputs.get::<u32>(1)?, scales, biases };
         quantized_product(inputs.get::<f32>(0)?, &q, &layout, transpose, out);
         Ok(())
     })
@@ -139,19 +145,28 @@ fn host_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -
 /// Each code's unscaled value, shaped `(rows, groups, group_size)`.
 fn grouped_code_values(words: &Array, layout: &QuantizedLayout) -> Result<Array> {
     let shape = [layout.rows as i64, (layout.cols / layout.group_size) as i64, layout.group_size as i64];
-    let values = match &layout.table {
-        None => astype(unpack(words, layout.bits, layout.cols)?, Dtype::F32)?,
-        Some(table) => take(Array::from_slice(&table[..], &[256])?, unpack(words, layout.bits, layout.cols)?, None)?,
+    let codes = unpack(words, layout.bits, layout.cols)?;
+    let values = match layout.codes {
+        CodeValues::Integers => astype(codes, Dtype::F32)?,
+        kind => {
+            let table: Vec<f32> = (0..1u32 << layout.bits).map(|code| kind.value(code)).collect();
+            take(Array::from_slice(&table, &[table.len()])?, codes, None)?
+        }
     };
     reshape(values, &shape)
 }
 
-/// The dequantized matrix of `(words, scales[, biases])`, `(rows, cols)`, as a composition.
+/// The dequantized matrix of `(words, scales, biases)` or `(words, scale codes[, encoding])`,
+/// `(rows, cols)`, as a composition.
 fn composed_matrix(args: &[Array], layout: &QuantizedLayout) -> Result<Array> {
     let per_group = |a: &Array| expand_dims(a, &[-1]);
-    let mut w = multiply(grouped_code_values(&args[0], layout)?, per_group(&args[1])?)?;
-    if let Some(biases) = args.get(2) {
-        w = add(w, per_group(biases)?)?;
+    let scales = match layout.scales {
+        ScaleValues::Float32 => args[1].clone(),
+        _ => scale_code_values(&args[1], args.get(2))?,
+    };
+    let mut w = multiply(grouped_code_values(&args[0], layout)?, per_group(&scales)?)?;
+    if layout.scales == ScaleValues::Float32 {
+        w = add(w, per_group(&args[2])?)?;
     }
     reshape(w, &[layout.rows as i64, layout.cols as i64])
 }
@@ -162,15 +177,14 @@ fn composed_product(args: &[Array], layout: &QuantizedLayout, transpose: bool) -
     matmul(&args[0], if transpose { swapaxes(&w, 0, 1)? } else { w })
 }
 
-/// The cotangents of the scales and (affine) biases: the gradient with respect to the
-/// dequantized matrix, `dw`, summed over each group, times the codes' values for the scales.
+/// The cotangents of the affine scales and biases: the gradient with respect to the
+/// dequantized matrix, `dw`, summed over each group, times the codes for the scales.
 fn scale_and_bias_gradients(
     x: &Array,
     cotangent: &Array,
     words: &Array,
     layout: &QuantizedLayout,
     transpose: bool,
-    affine: bool,
 ) -> Result<Vec<Array>> {
     let flat = |a: &Array| {
         let (lead, last) = a.shape().split_at(a.ndim() - 1);
@@ -179,15 +193,12 @@ fn scale_and_bias_gradients(
     let (x, cotangent) = (flat(x)?, flat(cotangent)?);
     let dw = if transpose { matmul(swapaxes(&cotangent, 0, 1)?, &x)? } else { matmul(swapaxes(&x, 0, 1)?, &cotangent)? };
     let grouped = reshape(dw, &[layout.rows as i64, (layout.cols / layout.group_size) as i64, layout.group_size as i64])?;
-    let mut grads = vec![sum(multiply(&grouped, grouped_code_values(words, layout)?)?, Some(&[-1]), false)?];
-    if affine {
-        grads.push(sum(&grouped, Some(&[-1]), false)?);
-    }
-    Ok(grads)
+    Ok(vec![sum(multiply(&grouped, grouped_code_values(words, layout)?)?, Some(&[-1]), false)?, sum(&grouped, Some(&[-1]), false)?])
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::float::code_table;
     use super::*;
 
     #[test]
