@@ -974,3 +974,22 @@ def test_review_cases_tuples_frozen_entries_masks_and_always_frozen(rng):
     np.testing.assert_allclose(np.array(mha(q, q, q, keep)), np.array(additive), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.array(mha(q, q, q, "causal")), np.array(additive), rtol=1e-5, atol=1e-6)
     assert nn.GLU(axis=0).axis == 0 and nn.GLU().children() == {}
+
+
+def test_utils_checkpoint_gives_the_gradients_of_the_plain_module():
+    mx.random.seed(3)
+    model = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 3))
+    x = mx.random.normal((5, 6))
+
+    def loss(forward, x):
+        return (forward(x) ** 2).mean()
+
+    plain_value, plain_grads = nn.value_and_grad(model, lambda x: loss(model, x))(x)
+    for wrapped in (nn.utils.checkpoint(model), nn.utils.checkpoint(model, model.__call__)):
+        value, grads = nn.value_and_grad(model, lambda x: loss(wrapped, x))(x)
+        assert np.allclose(np.array(value), np.array(plain_value), rtol=1e-6)
+        for (key, g), (_, want) in zip(tree_flatten(grads), tree_flatten(plain_grads)):
+            assert np.allclose(np.array(g), np.array(want), rtol=1e-5, atol=1e-7), key
+    # The checkpointed call still reads the model's current parameters.
+    model.update(tree_map(lambda p: p * 2, model.parameters()))
+    assert np.allclose(np.array(nn.utils.checkpoint(model)(x)), np.array(model(x)), rtol=1e-6)

@@ -7,6 +7,7 @@ place, and ``state`` (the module itself) can be captured by ``compile(inputs=...
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, List, Optional, Tuple
 
 import kiln.core as mx
@@ -343,17 +344,32 @@ class Module(dict):
         return ""
 
 
-def value_and_grad(model: Module, fn: Callable):
-    """A function returning ``(fn(*args), grads)`` where grads are with respect to
-    ``model.trainable_parameters()``."""
+def _over_parameters(model: Module, fn: Callable, transform: Callable) -> Callable:
+    """``transform`` applied to ``fn`` seen as a function of ``model``'s trainable parameters
+    (its first argument, written into the model before ``fn`` runs) and ``fn``'s arguments; the
+    result is called with ``fn``'s arguments only."""
 
     def inner(params, *args, **kwargs):
         model.update(params)
         return fn(*args, **kwargs)
 
-    vg = mx.value_and_grad(inner)
+    transformed = transform(inner)
 
+    @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        return vg(model.trainable_parameters(), *args, **kwargs)
+        return transformed(model.trainable_parameters(), *args, **kwargs)
 
     return wrapper
+
+
+def value_and_grad(model: Module, fn: Callable):
+    """A function returning ``(fn(*args), grads)`` where grads are with respect to
+    ``model.trainable_parameters()``."""
+    return _over_parameters(model, fn, mx.value_and_grad)
+
+
+def checkpoint(module: Module, fn: Optional[Callable] = None):
+    """``fn`` (default: ``module`` itself) with gradient checkpointing over ``module``'s trainable
+    parameters and ``fn``'s inputs: the backward pass recomputes ``fn``'s intermediates instead of
+    keeping them alive (memory for compute)."""
+    return _over_parameters(module, module if fn is None else fn, mx.checkpoint)

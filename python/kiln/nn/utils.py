@@ -1,8 +1,9 @@
 """``mlx.nn.utils``' helpers for training over a ``mx.distributed`` group: ``average_gradients``
 (data parallelism: every process's gradients averaged, small arrays sent together) and
 ``clip_grad_norm_sharded`` (clipping by the norm of gradients split among the processes);
-``value_and_grad`` is ``nn.value_and_grad``. On a group of one process the average is the
-gradients themselves and the norm is that of the local gradients."""
+``value_and_grad`` is ``nn.value_and_grad``; ``checkpoint`` recomputes a module's intermediates in
+the backward pass. On a group of one process the average is the gradients themselves and the norm
+is that of the local gradients."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from typing import Any, Optional
 
 import kiln.core as mx
 from kiln.core.distributed import Group, _resolve
-from kiln.nn.module import value_and_grad  # noqa: F401
+from kiln.nn.module import checkpoint, value_and_grad  # noqa: F401
 from kiln.utils import tree_flatten, tree_map, tree_reduce, tree_unflatten
 
-__all__ = ["average_gradients", "clip_grad_norm_sharded", "value_and_grad"]
+__all__ = ["average_gradients", "checkpoint", "clip_grad_norm_sharded", "value_and_grad"]
 
 
 def _batches(sizes: list, itemsize: int, limit: int) -> list:
