@@ -485,3 +485,16 @@ fn kernels_build_for_aarch64_with_a_cross_compiler() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `KILN_NATIVE_ARCH` below the CPU's level caps the eager kernels' vector copies as well as
+/// native code, so a run at `x86-64-v3` or `-v2` (scripts/test runs some suites so) exercises the
+/// AVX2 and baseline copies a CPU of that level runs. Without the setting there is nothing to cap.
+#[test]
+fn a_lower_native_arch_caps_the_eager_kernels_copies() {
+    use kiln::backend::cpu::simd::{has_avx2_fma, has_avx512};
+    match std::env::var("KILN_NATIVE_ARCH").as_deref().map(str::trim) {
+        Ok("x86-64-v2") => assert!(!has_avx2_fma() && !has_avx512(), "x86-64-v2 still runs the AVX2 or AVX-512 copies"),
+        Ok("x86-64-v3") => assert!(!has_avx512(), "x86-64-v3 still runs the AVX-512 copies"),
+        _ => println!("KILN_NATIVE_ARCH names no lower x86-64 level: nothing is capped"),
+    }
+}

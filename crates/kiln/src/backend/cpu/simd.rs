@@ -2,16 +2,31 @@
 //! AVX2+FMA enabled, chosen at run time. Release builds target the baseline ISA, so without this
 //! dispatch hot loops would use 128-bit SSE2 only. Op bodies are passed as closures and inlined
 //! into the feature-enabled copy.
+//!
+//! `KILN_NATIVE_ARCH` set to a lower x86-64 level than the CPU's caps this dispatch too
+//! (`x86-64-v2`: the baseline copies, `x86-64-v3`: AVX2 at most), so that one machine runs, tests
+//! and measures the eager kernels as a CPU of that level would, along with its native code.
 
 use std::sync::OnceLock;
 
-/// Whether this CPU has AVX2 and FMA (checked once).
+/// The widest copies `KILN_NATIVE_ARCH` allows: 1 baseline, 2 AVX2, 3 AVX-512 (also when unset,
+/// `native` or another architecture's level).
+#[cfg(target_arch = "x86_64")]
+fn level_cap() -> u8 {
+    match std::env::var("KILN_NATIVE_ARCH").as_deref().map(str::trim) {
+        Ok("x86-64" | "x86-64-v2") => 1,
+        Ok("x86-64-v3") => 2,
+        _ => 3,
+    }
+}
+
+/// Whether this CPU has AVX2 and FMA, and `KILN_NATIVE_ARCH` allows them (checked once).
 pub fn has_avx2_fma() -> bool {
     static FLAG: OnceLock<bool> = OnceLock::new();
     *FLAG.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+            level_cap() >= 2 && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -20,7 +35,8 @@ pub fn has_avx2_fma() -> bool {
     })
 }
 
-/// Whether this CPU has AVX-512 (F, VL, DQ) besides AVX2 and FMA (checked once): the float
+/// Whether this CPU has AVX-512 (F, VL, DQ) besides AVX2 and FMA, and `KILN_NATIVE_ARCH` allows
+/// it (checked once): the float
 /// transcendentals, which are compute-bound, get a 16-lane copy (twice the lanes per
 /// instruction, and 32 registers, so the polynomial constants stay in registers).
 pub fn has_avx512() -> bool {
@@ -29,6 +45,7 @@ pub fn has_avx512() -> bool {
         #[cfg(target_arch = "x86_64")]
         {
             has_avx2_fma()
+                && level_cap() >= 3
                 && is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512vl")
                 && is_x86_feature_detected!("avx512dq")

@@ -15,9 +15,9 @@
 
 constexpr int UNIT_WORDS = 32 % BITS == 0 ? 1 : BITS;
 constexpr int UNIT_VALUES = UNIT_WORDS * 32 / BITS;
-/* Units a lane of `kiln_quantized_rows` loads at once where a row's words allow: four one-word
- * units, in one 16-byte load, so more bytes are in flight per warp. */
-constexpr int VECTOR_UNITS = UNIT_WORDS == 1 ? 4 : 1;
+/* Units a lane of `kiln_quantized_rows` loads before using any (32 apart, so each load is still
+ * one contiguous read across the warp): more bytes in flight per warp. */
+constexpr int LANE_UNITS = 4;
 /* Rows of w whose words a thread of `kiln_quantized_columns` loads before using any. */
 constexpr int ROW_BATCH = 4;
 
@@ -34,15 +34,28 @@ __device__ __forceinline__ void kiln_decode_unit(const uint32_t* w, const float*
     }
 }
 
-/* N words from `src` into registers; VECTOR: four words in one 16-byte load (src aligned). */
-template <int N, bool VECTOR>
-__device__ __forceinline__ void kiln_load_words(const uint32_t* __restrict__ src, uint32_t* w) {
-    if constexpr (VECTOR && N == 4) {
-        const uint4 v = *reinterpret_cast<const uint4*>(src);
-        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+/* One unit's words from `src` into registers. */
+__device__ __forceinline__ void kiln_load_unit(const uint32_t* __restrict__ src, uint32_t* w) {
+#pragma unroll
+    for (int i = 0; i < UNIT_WORDS; ++i) w[i] = src[i];
+}
+
+/* A unit's x values from `src`, as floats; VECTOR: in 16-byte loads where the unit fills whole
+ * ones (`src` is then 16-byte aligned), which cuts the load instructions 4 to 8 times. */
+template <bool VECTOR>
+__device__ __forceinline__ void kiln_load_x(const T* __restrict__ src, float* v) {
+    constexpr int PER_LOAD = 16 / sizeof(T);
+    if constexpr (VECTOR && UNIT_VALUES % PER_LOAD == 0) {
+#pragma unroll
+        for (int c = 0; c < UNIT_VALUES / PER_LOAD; ++c) {
+            const uint4 raw = reinterpret_cast<const uint4*>(src)[c];
+            const T* values = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+            for (int e = 0; e < PER_LOAD; ++e) v[c * PER_LOAD + e] = float(values[e]);
+        }
     } else {
 #pragma unroll
-        for (int i = 0; i < N; ++i) w[i] = src[i];
+        for (int j = 0; j < UNIT_VALUES; ++j) v[j] = float(src[j]);
     }
 }
 
@@ -66,8 +79,9 @@ __device__ __forceinline__ KilnTables kiln_tables(const float* __restrict__ enco
     return {codes, scales};
 }
 
-/* Group `i`'s scale. */
-__device__ __forceinline__ float kiln_scale(const S* __restrict__ scales, size_t i, const KilnTables& tables) {
+/* Group `i`'s scale (a template, so the branch of the other scale type is never instantiated). */
+template <typename Scale>
+__device__ __forceinline__ float kiln_scale(const Scale* __restrict__ scales, size_t i, const KilnTables& tables) {
     if constexpr (AFFINE) {
         return scales[i];
     } else {
@@ -75,39 +89,46 @@ __device__ __forceinline__ float kiln_scale(const S* __restrict__ scales, size_t
     }
 }
 
-/* One warp's pass of `kiln_quantized_rows` over a row's units, L at a time per lane. */
-template <int L>
+/* One warp's pass of `kiln_quantized_rows` over its rows' units: each lane takes LANE_UNITS
+ * units 32 apart per step, loading every row's words for them before using any. */
+template <bool VECTOR_X>
 __device__ __forceinline__ void kiln_rows_pass(const T* __restrict__ x, const uint32_t* __restrict__ w,
                                                const S* __restrict__ scales, const float* __restrict__ biases,
                                                const KilnTables& tables, int M, int R, int C, int r0, int m0,
                                                float (&acc)[RPW][MT]) {
     const int lane = threadIdx.x & 31;
     const int units = C / UNIT_VALUES, groups = C / GROUP;
-    for (int u0 = lane * L; u0 < units; u0 += 32 * L) {
-        // Every row's words first, so their loads are in flight together.
-        uint32_t words[RPW][L * UNIT_WORDS];
+    for (int u0 = lane; u0 < units; u0 += 32 * LANE_UNITS) {
+        uint32_t words[LANE_UNITS][RPW][UNIT_WORDS];
 #pragma unroll
-        for (int k = 0; k < RPW; ++k)
-            if (r0 + k < R) kiln_load_words<L * UNIT_WORDS, (L > 1)>(w + ((size_t)(r0 + k) * units + u0) * UNIT_WORDS, words[k]);
+        for (int s = 0; s < LANE_UNITS; ++s)
 #pragma unroll
-        for (int s = 0; s < L; ++s) {
-            const int first = (u0 + s) * UNIT_VALUES, g = first / GROUP;
+            for (int k = 0; k < RPW; ++k)
+                if (u0 + 32 * s < units && r0 + k < R) kiln_load_unit(w + ((size_t)(r0 + k) * units + u0 + 32 * s) * UNIT_WORDS, words[s][k]);
+#pragma unroll
+        for (int s = 0; s < LANE_UNITS; ++s) {
+            const int u = u0 + 32 * s;
+            if (u >= units) break;
+            const int first = u * UNIT_VALUES, g = first / GROUP;
             float xv[MT][UNIT_VALUES], total[MT];
 #pragma unroll
             for (int i = 0; i < MT; ++i) {
                 total[i] = 0.f;
+                if (m0 + i < M) {
+                    kiln_load_x<VECTOR_X>(x + (size_t)(m0 + i) * C + first, xv[i]);
+                } else {
 #pragma unroll
-                for (int j = 0; j < UNIT_VALUES; ++j) {
-                    xv[i][j] = m0 + i < M ? float(x[(size_t)(m0 + i) * C + first + j]) : 0.f;
-                    total[i] += xv[i][j];
+                    for (int j = 0; j < UNIT_VALUES; ++j) xv[i][j] = 0.f;
                 }
+#pragma unroll
+                for (int j = 0; j < UNIT_VALUES; ++j) total[i] += xv[i][j];
             }
 #pragma unroll
             for (int k = 0; k < RPW; ++k) {
                 const int r = r0 + k;
                 if (r >= R) break;
                 float q[UNIT_VALUES];
-                kiln_decode_unit(words[k] + s * UNIT_WORDS, tables.codes, q);
+                kiln_decode_unit(words[s][k], tables.codes, q);
                 const float scale = kiln_scale(scales, (size_t)r * groups + g, tables);
                 const float bias = AFFINE ? biases[(size_t)r * groups + g] : 0.f;
 #pragma unroll
@@ -123,9 +144,8 @@ __device__ __forceinline__ void kiln_rows_pass(const T* __restrict__ x, const ui
 }
 
 /* out (M×R) = x (M×C) · wᵀ. One warp per RPW rows of w, MT rows of x per warp (grid y); the
- * lanes take the rows' units in turn (four at once where rows are whole 16-byte vectors), so
- * their word and x reads are contiguous across the warp, and the x values of a unit, loaded
- * once, serve all RPW rows. */
+ * lanes take the rows' units in turn, so their word and x reads are contiguous across the warp,
+ * and the x values of a unit, loaded once, serve all RPW rows. */
 __device__ __forceinline__ void kiln_quantized_rows(const T* __restrict__ x, const uint32_t* __restrict__ w,
                                                     const S* __restrict__ scales, const float* __restrict__ biases,
                                                     const float* __restrict__ encoding, T* __restrict__ out, int M,
@@ -140,11 +160,11 @@ __device__ __forceinline__ void kiln_quantized_rows(const T* __restrict__ x, con
     for (int k = 0; k < RPW; ++k)
 #pragma unroll
         for (int i = 0; i < MT; ++i) acc[k][i] = 0.f;
-    const bool vector = (C / UNIT_VALUES) % VECTOR_UNITS == 0 && (reinterpret_cast<size_t>(w) & 15) == 0;
-    if (vector) {
-        kiln_rows_pass<VECTOR_UNITS>(x, w, scales, biases, tables, M, R, C, r0, m0, acc);
+    // Rows of x start 16-byte aligned (C is whole groups) once x's first one does.
+    if ((reinterpret_cast<size_t>(x) & 15) == 0) {
+        kiln_rows_pass<true>(x, w, scales, biases, tables, M, R, C, r0, m0, acc);
     } else {
-        kiln_rows_pass<1>(x, w, scales, biases, tables, M, R, C, r0, m0, acc);
+        kiln_rows_pass<false>(x, w, scales, biases, tables, M, R, C, r0, m0, acc);
     }
 #pragma unroll
     for (int k = 0; k < RPW; ++k)
@@ -187,7 +207,7 @@ __device__ __forceinline__ void kiln_quantized_columns(const T* __restrict__ x, 
         uint32_t words[ROW_BATCH][UNIT_WORDS];
 #pragma unroll
         for (int b = 0; b < ROW_BATCH; ++b)
-            if (rb + b < r1) kiln_load_words<UNIT_WORDS, false>(w + ((size_t)(rb + b) * units + u) * UNIT_WORDS, words[b]);
+            if (rb + b < r1) kiln_load_unit(w + ((size_t)(rb + b) * units + u) * UNIT_WORDS, words[b]);
 #pragma unroll
         for (int b = 0; b < ROW_BATCH; ++b) {
             const int r = rb + b;

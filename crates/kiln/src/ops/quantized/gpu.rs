@@ -15,6 +15,8 @@
 
 use crate::array::Array;
 use crate::backend::cpu::quantized::{CodeValues, QuantizedLayout, ScaleValues};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use crate::cuda_kernel::{cuda_type, CudaKernel, CudaLaunch};
 use crate::dtype::Dtype;
 use crate::error::Result;
@@ -56,22 +58,15 @@ pub(super) fn product(args: &[Array], layout: &QuantizedLayout, transpose: bool)
     let x2 = reshape(x, &[rows as i64, inner as i64])?;
     let mut inputs = vec![x2, args[1].clone(), args[2].clone()];
     inputs.extend(args.get(3).cloned());
-    // Registers bound the rows of x a thread takes (one build per layout, whatever the rows).
+    // Registers bound the rows of x a thread takes, and so do x's rows (a power of two, so a
+    // layout builds at most four kernels): rows the kernel has no x for cost it work.
     let held = if transpose { ROW_VALUES } else { COLUMN_SUMS };
-    let per_thread = ROWS_PER_THREAD.min(held / unit_values(layout.bits));
+    let per_thread = ROWS_PER_THREAD.min(held / unit_values(layout.bits)).min(rows.next_power_of_two());
     let row_blocks = rows.div_ceil(per_thread);
-    let mut input_names = vec!["x", "w", "scales"];
-    let (biases, encoding) = match layout.scales {
-        ScaleValues::Float32 => ("biases", "nullptr"),
-        ScaleValues::E8m0 => ("nullptr", "nullptr"),
-        ScaleValues::E4m3 => ("nullptr", "encoding"),
-    };
-    input_names.extend([biases, encoding].into_iter().filter(|name| *name != "nullptr"));
-    let header = header(x.dtype(), layout, per_thread);
+    let key = KernelKey { dtype: x.dtype(), bits: layout.bits, group_size: layout.group_size, codes: layout.codes, scales: layout.scales, per_thread, transpose };
+    let kernel = kernel(key)?;
     let mut out_shape = x.shape().to_vec();
     let out = if transpose {
-        let body = format!("kiln_quantized_rows(x, w, scales, {biases}, {encoding}, out, x_shape[0], w_shape[0], x_shape[1]);");
-        let kernel = CudaKernel::new("quantized_rows", &input_names, &["out"], &body)?.header(&header);
         let warps = layout.rows.div_ceil(ROWS_PER_WARP);
         let launch = CudaLaunch::new(vec![(vec![rows, layout.rows], x.dtype())], [warps * 32, row_blocks, 1], [BLOCK, 1, 1]);
         kernel.call(&inputs, &launch)?.remove(0)
@@ -79,8 +74,6 @@ pub(super) fn product(args: &[Array], layout: &QuantizedLayout, transpose: bool)
         // Slices fill the GPU together with the blocks of x's rows (the partial sums grow with both).
         let units = layout.cols / unit_values(layout.bits);
         let slices = COLUMN_THREADS.div_ceil(units * row_blocks).min(layout.rows.div_ceil(MIN_SLICE_HEIGHT)).clamp(1, 65_535);
-        let body = format!("kiln_quantized_columns(x, w, scales, {biases}, {encoding}, partial, x_shape[0], w_shape[0], w_shape[1] * 32 / BITS);");
-        let kernel = CudaKernel::new("quantized_columns", &input_names, &["partial"], &body)?.header(&header);
         let launch = CudaLaunch::new(vec![(vec![slices, rows, layout.cols], Dtype::F32)], [units, slices, row_blocks], [BLOCK, 1, 1]);
         let partial = kernel.call(&inputs, &launch)?.remove(0);
         astype(sum(&partial, Some(&[0]), false)?, x.dtype())?
@@ -88,6 +81,46 @@ pub(super) fn product(args: &[Array], layout: &QuantizedLayout, transpose: bool)
     *out_shape.last_mut().expect("x has an axis") = if transpose { layout.rows } else { layout.cols };
     let shape: Vec<i64> = out_shape.iter().map(|&d| d as i64).collect();
     reshape(out, &shape)
+}
+
+/// What a kernel definition depends on.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct KernelKey {
+    dtype: Dtype,
+    bits: u32,
+    group_size: usize,
+    codes: CodeValues,
+    scales: ScaleValues,
+    per_thread: usize,
+    transpose: bool,
+}
+
+/// The kernel definition for `key`, made once per process: its source (with a float format's
+/// code and scale values printed into it) takes tens of microseconds to write, longer than
+/// the kernel of a one-row product runs.
+fn kernel(key: KernelKey) -> Result<Arc<CudaKernel>> {
+    static KERNELS: OnceLock<Mutex<HashMap<KernelKey, Arc<CudaKernel>>>> = OnceLock::new();
+    let kernels = KERNELS.get_or_init(Default::default);
+    if let Some(kernel) = kernels.lock().expect("kernel cache").get(&key) {
+        return Ok(kernel.clone());
+    }
+    let mut input_names = vec!["x", "w", "scales"];
+    let (biases, encoding) = match key.scales {
+        ScaleValues::Float32 => ("biases", "nullptr"),
+        ScaleValues::E8m0 => ("nullptr", "nullptr"),
+        ScaleValues::E4m3 => ("nullptr", "encoding"),
+    };
+    input_names.extend([biases, encoding].into_iter().filter(|name| *name != "nullptr"));
+    let kernel = if key.transpose {
+        let body = format!("kiln_quantized_rows(x, w, scales, {biases}, {encoding}, out, x_shape[0], w_shape[0], x_shape[1]);");
+        CudaKernel::new("quantized_rows", &input_names, &["out"], &body)?
+    } else {
+        let body = format!("kiln_quantized_columns(x, w, scales, {biases}, {encoding}, partial, x_shape[0], w_shape[0], w_shape[1] * 32 / BITS);");
+        CudaKernel::new("quantized_columns", &input_names, &["partial"], &body)?
+    };
+    let kernel = Arc::new(kernel.header(&header(key)));
+    kernels.lock().expect("kernel cache").insert(key, kernel.clone());
+    Ok(kernel)
 }
 
 /// Values a thread decodes at once: one word's, or 32 when `bits` does not divide 32.
@@ -101,23 +134,24 @@ fn unit_values(bits: u32) -> usize {
 
 /// The constants the kernels read, the float formats' code and scale values (as bits, so NaN
 /// codes print too), then the kernels' helpers.
-fn header(dtype: Dtype, layout: &QuantizedLayout, rows_per_thread: usize) -> String {
-    let bits = layout.bits;
-    let affine = layout.codes == CodeValues::Integers;
+fn header(key: KernelKey) -> String {
+    let affine = key.codes == CodeValues::Integers;
     let float_bits = |values: &[f32]| values.iter().map(|v| format!("{:#x}u", v.to_bits())).collect::<Vec<_>>().join(", ");
     let (codes, scales) = if affine {
         (vec![0.0], vec![0.0])
     } else {
-        let codes = (0..1u32 << bits).map(|code| layout.codes.value(code)).collect();
-        (codes, (0..=255u8).map(|code| layout.scales.value(code)).collect())
+        let codes = (0..1u32 << key.bits).map(|code| key.codes.value(code)).collect();
+        (codes, (0..=255u8).map(|code| key.scales.value(code)).collect())
     };
     format!(
-        "using T = {};\nusing S = {};\nconstexpr int BITS = {bits};\nconstexpr int GROUP = {};\nconstexpr bool AFFINE = {affine};\n\
-         constexpr int MT = {rows_per_thread};\nconstexpr int RPW = {ROWS_PER_WARP};\n\
+        "using T = {};\nusing S = {};\nconstexpr int BITS = {};\nconstexpr int GROUP = {};\nconstexpr bool AFFINE = {affine};\n\
+         constexpr int MT = {};\nconstexpr int RPW = {ROWS_PER_WARP};\n\
          __constant__ uint32_t kiln_code_bits[{}] = {{{}}};\n__constant__ uint32_t kiln_scale_bits[{}] = {{{}}};\n{SOURCE}",
-        cuda_type(dtype),
+        cuda_type(key.dtype),
         if affine { "float" } else { "uint8_t" },
-        layout.group_size,
+        key.bits,
+        key.group_size,
+        key.per_thread,
         codes.len(),
         float_bits(&codes),
         scales.len(),
