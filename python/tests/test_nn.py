@@ -993,3 +993,17 @@ def test_utils_checkpoint_gives_the_gradients_of_the_plain_module():
     # The checkpointed call still reads the model's current parameters.
     model.update(tree_map(lambda p: p * 2, model.parameters()))
     assert np.allclose(np.array(nn.utils.checkpoint(model)(x)), np.array(model(x)), rtol=1e-6)
+
+
+def test_mlx_layer_module_paths_import_kilns_layers():
+    # Code written for mlx imports from its layer modules (mlx-lm: mlx.nn.layers.distributed).
+    from kiln.nn.layers.base import Module
+    from kiln.nn.layers.distributed import AllToShardedLinear, shard_linear
+    from kiln.nn.layers.linear import Linear
+    from kiln.nn.layers.quantized import QuantizedLinear
+    from kiln.nn.layers.transformer import TransformerEncoderLayer
+
+    assert (Module, Linear, QuantizedLinear) == (nn.Module, nn.Linear, nn.QuantizedLinear)
+    assert (AllToShardedLinear, shard_linear) == (nn.AllToShardedLinear, nn.distributed.shard_linear)
+    assert TransformerEncoderLayer is nn.TransformerEncoderLayer
+    assert nn.layers.positional_encoding.RoPE is nn.RoPE

@@ -54,7 +54,8 @@ pub enum ScaleValues {
 }
 
 impl ScaleValues {
-    /// The value of scale `code` before nvfp4's global encoding divides it.
+    /// The value of scale `code` before nvfp4's global encoding divides it. Float32 scales are
+    /// not codes: asking for one's value panics.
     pub fn value(self, code: u8) -> f32 {
         match (self, code) {
             (ScaleValues::Float32, _) => unreachable!("float32 scales are not codes"),
@@ -85,7 +86,8 @@ pub enum CodeValues {
 }
 
 impl CodeValues {
-    /// The value of `code`, built from its fields as float32 bits (no table, no branch).
+    /// The value of `code`, built from its fields as float32 bits (no table lookup, which would be a
+    /// gather in vector code).
     #[inline(always)]
     pub fn value(self, code: u32) -> f32 {
         match self {

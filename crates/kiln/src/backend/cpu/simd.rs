@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 #[cfg(target_arch = "x86_64")]
 fn level_cap() -> u8 {
     match std::env::var("KILN_NATIVE_ARCH").as_deref().map(str::trim) {
-        Ok("x86-64" | "x86-64-v2") => 1,
+        Ok("x86-64-v2") => 1,
         Ok("x86-64-v3") => 2,
         _ => 3,
     }
@@ -36,9 +36,9 @@ pub fn has_avx2_fma() -> bool {
 }
 
 /// Whether this CPU has AVX-512 (F, VL, DQ) besides AVX2 and FMA, and `KILN_NATIVE_ARCH` allows
-/// it (checked once): the float
-/// transcendentals, which are compute-bound, get a 16-lane copy (twice the lanes per
-/// instruction, and 32 registers, so the polynomial constants stay in registers).
+/// it (checked once): the float transcendentals, which are compute-bound, get a 16-lane copy
+/// (twice the lanes per instruction, and 32 registers, so the polynomial constants stay in
+/// registers).
 pub fn has_avx512() -> bool {
     static FLAG: OnceLock<bool> = OnceLock::new();
     *FLAG.get_or_init(|| {

@@ -59,14 +59,15 @@ __device__ __forceinline__ void kiln_load_x(const T* __restrict__ src, float* v)
     }
 }
 
-/* The float formats' code values and scale values in shared memory (lookups by divergent codes
- * would serialise in constant memory); affine mode reads neither. Every thread of the block must
- * call it, before any returns. */
+/* Where a block's tables of code and scale values are. */
 struct KilnTables {
     const float* codes;
     const float* scales;
 };
 
+/* The float formats' code values and scale values in shared memory (lookups by divergent codes
+ * would serialise in constant memory); affine mode reads neither. Every thread of the block must
+ * call it, before any returns. */
 __device__ __forceinline__ KilnTables kiln_tables(const float* __restrict__ encoding) {
     __shared__ float codes[AFFINE ? 1 : 1 << BITS];
     __shared__ float scales[AFFINE ? 1 : 256];

@@ -169,7 +169,7 @@ fn e2m1_code(values: &Array) -> Result<Array> {
 
 /// The float32 values of e2m1 codes.
 fn e2m1_value(codes: &Array) -> Result<Array> {
-    take(Array::from_slice(&code_table(FloatFormat::Mxfp4), &[16])?, codes, None)
+    take(Array::from_slice(&e2m1_table(), &[16])?, codes, None)
 }
 
 /// Quantizes `w` (floating point, at least 2-d, its last axis a multiple of the format's group
@@ -299,21 +299,7 @@ fn without_gradient(
     CustomFunction::new("dequantize", forward).vjp(refusal).into_fn()(args)
 }
 
-/// Each code's value in `format` (the host kernels' table): e2m1's 16 or e4m3's 256, from the
-/// formats' definitions (e4m3: 1 sign, 4 exponent bits of bias 7, 3 mantissa bits; 0x7F is NaN).
-pub(super) fn code_table(format: FloatFormat) -> Vec<f32> {
-    if format != FloatFormat::Mxfp8 {
-        return E2M1.iter().copied().chain(E2M1.iter().map(|v| -v)).collect();
-    }
-    (0u32..256)
-        .map(|code| {
-            let (exponent, mantissa) = ((code >> 3) & 0xF, (code & 7) as f32);
-            let magnitude = match (exponent, code & 0x7F) {
-                (_, 0x7F) => f32::NAN,
-                (0, _) => mantissa / 8.0 * 2f32.powi(-6),
-                _ => (1.0 + mantissa / 8.0) * 2f32.powi(exponent as i32 - 7),
-            };
-            if code & 0x80 != 0 { -magnitude } else { magnitude }
-        })
-        .collect()
+/// The 16 e2m1 codes' values: magnitudes by code, then their negatives (the sign bit is bit 3).
+pub(super) fn e2m1_table() -> Vec<f32> {
+    E2M1.iter().copied().chain(E2M1.iter().map(|v| -v)).collect()
 }

@@ -15,12 +15,12 @@
 
 use crate::array::Array;
 use crate::backend::cpu::quantized::{CodeValues, QuantizedLayout, ScaleValues};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
 use crate::cuda_kernel::{cuda_type, CudaKernel, CudaLaunch};
 use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::ops::{astype, reshape, sum};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The kernels' helpers; the constants they need are printed before them.
 const SOURCE: &str = include_str!("../../backend/cuda/quantized.cu");
@@ -135,7 +135,7 @@ fn unit_values(bits: u32) -> usize {
 /// The constants the kernels read, the float formats' code and scale values (as bits, so NaN
 /// codes print too), then the kernels' helpers.
 fn header(key: KernelKey) -> String {
-    let affine = key.codes == CodeValues::Integers;
+    let affine = key.scales == ScaleValues::Float32;
     let float_bits = |values: &[f32]| values.iter().map(|v| format!("{:#x}u", v.to_bits())).collect::<Vec<_>>().join(", ");
     let (codes, scales) = if affine {
         (vec![0.0], vec![0.0])
