@@ -41,6 +41,9 @@ const BLOCK: usize = 128;
 const COLUMN_THREADS: usize = 1 << 16;
 /// The fewest rows of `w` a slice of the not-transposed kernel runs down.
 const MIN_SLICE_HEIGHT: usize = 8;
+/// The most bytes the not-transposed kernel's partial sums take, or the packed weight's size
+/// where that is larger: more slices would write and read again more than the product reads.
+const PARTIAL_BYTES: usize = 16 << 20;
 
 /// Whether the kernels can be built here: like every [`crate::cuda_kernel`], they include the
 /// CUDA toolkit's headers, without which the products keep to the composition.
@@ -73,7 +76,12 @@ pub(super) fn product(args: &[Array], layout: &QuantizedLayout, transpose: bool)
     } else {
         // Slices fill the GPU together with the blocks of x's rows (the partial sums grow with both).
         let units = layout.cols / unit_values(layout.bits);
-        let slices = COLUMN_THREADS.div_ceil(units * row_blocks).min(layout.rows.div_ceil(MIN_SLICE_HEIGHT)).clamp(1, 65_535);
+        let partial_room = PARTIAL_BYTES.max(args[1].nbytes()) / (rows * layout.cols * 4);
+        let slices = COLUMN_THREADS
+            .div_ceil(units * row_blocks)
+            .min(layout.rows.div_ceil(MIN_SLICE_HEIGHT))
+            .min(partial_room)
+            .clamp(1, 65_535);
         let launch = CudaLaunch::new(vec![(vec![slices, rows, layout.cols], Dtype::F32)], [units, slices, row_blocks], [BLOCK, 1, 1]);
         let partial = kernel.call(&inputs, &launch)?.remove(0);
         astype(sum(&partial, Some(&[0]), false)?, x.dtype())?
