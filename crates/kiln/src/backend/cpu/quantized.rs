@@ -110,6 +110,12 @@ impl CodeValues {
             }
         }
     }
+
+    /// The values of every code of `bits` bits, by code: the lookup tables of the composition
+    /// and of the CUDA kernels.
+    pub fn table(self, bits: u32) -> Vec<f32> {
+        (0..1u32 << bits).map(|code| self.value(code)).collect()
+    }
 }
 
 impl QuantizedLayout {

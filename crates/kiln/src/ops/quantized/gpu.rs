@@ -10,8 +10,8 @@
 //!
 //! The float formats' code values and scale codes' values are printed into the source, so each
 //! format builds its own kernels; the scale codes are decoded inside them (nvfp4's global
-//! encoding is an input). Up to [`MAX_ROWS`] rows of `x` only: beyond that a product is compute-bound and
-//! dequantize-then-cuBLAS (tensor cores) serves it better.
+//! encoding is an input). Up to [`MAX_ROWS`] rows of `x` only: beyond that a product is
+//! compute-bound and dequantize-then-cuBLAS (tensor cores) serves it better.
 
 use crate::array::Array;
 use crate::backend::cpu::quantized::{CodeValues, QuantizedLayout, ScaleValues};
@@ -148,8 +148,7 @@ fn header(key: KernelKey) -> String {
     let (codes, scales) = if affine {
         (vec![0.0], vec![0.0])
     } else {
-        let codes = (0..1u32 << key.bits).map(|code| key.codes.value(code)).collect();
-        (codes, (0..=255u8).map(|code| key.scales.value(code)).collect())
+        (key.codes.table(key.bits), key.scales.table(1.0).to_vec())
     };
     format!(
         "using T = {};\nusing S = {};\nconstexpr int BITS = {};\nconstexpr int GROUP = {};\nconstexpr bool AFFINE = {affine};\n\

@@ -36,19 +36,20 @@ const KERNEL_NAME: &str = "quantized_matmul";
 /// shape is fixed; the composition's follows the inputs), and on a CPU stream a float32 `x`, on
 /// a GPU stream a float32 or half `x` of at most `gpu::MAX_ROWS` rows and no empty operand.
 pub(super) fn runs_as_kernel(dtype: Dtype, x: &Array, words: &Array, gathers: bool) -> bool {
-    if words.ndim() != 2 || gathers || is_shapeless_tracing() {
+    let device = current_stream().device.kind;
+    if words.ndim() != 2 || gathers || is_shapeless_tracing() || !kernel_takes(device, dtype) {
         return false;
     }
-    match current_stream().device.kind {
+    let rows = x.size() / x.shape().last().copied().unwrap_or(1).max(1);
+    device == DeviceKind::Cpu || x.size() > 0 && words.size() > 0 && rows <= gpu::MAX_ROWS
+}
+
+/// Whether the kernel of a `device` stream takes `x` of `dtype`: float32 on the CPU; float32
+/// or half on a GPU, where the CUDA kernels can be built.
+fn kernel_takes(device: DeviceKind, dtype: Dtype) -> bool {
+    match device {
         DeviceKind::Cpu => dtype == Dtype::F32,
-        DeviceKind::Gpu => {
-            let rows = x.size() / x.shape().last().copied().unwrap_or(1).max(1);
-            matches!(dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16)
-                && x.size() > 0
-                && words.size() > 0
-                && rows <= gpu::MAX_ROWS
-                && gpu::kernels_build()
-        }
+        DeviceKind::Gpu => matches!(dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) && gpu::kernels_build(),
     }
 }
 
@@ -82,12 +83,13 @@ fn kernel_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool)
     let kernel_layout = layout.clone();
     // The stream may differ from the one the product was chosen on (a vjp run elsewhere): a
     // dtype the stream's kernel does not take gets the composition.
-    let forward = move |args: &[Array]| match (current_stream().device.kind, args[0].dtype()) {
-        (DeviceKind::Cpu, Dtype::F32) => host_product(args, kernel_layout.clone(), transpose),
-        (DeviceKind::Gpu, Dtype::F32 | Dtype::F16 | Dtype::BF16) if gpu::kernels_build() => {
-            Ok(vec![gpu::product(args, &kernel_layout, transpose)?])
+    let forward = move |args: &[Array]| {
+        let device = current_stream().device.kind;
+        match device {
+            _ if !kernel_takes(device, args[0].dtype()) => Ok(vec![composed_product(args, &kernel_layout, transpose)?]),
+            DeviceKind::Cpu => host_product(args, kernel_layout.clone(), transpose),
+            DeviceKind::Gpu => Ok(vec![gpu::product(args, &kernel_layout, transpose)?]),
         }
-        _ => Ok(vec![composed_product(args, &kernel_layout, transpose)?]),
     };
     let (vjp_layout, jvp_layout, vmap_layout) = (layout.clone(), layout.clone(), layout);
     let call = CustomFunction::new(KERNEL_NAME, forward)
@@ -131,10 +133,9 @@ fn host_product(args: &[Array], layout: Arc<QuantizedLayout>, transpose: bool) -
         let (inputs, out) = k.inputs_and_output::<f32>(0)?;
         let (scales, biases) = match layout.scales {
             ScaleValues::Float32 => (GroupScales::Values(inputs.get::<f32>(2)?), Some(inputs.get::<f32>(3)?)),
-            ScaleValues::E8m0 => (GroupScales::Codes(inputs.get::<u8>(2)?, ScaleValues::E8m0.table(1.0)), None),
-            ScaleValues::E4m3 => {
-                let encoding = inputs.get::<f32>(3)?[0];
-                (GroupScales::Codes(inputs.get::<u8>(2)?, ScaleValues::E4m3.table(encoding)), None)
+            codes => {
+                let encoding = if codes == ScaleValues::E4m3 { inputs.get::<f32>(3)?[0] } else { 1.0 };
+                (GroupScales::Codes(inputs.get::<u8>(2)?, codes.table(encoding)), None)
             }
         };
         let q = Quantized { words: inputs.get::<u32>(1)?, scales, biases };
@@ -150,7 +151,7 @@ fn grouped_code_values(words: &Array, layout: &QuantizedLayout) -> Result<Array>
     let values = match layout.codes {
         CodeValues::Integers => astype(codes, Dtype::F32)?,
         kind => {
-            let table: Vec<f32> = (0..1u32 << layout.bits).map(|code| kind.value(code)).collect();
+            let table = kind.table(layout.bits);
             take(Array::from_slice(&table, &[table.len()])?, codes, None)?
         }
     };
