@@ -120,20 +120,25 @@ fn large_product_uses_threads_and_stays_exact_enough() {
     assert_close(&c.to_f64_vec().unwrap(), &reference(&av, &bv, 1, m, k, n), 1e-12, 1e-12, "f64 300x200x257");
 }
 
-/// Mid-sized products are split into strips of rows (more rows than columns) or of columns, one
-/// per thread: each strip must address its part of every layout.
+/// Mid-sized products are split into blocks of rows and columns, one per thread: strips of the
+/// longer side on two threads, a grid of blocks (2x4 and 4x2 here) on sixteen. Each block must
+/// address its part of every layout.
 #[test]
-fn products_split_into_strips_match_the_reference_in_every_layout() {
+fn products_split_into_blocks_match_the_reference_in_every_layout() {
     let mut rng = Rng::new(5);
-    for (m, k, n) in [(70, 64, 130), (130, 64, 70)] {
-        let av = rng.vec(m * k, -1.0, 1.0);
-        let bv = rng.vec(k * n, -1.0, 1.0);
-        let want = reference(&av, &bv, 1, m, k, n);
-        for dtype in [Dtype::F32, Dtype::F64] {
-            for layout in LAYOUTS {
-                let c = ops::matmul(with_layout(&av, &[m, k], dtype, layout), with_layout(&bv, &[k, n], dtype, layout)).unwrap();
-                let tol = rtol_for(dtype) * (k as f64).sqrt() * 4.0;
-                assert_close(&c.to_f64_vec().unwrap(), &want, tol, tol, &format!("{m}x{k}x{n} {dtype} {layout:?}"));
+    for threads in [2, 16] {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
+        for (m, k, n) in [(70, 64, 130), (130, 64, 70)] {
+            let av = rng.vec(m * k, -1.0, 1.0);
+            let bv = rng.vec(k * n, -1.0, 1.0);
+            let want = reference(&av, &bv, 1, m, k, n);
+            for dtype in [Dtype::F32, Dtype::F64] {
+                for layout in LAYOUTS {
+                    let (a, b) = (with_layout(&av, &[m, k], dtype, layout), with_layout(&bv, &[k, n], dtype, layout));
+                    let c = pool.install(|| ops::matmul(a, b).unwrap().to_f64_vec().unwrap());
+                    let tol = rtol_for(dtype) * (k as f64).sqrt() * 4.0;
+                    assert_close(&c, &want, tol, tol, &format!("{threads} threads, {m}x{k}x{n} {dtype} {layout:?}"));
+                }
             }
         }
     }

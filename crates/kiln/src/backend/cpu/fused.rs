@@ -14,7 +14,7 @@
 
 use super::elementwise::{elements_of, InputScratch, Source};
 use super::native::{Loaded, Native, Read, Write};
-use super::parallel::{for_chunks, for_runs, SERIAL_BELOW};
+use super::parallel::{for_chunks, for_items, for_runs, MIN_TASK, SERIAL_BELOW};
 use super::reduce::{fold, Domain, Int64};
 use super::scalar::{CastTo, Compute, Scalar};
 use super::stream::{self, stream_copy, STREAM_ABOVE};
@@ -918,9 +918,10 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
     if k.reduced == 0 && blocked {
         for_runs(runs, width, blocked, || shared.task(), tiles);
     } else if k.reduced == 0 {
-        // One task (and one set of tile buffers) per large range.
+        // One task (and one set of tile buffers) per large range: serial under SERIAL_BELOW
+        // elements, else ranges of at least MIN_TASK, at most eight per thread.
         let total = numel(space);
-        let parts = (total / SERIAL_BELOW).clamp(1, 8 * rayon::current_num_threads());
+        let parts = if total < SERIAL_BELOW { 1 } else { (total / MIN_TASK).clamp(1, 8 * rayon::current_num_threads()) };
         let size = total.div_ceil(parts);
         for_chunks(total, size, |start, n| tiles(&mut shared.task(), start, n));
     } else if k.passes == 1 && rows < 2 * rayon::current_num_threads() && len >= SERIAL_BELOW {
@@ -928,7 +929,7 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
             record(unsafe { split_row(&shared, r) });
         }
     } else {
-        for_chunks(rows, (SERIAL_BELOW / len.max(1)).max(1), |start, n| {
+        for_items(rows, len, |start, n| {
             let mut t = shared.task();
             for r in start..start + n {
                 record(unsafe { shared.row(&mut t, r) });

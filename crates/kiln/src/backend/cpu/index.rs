@@ -5,7 +5,7 @@
 //! bounds (`0 ..= dim - slice_size`), as mlx does. Out-of-range indices therefore never touch
 //! memory outside the array; they select the nearest valid slice.
 
-use super::parallel::{for_chunks, SERIAL_BELOW};
+use super::parallel::for_items;
 use super::scalar::{Compute, Scalar};
 use super::strided::{alloc, for_each_offset, gather_range, is_row_contiguous, to_contiguous};
 use crate::backend::Input;
@@ -38,9 +38,8 @@ pub fn concatenate(inputs: &[Input], axis: usize, shape: &[usize]) -> Result<Buf
             let block = input.shape[axis] * inner;
             let (cshape, cstrides) = collapse_dims(&input.shape, &[&input.buffer.strides]);
             let src = input.buffer.ptr::<T>() as usize;
-            let rows_per_chunk = SERIAL_BELOW.div_ceil(block.max(1));
             if block > 0 {
-                for_chunks(outer, rows_per_chunk, |start, len| unsafe {
+                for_items(outer, block, |start, len| unsafe {
                     for o in start..start + len {
                         let d = (dst as *mut T).add(o * row + col);
                         gather_range(src as *const T, &cshape, &cstrides[0], o * block, block, d);
@@ -78,7 +77,7 @@ pub fn slice_update(dst: &Input, update: &Input, start: &[usize], step: &[isize]
     crate::with_dtype!(dst.dtype, T => {
         let o = unsafe { out.ptr::<T>().offset(base) } as usize;
         let u = upd.ptr::<T>() as usize;
-        for_chunks(rows, SERIAL_BELOW.div_ceil(inner), |start, len| unsafe {
+        for_items(rows, inner, |start, len| unsafe {
             for r in start..start + len {
                 let (mut rem, mut off) = (r, 0isize);
                 for axis in (0..outer.len()).rev() {
@@ -146,8 +145,7 @@ pub fn gather(inputs: &[Input], axes: &[usize], slice_sizes: &[usize], shape: &[
         let src = a.buffer.ptr::<T>() as usize;
         let dst = out.ptr::<T>() as usize;
         let offsets = &offsets;
-        let per_chunk = SERIAL_BELOW.div_ceil(per);
-        for_chunks(offsets.len(), per_chunk, |start, len| unsafe {
+        for_items(offsets.len(), per, |start, len| unsafe {
             for (b, &off) in offsets.iter().enumerate().skip(start).take(len) {
                 let s = (src as *const T).offset(off);
                 gather_range(s, &cshape, &cstrides[0], 0, per, (dst as *mut T).add(b * per));

@@ -69,6 +69,25 @@ impl GemmElement for crate::Complex64 {
     const ZERO_ONE: (gemm::c32, gemm::c32) = (gemm::c32::new(0.0, 0.0), gemm::c32::new(1.0, 0.0));
 }
 
+/// How an `m x n` product is cut into blocks, one per task: `(row parts, column parts)`, at most
+/// `threads` blocks of at least [`SPLIT_MIN`] rows and columns (one block when none fit). Each
+/// task packs its own rows of `a` and columns of `b`, so among the grids with the most blocks
+/// the one with the least packing (the smallest block perimeter) wins: on 2 threads that is two
+/// strips of the longer side; on 16 threads a 128x256 product is 4x4 blocks, not 8 strips that
+/// each pack all of `a`.
+fn split_grid(m: usize, n: usize, threads: usize) -> (usize, usize) {
+    let (most_rows, most_cols) = ((m / SPLIT_MIN).max(1), (n / SPLIT_MIN).max(1));
+    let mut best = (1, 1);
+    let cost = |(r, c): (usize, usize)| (usize::MAX - r * c, m.div_ceil(r) + n.div_ceil(c));
+    for r in 1..=most_rows.min(threads) {
+        let c = most_cols.min(threads / r);
+        if cost((r, c)) < cost(best) {
+            best = (r, c);
+        }
+    }
+    best
+}
+
 fn gemm_batched<T: GemmElement>(a: &Input, b: &Input, shape: &[usize]) -> Buffer {
     let nd = shape.len();
     let (m, n, k) = (shape[nd - 2], shape[nd - 1], a.shape[nd - 1]);
@@ -100,21 +119,18 @@ fn gemm_batched<T: GemmElement>(a: &Input, b: &Input, shape: &[usize]) -> Buffer
         let threads = rayon::current_num_threads();
         for i in 0..batch {
             let work = m * n * k;
-            let parts = if m.max(n) >= SPLIT_MIN * 2 { threads.min(m.max(n) / SPLIT_MIN) } else { 1 };
+            let (row_parts, col_parts) = split_grid(m, n, threads);
             if work < SMALL_WORK || threads == 1 {
                 one_product(i, Parallelism::None);
-            } else if work <= SPLIT_WORK && parts > 1 {
+            } else if work <= SPLIT_WORK && row_parts * col_parts > 1 {
                 // Measured (2 threads, Zen 4): the 784-256-10 MLP's products run 30% faster with
-                // AVX2 kernels and 2% with AVX-512 ones when each thread takes whole strips of
-                // the longer side than when the gemm crate splits them itself.
-                let len = m.max(n);
-                let per = len.div_ceil(parts);
-                (0..parts).into_par_iter().for_each(|p| {
-                    let strip = (p * per, per.min(len - p * per));
-                    if n >= m {
-                        block(i, (0, m), strip, Parallelism::None)
-                    } else {
-                        block(i, strip, (0, n), Parallelism::None)
+                // AVX2 kernels and 2% with AVX-512 ones when each thread takes a whole block of
+                // the output than when the gemm crate splits them itself.
+                let (rows, cols) = (m.div_ceil(row_parts), n.div_ceil(col_parts));
+                (0..row_parts * col_parts).into_par_iter().for_each(|p| {
+                    let (r0, c0) = ((p / col_parts) * rows, (p % col_parts) * cols);
+                    if r0 < m && c0 < n {
+                        block(i, (r0, rows.min(m - r0)), (c0, cols.min(n - c0)), Parallelism::None)
                     }
                 });
             } else {
@@ -123,4 +139,24 @@ fn gemm_batched<T: GemmElement>(a: &Input, b: &Input, shape: &[usize]) -> Buffer
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{split_grid, SPLIT_MIN};
+
+    #[test]
+    fn products_split_into_as_many_blocks_as_threads_with_the_least_packing() {
+        // Two threads: two strips of the longer side.
+        assert_eq!(split_grid(128, 256, 2), (1, 2));
+        assert_eq!(split_grid(784, 256, 2), (2, 1));
+        // Sixteen threads: sixteen blocks, not eight full-height strips.
+        let (r, c) = split_grid(128, 256, 16);
+        assert_eq!(r * c, 16);
+        assert!(128 / r >= SPLIT_MIN && 256 / c >= SPLIT_MIN);
+        // Blocks never narrower than SPLIT_MIN; too small to split is one block.
+        assert_eq!(split_grid(784, 10, 16), (16, 1));
+        assert_eq!(split_grid(40, 40, 16), (1, 1));
+        assert_eq!(split_grid(128, 10, 16), (4, 1));
+    }
 }

@@ -6,11 +6,38 @@ use rayon::prelude::*;
 /// Elements below which work runs on the calling thread.
 pub const SERIAL_BELOW: usize = 1 << 17;
 
+/// Elements of work below which a task is not split further: about ten microseconds of work,
+/// well above the cost of handing a task to a worker.
+pub const MIN_TASK: usize = 1 << 14;
+
+/// Tasks per thread that split work aims for, so that threads that start late still get a share.
+const TASKS_PER_THREAD: usize = 4;
+
+/// Items per task when `items` items of `per_item` elements of work each are split across the
+/// pool: all of them under [`SERIAL_BELOW`] elements of work (one task, on the calling thread);
+/// else tasks of about [`SERIAL_BELOW`] elements, smaller (down to [`MIN_TASK`]) where that many
+/// would leave threads idle. So a 1024x1024 row reduction is 8 tasks on 2 threads and 64 on 16
+/// (a fixed [`SERIAL_BELOW`] per task gave 8 on any machine, half of 16 cores idle).
+pub fn items_per_task(items: usize, per_item: usize) -> usize {
+    let per_item = per_item.max(1);
+    let work = items.saturating_mul(per_item);
+    if work < SERIAL_BELOW {
+        return items.max(1);
+    }
+    let threads = rayon::current_num_threads();
+    let task = (work / (TASKS_PER_THREAD * threads)).clamp(MIN_TASK, SERIAL_BELOW);
+    (task / per_item).max(1)
+}
+
+/// [`for_chunks`] over `items` items of `per_item` elements of work each, in chunks of
+/// [`items_per_task`] items.
+pub fn for_items(items: usize, per_item: usize, f: impl Fn(usize, usize) + Sync) {
+    for_chunks(items, items_per_task(items, per_item), f)
+}
+
 /// Calls `f(start, len)` over consecutive chunks of `0..total` of at most `chunk` items, in
-/// parallel when there is more than one chunk. Callers size `chunk` so that one chunk is about
-/// [`SERIAL_BELOW`] elements of work (for rows of a reduction: that many elements divided by the
-/// row length), so small problems stay on the calling thread and large ones use every core
-/// whether they are many short items or a few long ones.
+/// parallel when there is more than one chunk (callers with items of uniform work use
+/// [`for_items`], which sizes the chunks).
 pub fn for_chunks(total: usize, chunk: usize, f: impl Fn(usize, usize) + Sync) {
     if total == 0 {
         return;
@@ -76,5 +103,39 @@ fn run_tasks<S>(tasks: usize, total: usize, init: impl Fn() -> S + Sync, task: i
         (0..tasks).for_each(|i| task(&mut state, i));
     } else {
         (0..tasks).into_par_iter().for_each_init(&init, |state, i| task(state, i));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_work_is_one_task_and_large_work_gives_every_thread_tasks_of_at_least_min_task() {
+        assert_eq!(items_per_task(100, 1000), 100, "100k elements stay on the calling thread");
+        assert_eq!(items_per_task(0, 1000), 1);
+        let threads = rayon::current_num_threads();
+        for (rows, len) in [(1024usize, 1024usize), (4096, 4096), (100_000, 3), (3, 1 << 20)] {
+            let per = items_per_task(rows, len);
+            let tasks = rows.div_ceil(per);
+            let work = rows * len;
+            // Enough tasks to keep every thread busy where the work and the items allow it ...
+            assert!(tasks >= (TASKS_PER_THREAD * threads).min(work / MIN_TASK).min(rows), "{rows}x{len}: {tasks} tasks");
+            // ... none under MIN_TASK elements nor over SERIAL_BELOW (unless one item is).
+            assert!(per * len >= MIN_TASK.min(work) || per == 1, "{rows}x{len}: {per} rows per task");
+            assert!(per * len <= SERIAL_BELOW || per == 1, "{rows}x{len}: {per} rows per task");
+        }
+    }
+
+    #[test]
+    fn sixteen_threads_split_a_1024_square_into_64_tasks() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(16).build().expect("a pool");
+        pool.install(|| {
+            let per = items_per_task(1024, 1024);
+            assert_eq!(per * 1024, MIN_TASK, "16 rows of 1024 per task");
+            assert_eq!(1024 / per, 64);
+        });
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("a pool");
+        pool.install(|| assert_eq!(items_per_task(1024, 1024) * 1024, SERIAL_BELOW, "2 threads: 8 tasks of 128 rows"));
     }
 }

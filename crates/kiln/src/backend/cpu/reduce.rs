@@ -9,7 +9,7 @@
 //! memory-bound); integers in 64 bits with wrapping, then narrowed to the output dtype.
 
 use super::lanes::lanes;
-use super::parallel::{for_chunks, SERIAL_BELOW};
+use super::parallel::{for_items, SERIAL_BELOW};
 use super::strided::{alloc, is_row_contiguous};
 use crate::backend::Input;
 use crate::buffer::Buffer;
@@ -164,7 +164,7 @@ fn reduce_rows<T: Element, A: Domain>(
             store(r, partial);
         }
     } else {
-        for_chunks(rows, (SERIAL_BELOW / len.max(1)).max(1), |start, n| {
+        for_items(rows, len, |start, n| {
             for r in start..start + n {
                 store(r, unsafe { fold(op, row_ptr(r) as *const T, len, load) });
             }
@@ -196,7 +196,7 @@ fn reduce_columns<T: Element, A: Domain>(
 ) {
     const PIECE: usize = 1024;
     let pieces = width.div_ceil(PIECE);
-    for_chunks(outer * pieces, (SERIAL_BELOW / (len * PIECE).max(1)).max(1), |start, n| {
+    for_items(outer * pieces, len * PIECE.min(width), |start, n| {
         let mut acc = vec![A::identity(op); PIECE.min(width)];
         for task in start..start + n {
             let (o, c0) = (task / pieces, (task % pieces) * PIECE);
@@ -305,7 +305,7 @@ pub fn arg_reduce(op: ArgReduceOp, x: &Input, axis: usize, shape: &[usize]) -> R
     let out = alloc(shape, Dtype::U32);
     let (src, dst, len) = (l.buffer.start_address(x.dtype.size()), out.ptr::<u32>() as usize, l.len);
     crate::with_dtype!(x.dtype, T => {
-        for_chunks(l.rows, (SERIAL_BELOW / len.max(1)).max(1), |start, n| {
+        for_items(l.rows, len, |start, n| {
             for r in start..start + n {
                 let row = unsafe { std::slice::from_raw_parts((src as *const T).add(r * len), len) };
                 let mut best = 0usize;

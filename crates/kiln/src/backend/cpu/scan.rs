@@ -4,7 +4,7 @@
 
 use super::lanes::{lanes, unpermute};
 use super::math::LogSpaceAdd;
-use super::parallel::{for_chunks, SERIAL_BELOW};
+use super::parallel::for_items;
 use super::reduce::{Domain, Int64};
 use super::strided::alloc;
 use crate::backend::Input;
@@ -43,7 +43,7 @@ fn scan_rows<T: Element, O: Element, A: Copy + Send + Sync>(
     load: impl Fn(T) -> A + Sync,
     store: impl Fn(A) -> O + Sync,
 ) {
-    for_chunks(rows, (SERIAL_BELOW / len.max(1)).max(1), |start, n| {
+    for_items(rows, len, |start, n| {
         for r in start..start + n {
             let (x, o) = unsafe { ((src as *const T).add(r * len), (dst as *mut O).add(r * len)) };
             let mut acc = identity;

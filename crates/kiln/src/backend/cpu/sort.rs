@@ -3,7 +3,7 @@
 //! in the original axis order. NaNs order after every number, as in numpy.
 
 use super::lanes::{lanes, unpermute};
-use super::parallel::{for_chunks, SERIAL_BELOW};
+use super::parallel::for_items;
 use super::strided::alloc;
 use crate::backend::Input;
 use crate::buffer::Buffer;
@@ -39,7 +39,7 @@ fn run(x: &Input, axis: usize, op: RowOp, indices: bool) -> Result<Buffer> {
     let out = alloc(&permuted, if indices { Dtype::U32 } else { x.dtype });
     let (src, dst, len) = (l.buffer.start_address(x.dtype.size()), out.ptr::<u8>() as usize, l.len);
     crate::with_dtype!(x.dtype, T => {
-        for_chunks(l.rows, (SERIAL_BELOW / len.max(1)).max(1), |start, n| {
+        for_items(l.rows, len, |start, n| {
             let mut idx: Vec<u32> = Vec::with_capacity(len);
             for r in start..start + n {
                 let row = unsafe { std::slice::from_raw_parts((src as *const T).add(r * len), len) };
