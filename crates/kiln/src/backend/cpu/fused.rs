@@ -14,7 +14,7 @@
 
 use super::elementwise::{elements_of, InputScratch, Source};
 use super::native::{Loaded, Native, Read, Write};
-use super::parallel::{for_chunks, for_items, for_runs, MIN_TASK, SERIAL_BELOW};
+use super::parallel::{for_chunks_with, for_items_with, for_runs, MIN_TASK, SERIAL_BELOW};
 use super::reduce::{fold, Domain, Int64};
 use super::scalar::{CastTo, Compute, Scalar};
 use super::stream::{self, stream_copy, STREAM_ABOVE};
@@ -923,16 +923,15 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
         let total = numel(space);
         let parts = if total < SERIAL_BELOW { 1 } else { (total / MIN_TASK).clamp(1, 8 * rayon::current_num_threads()) };
         let size = total.div_ceil(parts);
-        for_chunks(total, size, |start, n| tiles(&mut shared.task(), start, n));
+        for_chunks_with(total, size, || shared.task(), tiles);
     } else if k.passes == 1 && rows < 2 * rayon::current_num_threads() && len >= SERIAL_BELOW {
         for r in 0..rows {
             record(unsafe { split_row(&shared, r) });
         }
     } else {
-        for_items(rows, len, |start, n| {
-            let mut t = shared.task();
+        for_items_with(rows, len, || shared.task(), |t, start, n| {
             for r in start..start + n {
-                record(unsafe { shared.row(&mut t, r) });
+                record(unsafe { shared.row(t, r) });
             }
             shared.finish_task();
         });

@@ -35,21 +35,32 @@ pub fn for_items(items: usize, per_item: usize, f: impl Fn(usize, usize) + Sync)
     for_chunks(items, items_per_task(items, per_item), f)
 }
 
+/// [`for_items`] with scratch state: `f(state, start, len)`, with `init()` making a state that
+/// the chunks a worker runs in a row share (rayon's `for_each_init`), not one per chunk.
+pub fn for_items_with<S>(items: usize, per_item: usize, init: impl Fn() -> S + Sync, f: impl Fn(&mut S, usize, usize) + Sync) {
+    for_chunks_with(items, items_per_task(items, per_item), init, f)
+}
+
 /// Calls `f(start, len)` over consecutive chunks of `0..total` of at most `chunk` items, in
 /// parallel when there is more than one chunk (callers with items of uniform work use
 /// [`for_items`], which sizes the chunks).
 pub fn for_chunks(total: usize, chunk: usize, f: impl Fn(usize, usize) + Sync) {
+    for_chunks_with(total, chunk, || (), |_, start, len| f(start, len))
+}
+
+/// [`for_chunks`] with scratch state made by `init` (see [`for_items_with`]).
+pub fn for_chunks_with<S>(total: usize, chunk: usize, init: impl Fn() -> S + Sync, f: impl Fn(&mut S, usize, usize) + Sync) {
     if total == 0 {
         return;
     }
     let chunk = chunk.max(1);
     let n = total.div_ceil(chunk);
     if n == 1 {
-        return f(0, total);
+        return f(&mut init(), 0, total);
     }
-    (0..n).into_par_iter().for_each(|i| {
+    (0..n).into_par_iter().for_each_init(&init, |state, i| {
         let start = i * chunk;
-        f(start, chunk.min(total - start));
+        f(state, start, chunk.min(total - start));
     });
 }
 
