@@ -918,7 +918,7 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
     if k.reduced == 0 && blocked {
         for_runs(runs, width, blocked, || shared.task(), tiles);
     } else if k.reduced == 0 {
-        // One task (and one set of tile buffers) per large range: serial under SERIAL_BELOW
+        // Large ranges, each with one set of tile buffers per worker: serial under SERIAL_BELOW
         // elements, else ranges of at least MIN_TASK, at most eight per thread.
         let total = numel(space);
         let parts = if total < SERIAL_BELOW { 1 } else { (total / MIN_TASK).clamp(1, 8 * rayon::current_num_threads()) };

@@ -39,10 +39,12 @@ pub fn matmul(a: &Input, b: &Input, shape: &[usize], dtype: Dtype) -> Result<Buf
 
 /// Products of fewer multiply-adds run on one thread.
 const SMALL_WORK: usize = 1 << 18;
-/// Products of up to this many multiply-adds are split into one strip per thread; larger ones
-/// are split by the gemm crate, which shares packed panels between threads.
+/// Products of up to this many multiply-adds are split into one block per thread
+/// ([`split_grid`]); larger ones are split by the gemm crate, which shares packed panels between
+/// threads.
 const SPLIT_WORK: usize = 1 << 26;
-/// The narrowest strip a thread takes (a few of the micro-kernels' tiles).
+/// The fewest rows and columns a grid's blocks are cut to (a few of the micro-kernels' tiles;
+/// the last block of a row or column of the grid takes what is left, and may be narrower).
 const SPLIT_MIN: usize = 32;
 
 /// An element type the gemm crate multiplies, with the crate's own type of the same layout.
@@ -70,11 +72,11 @@ impl GemmElement for crate::Complex64 {
 }
 
 /// How an `m x n` product is cut into blocks, one per task: `(row parts, column parts)`, at most
-/// `threads` blocks of at least [`SPLIT_MIN`] rows and columns (one block when none fit). Each
-/// task packs its own rows of `a` and columns of `b`, so among the grids with the most blocks
-/// the one with the least packing (the smallest block perimeter) wins: on 2 threads that is two
-/// strips of the longer side; on 16 threads a 128x256 product is 4x4 blocks, not 8 strips that
-/// each pack all of `a`.
+/// `threads` blocks of about [`SPLIT_MIN`] rows and columns or more (one block when none fit).
+/// Each task packs its own rows of `a` and columns of `b`, so among the grids with the most
+/// blocks the one with the least packing (the smallest block perimeter, the fewest row parts on a
+/// tie) wins: on 2 threads that is two strips of the longer side; on 16 threads a 128x256
+/// product is 2x8 blocks of 64x32, not 8 strips of 128x32 that each pack all of `a`.
 fn split_grid(m: usize, n: usize, threads: usize) -> (usize, usize) {
     let (most_rows, most_cols) = ((m / SPLIT_MIN).max(1), (n / SPLIT_MIN).max(1));
     let mut best = (1, 1);
@@ -150,10 +152,10 @@ mod tests {
         // Two threads: two strips of the longer side.
         assert_eq!(split_grid(128, 256, 2), (1, 2));
         assert_eq!(split_grid(784, 256, 2), (2, 1));
-        // Sixteen threads: sixteen blocks, not eight full-height strips.
-        let (r, c) = split_grid(128, 256, 16);
-        assert_eq!(r * c, 16);
-        assert!(128 / r >= SPLIT_MIN && 256 / c >= SPLIT_MIN);
+        // Sixteen threads: sixteen blocks, not eight full-height strips (2x8 and 4x4 pack alike;
+        // the first wins).
+        assert_eq!(split_grid(128, 256, 16), (2, 8));
+        assert!(128 / 2 >= SPLIT_MIN && 256 / 8 >= SPLIT_MIN);
         // Blocks never narrower than SPLIT_MIN; too small to split is one block.
         assert_eq!(split_grid(784, 10, 16), (16, 1));
         assert_eq!(split_grid(40, 40, 16), (1, 1));

@@ -15,8 +15,8 @@ const TASKS_PER_THREAD: usize = 4;
 
 /// Items per task when `items` items of `per_item` elements of work each are split across the
 /// pool: all of them under [`SERIAL_BELOW`] elements of work (one task, on the calling thread);
-/// else tasks of about [`SERIAL_BELOW`] elements, smaller (down to [`MIN_TASK`]) where that many
-/// would leave threads idle. So a 1024x1024 row reduction is 8 tasks on 2 threads and 64 on 16
+/// else tasks of about [`SERIAL_BELOW`] elements, smaller (down to [`MIN_TASK`], rounded down to
+/// whole items) where that many would leave threads idle. So a 1024x1024 row reduction is 8 tasks on 2 threads and 64 on 16
 /// (a fixed [`SERIAL_BELOW`] per task gave 8 on any machine, half of 16 cores idle).
 pub fn items_per_task(items: usize, per_item: usize) -> usize {
     let per_item = per_item.max(1);
@@ -123,18 +123,24 @@ mod tests {
 
     #[test]
     fn small_work_is_one_task_and_large_work_gives_every_thread_tasks_of_at_least_min_task() {
-        assert_eq!(items_per_task(100, 1000), 100, "100k elements stay on the calling thread");
-        assert_eq!(items_per_task(0, 1000), 1);
-        let threads = rayon::current_num_threads();
-        for (rows, len) in [(1024usize, 1024usize), (4096, 4096), (100_000, 3), (3, 1 << 20)] {
-            let per = items_per_task(rows, len);
-            let tasks = rows.div_ceil(per);
-            let work = rows * len;
-            // Enough tasks to keep every thread busy where the work and the items allow it ...
-            assert!(tasks >= (TASKS_PER_THREAD * threads).min(work / MIN_TASK).min(rows), "{rows}x{len}: {tasks} tasks");
-            // ... none under MIN_TASK elements nor over SERIAL_BELOW (unless one item is).
-            assert!(per * len >= MIN_TASK.min(work) || per == 1, "{rows}x{len}: {per} rows per task");
-            assert!(per * len <= SERIAL_BELOW || per == 1, "{rows}x{len}: {per} rows per task");
+        for threads in [1, 2, 5, 16, 64] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
+            pool.install(|| {
+                assert_eq!(items_per_task(100, 1000), 100, "100k elements stay on the calling thread");
+                assert_eq!(items_per_task(0, 1000), 1);
+                for (rows, len) in [(1024usize, 1024usize), (4096, 4096), (100_000, 3), (3, 1 << 20)] {
+                    let per = items_per_task(rows, len);
+                    let tasks = rows.div_ceil(per);
+                    let work = rows * len;
+                    let at = format!("{threads} threads, {rows}x{len}: {per} rows per task, {tasks} tasks");
+                    // Enough tasks to keep every thread busy where the work and the items allow ...
+                    assert!(tasks >= (TASKS_PER_THREAD * threads).min(work / MIN_TASK).min(rows), "{at}");
+                    // ... none under MIN_TASK elements (short of one item) nor over SERIAL_BELOW,
+                    // unless one item is.
+                    assert!((per + 1) * len > MIN_TASK.min(work), "{at}");
+                    assert!(per * len <= SERIAL_BELOW || per == 1, "{at}");
+                }
+            });
         }
     }
 
