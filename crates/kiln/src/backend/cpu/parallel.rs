@@ -16,8 +16,9 @@ const TASKS_PER_THREAD: usize = 4;
 /// Items per task when `items` items of `per_item` elements of work each are split across the
 /// pool: all of them under [`SERIAL_BELOW`] elements of work (one task, on the calling thread);
 /// else tasks of about [`SERIAL_BELOW`] elements, smaller (down to [`MIN_TASK`], rounded down to
-/// whole items) where that many would leave threads idle. So a 1024x1024 row reduction is 8 tasks on 2 threads and 64 on 16
-/// (a fixed [`SERIAL_BELOW`] per task gave 8 on any machine, half of 16 cores idle).
+/// whole items) where that many would leave threads idle. So a 1024x1024 row reduction is 8
+/// tasks on 2 threads and 64 on 16 (a fixed [`SERIAL_BELOW`] per task gave 8 on any machine,
+/// half of 16 cores idle).
 pub fn items_per_task(items: usize, per_item: usize) -> usize {
     let per_item = per_item.max(1);
     let work = items.saturating_mul(per_item);
@@ -37,7 +38,12 @@ pub fn for_items(items: usize, per_item: usize, f: impl Fn(usize, usize) + Sync)
 
 /// [`for_items`] with scratch state: `f(state, start, len)`, with `init()` making a state that
 /// the chunks a worker runs in a row share (rayon's `for_each_init`), not one per chunk.
-pub fn for_items_with<S>(items: usize, per_item: usize, init: impl Fn() -> S + Sync, f: impl Fn(&mut S, usize, usize) + Sync) {
+pub fn for_items_with<S>(
+    items: usize,
+    per_item: usize,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize, usize) + Sync,
+) {
     for_chunks_with(items, items_per_task(items, per_item), init, f)
 }
 
@@ -49,19 +55,18 @@ pub fn for_chunks(total: usize, chunk: usize, f: impl Fn(usize, usize) + Sync) {
 }
 
 /// [`for_chunks`] with scratch state made by `init` (see [`for_items_with`]).
-pub fn for_chunks_with<S>(total: usize, chunk: usize, init: impl Fn() -> S + Sync, f: impl Fn(&mut S, usize, usize) + Sync) {
+pub fn for_chunks_with<S>(
+    total: usize,
+    chunk: usize,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize, usize) + Sync,
+) {
     if total == 0 {
         return;
     }
     let chunk = chunk.max(1);
     let n = total.div_ceil(chunk);
-    if n == 1 {
-        return f(&mut init(), 0, total);
-    }
-    (0..n).into_par_iter().for_each_init(&init, |state, i| {
-        let start = i * chunk;
-        f(state, start, chunk.min(total - start));
-    });
+    run_tasks(n, n > 1, init, |state, i| f(state, i * chunk, chunk.min(total - i * chunk)));
 }
 
 /// Elements per task of [`for_runs`] when it is not blocked.
@@ -93,7 +98,7 @@ pub fn for_runs<S>(
     }
     if !blocked {
         let task = |state: &mut S, i: usize| f(state, i * CHUNK, CHUNK.min(total - i * CHUNK));
-        return run_tasks(total.div_ceil(CHUNK), total, init, task);
+        return run_tasks(total.div_ceil(CHUNK), total >= SERIAL_BELOW, init, task);
     }
     let band = |state: &mut S, b: usize| {
         let (r0, r1) = (b * BLOCK, ((b + 1) * BLOCK).min(rows));
@@ -104,12 +109,13 @@ pub fn for_runs<S>(
             }
         }
     };
-    run_tasks(rows.div_ceil(BLOCK), total, init, band);
+    run_tasks(rows.div_ceil(BLOCK), total >= SERIAL_BELOW, init, band);
 }
 
-/// Runs `task(state, i)` for `i < tasks`, on the pool when `total` elements are enough to pay.
-fn run_tasks<S>(tasks: usize, total: usize, init: impl Fn() -> S + Sync, task: impl Fn(&mut S, usize) + Sync) {
-    if total < SERIAL_BELOW {
+/// Runs `task(state, i)` for `i < tasks`: on the pool when `parallel` (each worker's run of tasks
+/// sharing one `init()` state), else on the calling thread with one state.
+fn run_tasks<S>(tasks: usize, parallel: bool, init: impl Fn() -> S + Sync, task: impl Fn(&mut S, usize) + Sync) {
+    if !parallel {
         let mut state = init();
         (0..tasks).for_each(|i| task(&mut state, i));
     } else {
