@@ -350,6 +350,22 @@ fn layouts_and_outputs_match_the_interpreter() {
     engines_agree(move |a| Ok(vec![gelu(&a[0])?, ops::tanh(&a[0])?]), std::slice::from_ref(&xt), true, "transposed, two outputs");
     let big = common::array(&rng.vec(1 << 22, -3.0, 3.0), &[1 << 22], Dtype::F32);
     engines_agree(move |a| Ok(vec![gelu(&a[0])?]), std::slice::from_ref(&big), true, "streamed output");
+    // Row kernels whose native passes stream their outputs themselves: rows aligned to every
+    // vector width (4096 float32), and rows of an odd length, whose vectors are mostly unaligned.
+    for (rows, len) in [(1024, 4096), (1100, 4001)] {
+        let x = common::array(&rng.vec(rows * len, -3.0, 3.0), &[rows, len], Dtype::F32);
+        let what = format!("streamed row outputs {rows}x{len}");
+        engines_agree(
+            |a| {
+                let e = ops::exp(ops::subtract(&a[0], ops::max(&a[0], Some(&[-1]), true)?)?)?;
+                let total = ops::sum(&e, Some(&[-1]), true)?;
+                Ok(vec![ops::divide(&e, &total)?, ops::multiply(&e, 2.0)?, total])
+            },
+            std::slice::from_ref(&x),
+            true,
+            &what,
+        );
+    }
     // An intermediate the function creates itself is donated to the next kernel's output.
     engines_agree(
         move |a| {

@@ -31,9 +31,9 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use toolchain::Target;
 
-/// A pass function: `(in, out, row, acc, n)`, see [`source::pass_function`].
+/// A pass function: `(in, out, row, acc, n, stream)`, see [`source::pass_function`].
 pub(in crate::backend::cpu) type PassFn =
-    unsafe extern "C" fn(*const *const u8, *const *mut u8, *const u64, *mut u64, usize);
+    unsafe extern "C" fn(*const *const u8, *const *mut u8, *const u64, *mut u64, usize, u64);
 
 /// Which engine runs fused kernels on the calling thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -45,6 +45,37 @@ K_VEC(uint64_t, k_vu64)
 /* Every lane x (an integer, or a float that is not -0.0: kernels' float constants go through
  * their bits instead). */
 #define K_SPLAT(V, x) ((V){0} + (x))
+/* Stores the K_STREAM_W-byte blocks of `bytes` bytes (a multiple of K_STREAM_W) at `src` to
+ * `dst` (K_STREAM_W-aligned) with non-temporal stores: whole lines straight to memory, without
+ * first reading them (see backend/cpu/stream.rs; the caller fences once per task). Targets with
+ * no such store define K_STREAM_W as 0 and never call it. */
+#if defined(__AVX512F__)
+#define K_STREAM_W 64
+static inline void k_stream(void *dst, const void *src, size_t bytes) {
+    for (size_t b = 0; b < bytes; b += 64) _mm512_stream_si512((char *)dst + b, _mm512_loadu_si512((const char *)src + b));
+}
+#elif defined(__AVX__)
+#define K_STREAM_W 32
+static inline void k_stream(void *dst, const void *src, size_t bytes) {
+    for (size_t b = 0; b < bytes; b += 32)
+        _mm256_stream_si256((__m256i *)((char *)dst + b), _mm256_loadu_si256((const __m256i *)((const char *)src + b)));
+}
+#elif defined(__x86_64__)
+#define K_STREAM_W 16
+static inline void k_stream(void *dst, const void *src, size_t bytes) {
+    for (size_t b = 0; b < bytes; b += 16)
+        _mm_stream_si128((__m128i *)((char *)dst + b), _mm_loadu_si128((const __m128i *)((const char *)src + b)));
+}
+#else
+#define K_STREAM_W 0
+static inline void k_stream(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+#endif
+/* Whether a pass function streams its stores to `w`, a vector of type V at a time: asked to
+ * (`wanted`), on a target with streaming stores, where V's vectors are whole blocks and `w` is
+ * aligned to one. Evaluated once per call; its vectors keep the alignment. */
+#define K_STREAMS(wanted, V, w) \
+    ((wanted) && K_STREAM_W > 0 && sizeof(V) % (K_STREAM_W > 0 ? K_STREAM_W : 1) == 0 && (uintptr_t)(w) % (K_STREAM_W > 0 ? K_STREAM_W : 1) == 0)
+
 /* A float32 select. */
 static inline k_vf32 k_self(k_vi32 m, k_vf32 a, k_vf32 b) { return K_SEL(k_vi32, k_vf32, m, a, b); }
 

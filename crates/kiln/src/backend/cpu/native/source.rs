@@ -9,6 +9,12 @@
 //! native and interpreted results are equal bit for bit (tested). Instructions C cannot express
 //! that way (float16/bfloat16, float64 erf/erfinv, Rust's own inverse hyperbolics) make the kernel
 //! stay interpreted.
+//!
+//! A pass function writes its stores to where `out` points: a tile buffer, or the output itself.
+//! Bit `j` of its `stream` argument asks for output write `j` to go out with streaming stores
+//! (whole vectors, where the target has them and the pointer is aligned to one): large outputs of
+//! row kernels are then written once, straight to memory, instead of into a tile that the
+//! interpreter then streams out.
 
 use crate::backend::cpu::fused::Pass;
 use crate::dtype::Dtype;
@@ -451,7 +457,7 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
     let _ = writeln!(
         s,
         "void {name}(const void *const *restrict in, void *const *restrict out, const uint64_t *restrict row, \
-         uint64_t *restrict acc, size_t n) {{"
+         uint64_t *restrict acc, size_t n, uint64_t stream) {{"
     );
     for (j, r) in layout.reads.iter().enumerate() {
         let (Read::Load(i) | Read::Cache(i)) = *r;
@@ -460,6 +466,10 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
     for (j, w) in layout.writes.iter().enumerate() {
         let (Write::Store { inst: i, .. } | Write::Cache(i)) = *w;
         let _ = writeln!(s, "    {} *restrict w{j} = out[{j}];", c_type(k.insts[i].dtype)?);
+        if matches!(w, Write::Store { .. }) && j < 64 {
+            let vt = vector_type(k.insts[i].dtype);
+            let _ = writeln!(s, "    const int s{j} = K_STREAMS((stream >> {j}) & 1, {vt}, w{j});");
+        }
     }
     let mut body = String::new();
     for &i in &pass.insts {
@@ -470,9 +480,21 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
         debug_assert_eq!(k.insts[i].level, Level::Element);
         let _ = writeln!(body, "{}", statement(k, i, &layout.reads)?);
     }
+    // Whole vectors of a streamed store go out with streaming stores, partial ones normally.
+    let mut whole_stores = String::new();
+    let mut partial_stores = String::new();
     for (j, w) in layout.writes.iter().enumerate() {
         let (Write::Store { inst: i, .. } | Write::Cache(i)) = *w;
-        let _ = writeln!(body, "memcpy(w{j} + e, &v{i}, {LEN} * sizeof *w{j});");
+        let store = format!("memcpy(w{j} + e, &v{i}, {LEN} * sizeof *w{j});");
+        match w {
+            Write::Store { .. } if j < 64 => {
+                let _ = writeln!(whole_stores, "if (s{j}) k_stream(w{j} + e, &v{i}, sizeof v{i}); else {store}");
+            }
+            _ => {
+                let _ = writeln!(whole_stores, "{store}");
+            }
+        }
+        let _ = writeln!(partial_stores, "{store}");
     }
     let indent = |text: &str, depth: usize| -> String {
         text.lines().map(|l| format!("{}{l}\n", "    ".repeat(depth))).collect()
@@ -505,8 +527,8 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
     let _ = write!(
         s,
         "    size_t e = 0;\n    for (; e + K_LANES <= n; e += K_LANES) {{\n{}    }}\n    if (e < n) {{\n        const size_t m = n - e;\n{}    }}\n",
-        indent(&body.replace(LEN, "K_LANES"), 2),
-        indent(&body.replace(LEN, "m"), 2)
+        indent(&format!("{body}{whole_stores}").replace(LEN, "K_LANES"), 2),
+        indent(&format!("{body}{partial_stores}").replace(LEN, "m"), 2)
     );
     // Sixteen accumulators (lane j folds elements 16 m + j), combined in order, then the tail:
     // the order of `reduce::fold`, in vectors of the register width so the fold vectorises.
