@@ -1916,3 +1916,55 @@ fn shapeless_like_constructors_follow_the_call_shape() {
     assert_eq!(zeros.trace_count(), 1, "one trace serves both shapes");
 }
 
+
+/// transpose(x @ w) of (2, 3, 4) @ (2, 4, 5), through `perm`, doubled.
+fn transposed_product(a: &[Array], perm: &[i64]) -> Outputs {
+    Ok(vec![ops::multiply(ops::transpose(ops::matmul(&a[0], &a[1])?, Some(perm))?, 2.0)?])
+}
+
+/// The float64 product `x @ w` of (2, 3, 4) and (2, 4, 5) row-major values, as [b][i][j].
+fn product_f64(x: &[f64], w: &[f64]) -> Vec<Vec<Vec<f64>>> {
+    (0..2).map(|b| (0..3).map(|i| (0..5).map(|j| (0..4).map(|k| x[b * 12 + i * 4 + k] * w[b * 20 + k * 5 + j]).sum()).collect()).collect()).collect()
+}
+
+#[test]
+fn transposed_products_are_written_in_the_layout_read() {
+    let _g = serial();
+    let mut rng = Rng::new(31);
+    let (xv, wv) = (rng.vec(24, -1.0, 1.0), rng.vec(40, -1.0, 1.0));
+    let args = [f32a(&xv, &[2, 3, 4]), f32a(&wv, &[2, 4, 5])];
+    let p = product_f64(&xv, &wv);
+    // Swapping the last two axes: the product is computed as (2, 5, 3) directly.
+    let swapped = compile(|a: &[Array]| transposed_product(a, &[0, 2, 1]));
+    let want: Vec<f64> = (0..2).flat_map(|b| (0..5).flat_map(move |j| (0..3).map(move |i| (b, i, j)))).map(|(b, i, j)| 2.0 * p[b][i][j]).collect();
+    assert_f32(&only(swapped.call(&args)), &[2, 5, 3], &want, "swapped");
+    let r = swapped.inspect(&args, &[]).unwrap();
+    let product = r.graph_after.lines().find(|l| l.contains("matmul(")).expect("a product");
+    assert!(product.ends_with("(2, 5, 3)"), "the product is not written transposed: {r}");
+    // Any other permutation keeps the product as it is, and transposes it.
+    let other = compile(|a: &[Array]| transposed_product(a, &[1, 0, 2]));
+    let want: Vec<f64> = (0..3).flat_map(|i| (0..2).flat_map(move |b| (0..5).map(move |j| (b, i, j)))).map(|(b, i, j)| 2.0 * p[b][i][j]).collect();
+    assert_f32(&only(other.call(&args)), &[3, 2, 5], &want, "batch axis moved");
+    let r = other.inspect(&args, &[]).unwrap();
+    assert!(r.graph_after.lines().any(|l| l.contains("matmul(") && l.ends_with("(2, 3, 5)")), "{r}");
+    // A product read elsewhere too stays one product.
+    let shared = compile(|a: &[Array]| {
+        let y = ops::matmul(&a[0], &a[1])?;
+        Ok(vec![ops::transpose(&y, Some(&[0, 2, 1]))?, y])
+    });
+    let got = shared.call(&args).unwrap();
+    let want: Vec<f64> = (0..2).flat_map(|b| (0..3).flat_map(move |i| (0..5).map(move |j| (b, i, j)))).map(|(b, i, j)| p[b][i][j]).collect();
+    assert_f32(&got[1], &[2, 3, 5], &want, "shared product");
+    let r = shared.inspect(&args, &[]).unwrap();
+    assert_eq!(r.graph_after.matches("matmul(").count(), 1, "{r}");
+    // The weight gradient of x @ w.T, compiled, against eager.
+    let loss = |a: &[Array]| -> Outputs {
+        Ok(vec![ops::sum(ops::sin(ops::matmul(&a[0], ops::transpose(&a[1], None)?)?)?, None, false)?])
+    };
+    let data = [f32a(&rng.vec(12, -1.0, 1.0), &[3, 4]), f32a(&rng.vec(20, -1.0, 1.0), &[5, 4])];
+    let eager = grad(loss, &[1])(&data).unwrap();
+    let step = compile(move |a: &[Array]| grad(loss, &[1])(a));
+    assert_f32(&only(step.call(&data)), &[5, 4], &vals(&eager[0]), "weight gradient");
+    let r = step.inspect(&data, &[]).unwrap();
+    assert!(r.graph_after.lines().any(|l| l.contains("matmul(") && l.ends_with("(5, 4)")), "the gradient is transposed: {r}");
+}

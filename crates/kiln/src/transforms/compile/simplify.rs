@@ -14,6 +14,11 @@
 //! - **Exact strength reduction**: division by a float constant power of two becomes
 //!   multiplication by its reciprocal, which is exact, so results are bit for bit the same (a
 //!   multiply is several times cheaper than a divide).
+//! - **Products written transposed**: `transpose(matmul(a, b))` over the last two axes, where
+//!   nothing else reads the product, becomes `matmul(transpose(b), transpose(a))`: the same sums,
+//!   written straight in the layout that is read. The gradient of `x @ w.T` (every linear layer's
+//!   weight) otherwise comes out as a transposed view, which each later elementwise kernel (the
+//!   optimizer's update) reads with a strided gather.
 //! - **Dead-code elimination**: only nodes the outputs need survive.
 
 use super::trace::{Tape, TapeNode, Value};
@@ -111,7 +116,12 @@ pub(crate) fn simplify(tape: &Tape, merge: bool) -> Tape {
         out.push(TapeNode { value, shape: node.shape.clone(), dtype: node.dtype });
     }
     let outputs = tape.outputs.iter().map(|&o| map[o]).collect();
-    eliminate_dead(Tape { nodes: out, outputs, inputs: tape.inputs })
+    let simplified = eliminate_dead(Tape { nodes: out, outputs, inputs: tape.inputs });
+    if merge {
+        eliminate_dead(products_transposed(simplified))
+    } else {
+        simplified
+    }
 }
 
 /// [`Op::SumLike`] of `from` into `node`'s shape as the reduction it is at these shapes: a cast
@@ -242,6 +252,66 @@ fn identity_of(op: &Op, inputs: &[usize], nodes: &[TapeNode]) -> Option<usize> {
         _ => false,
     };
     same.then(|| inputs[0])
+}
+
+/// How many nodes and outputs of `tape` read each node.
+fn use_counts(tape: &Tape) -> Vec<usize> {
+    let mut uses = vec![0; tape.nodes.len()];
+    for node in &tape.nodes {
+        if let Value::Op(_, inputs) = &node.value {
+            inputs.iter().for_each(|&i| uses[i] += 1);
+        }
+    }
+    tape.outputs.iter().for_each(|&o| uses[o] += 1);
+    uses
+}
+
+/// `tape` with each `transpose(matmul(a, b))` over the last two axes, where nothing else reads
+/// the product, as `matmul(transpose(b), transpose(a))` (the old product is left dead).
+fn products_transposed(tape: Tape) -> Tape {
+    let uses = use_counts(&tape);
+    let mut nodes: Vec<TapeNode> = Vec::with_capacity(tape.nodes.len() + 2);
+    let mut map: Vec<usize> = Vec::with_capacity(tape.nodes.len());
+    for node in tape.nodes {
+        let read_once = matches!(&node.value, Value::Op(Op::Transpose(_), from) if uses[from[0]] == 1);
+        let value = match node.value {
+            Value::Op(op, inputs) => Value::Op(op, inputs.iter().map(|&j| map[j]).collect()),
+            v => v,
+        };
+        let value = match &value {
+            Value::Op(Op::Transpose(perm), from) if read_once => transposed_operands(perm, from[0], &mut nodes).unwrap_or(value),
+            _ => value,
+        };
+        map.push(nodes.len());
+        nodes.push(TapeNode { value, ..node });
+    }
+    let outputs = tape.outputs.iter().map(|&o| map[o]).collect();
+    Tape { nodes, outputs, inputs: tape.inputs }
+}
+
+/// `matmul(transpose(b), transpose(a))` for `transpose(matmul(a, b))`, node `product` of `nodes`
+/// transposed by `perm`, when `perm` swaps the last two axes; the operands' transposes are
+/// appended to `nodes`.
+fn transposed_operands(perm: &[usize], product: usize, nodes: &mut Vec<TapeNode>) -> Option<Value> {
+    let Value::Op(Op::Matmul, operands) = &nodes[product].value else { return None };
+    let operands = operands.clone();
+    let rank = perm.len();
+    let swaps_last_two = rank >= 2
+        && perm[..rank - 2].iter().enumerate().all(|(i, &p)| i == p)
+        && perm[rank - 2] == rank - 1
+        && perm[rank - 1] == rank - 2;
+    if !swaps_last_two || operands.iter().any(|&x| nodes[x].shape.len() != rank) {
+        return None;
+    }
+    let mut transposed = |x: usize| -> usize {
+        let mut shape = nodes[x].shape.clone();
+        shape.swap(rank - 2, rank - 1);
+        let dtype = nodes[x].dtype;
+        nodes.push(TapeNode { value: Value::Op(Op::Transpose(perm.to_vec()), vec![x]), shape, dtype });
+        nodes.len() - 1
+    };
+    let (b, a) = (transposed(operands[1]), transposed(operands[0]));
+    Some(Value::Op(Op::Matmul, vec![b, a]))
 }
 
 /// The bytes of a one-element constant, as a u64 key.
