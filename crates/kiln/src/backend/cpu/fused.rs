@@ -105,6 +105,12 @@ pub(super) struct Pass {
 /// cache (softmax's exp(x - max) is computed once, not once per pass); longer rows recompute.
 const ROW_CACHE_MAX: usize = 16384;
 
+/// The alignment of an output at which a native pass function streams it itself: its widest
+/// streaming store (AVX-512's). Values of four bytes and more fill whole stores at every x86
+/// level; other outputs, and unaligned rows, go through a tile and [`stream_copy`], which
+/// streams from any alignment.
+const STREAMED_ALIGN: usize = 64;
+
 impl Pass {
     /// The schedule of pass `p`; `cached` marks values kept in the row cache.
     fn new(k: &Kernel, p: usize, cached: &[bool]) -> Pass {
@@ -312,7 +318,8 @@ struct Shared<'a> {
     /// The native pass functions, when they run this kernel.
     native: Option<&'a Loaded>,
     /// Whether the native pass functions stream element outputs straight into the outputs
-    /// (streaming, no output donated): one write of each byte instead of a tile and a copy.
+    /// (streaming, no output donated) where they can ([`STREAMED_ALIGN`]): one write of each
+    /// byte instead of a tile and a copy.
     native_streams: bool,
 }
 
@@ -485,13 +492,18 @@ impl<'a> Shared<'a> {
         let mut stream = 0u64;
         for (j, w) in layout.writes.iter().enumerate() {
             t.writes[j] = match *w {
-                Write::Store { output, inst } if self.native_streams || self.direct[inst] == Some(output) => {
-                    if self.native_streams && j < 64 {
+                Write::Store { output, inst } => {
+                    let size = k.insts[inst].dtype.size();
+                    let to = (self.outs[output] as *mut u8).add(pos * size);
+                    if self.native_streams && j < 64 && size >= 4 && to as usize % STREAMED_ALIGN == 0 {
                         stream |= 1 << j;
+                        to
+                    } else if self.direct[inst] == Some(output) {
+                        to
+                    } else {
+                        t.written[j].as_mut_ptr() as *mut u8
                     }
-                    (self.outs[output] as *mut u8).add(pos * k.insts[inst].dtype.size())
                 }
-                Write::Store { .. } => t.written[j].as_mut_ptr() as *mut u8,
                 Write::Cache(i) => cached(t, i),
             };
         }
@@ -513,7 +525,8 @@ impl<'a> Shared<'a> {
         }
         for (j, w) in layout.writes.iter().enumerate() {
             if let Write::Store { output, inst } = *w {
-                if !self.native_streams && self.direct[inst] != Some(output) {
+                let streamed = j < 64 && stream >> j & 1 == 1;
+                if !streamed && self.direct[inst] != Some(output) {
                     store(k.insts[inst].dtype, t.written[j].as_ptr() as *const u8, self.outs[output], pos, n, self.streaming);
                 }
             }

@@ -18,7 +18,11 @@
 //!   nothing else reads the product, becomes `matmul(transpose(b), transpose(a))`: the same sums,
 //!   written straight in the layout that is read. The gradient of `x @ w.T` (every linear layer's
 //!   weight) otherwise comes out as a transposed view, which each later elementwise kernel (the
-//!   optimizer's update) reads with a strided gather.
+//!   optimizer's update) reads with a strided gather. The sums are the same, in the same order
+//!   over the shared axis; the GEMM may still round the last bit differently for the swapped
+//!   shapes (a matrix-vector path where one side is 1, complex products' cross terms), as
+//!   between any two GEMM calls of different shapes, so compiled and eager results agree to
+//!   the product's rounding rather than bit for bit.
 //! - **Dead-code elimination**: only nodes the outputs need survive.
 
 use super::trace::{Tape, TapeNode, Value};
@@ -304,6 +308,12 @@ fn transposed_operands(perm: &[usize], product: usize, nodes: &mut Vec<TapeNode>
         return None;
     }
     let mut transposed = |x: usize| -> usize {
+        // The operand of `x @ w.T`'s weight gradient is itself such a transpose: undo it.
+        if let Value::Op(Op::Transpose(p), inner) = &nodes[x].value {
+            if p.as_slice() == perm {
+                return inner[0];
+            }
+        }
         let mut shape = nodes[x].shape.clone();
         shape.swap(rank - 2, rank - 1);
         let dtype = nodes[x].dtype;

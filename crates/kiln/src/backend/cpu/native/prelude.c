@@ -52,7 +52,8 @@ K_VEC(uint64_t, k_vu64)
 #if defined(__AVX512F__)
 #define K_STREAM_W 64
 static inline void k_stream(void *dst, const void *src, size_t bytes) {
-    for (size_t b = 0; b < bytes; b += 64) _mm512_stream_si512((char *)dst + b, _mm512_loadu_si512((const char *)src + b));
+    for (size_t b = 0; b < bytes; b += 64)
+        _mm512_stream_si512((__m512i *)((char *)dst + b), _mm512_loadu_si512((const char *)src + b));
 }
 #elif defined(__AVX__)
 #define K_STREAM_W 32
