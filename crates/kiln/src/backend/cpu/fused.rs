@@ -495,7 +495,7 @@ impl<'a> Shared<'a> {
                 Write::Store { output, inst } => {
                     let size = k.insts[inst].dtype.size();
                     let to = (self.outs[output] as *mut u8).add(pos * size);
-                    if self.native_streams && j < 64 && size >= 4 && to as usize % STREAMED_ALIGN == 0 {
+                    if self.native_streams && j < 64 && size >= 4 && (to as usize).is_multiple_of(STREAMED_ALIGN) {
                         stream |= 1 << j;
                         to
                     } else if self.direct[inst] == Some(output) {
