@@ -13,7 +13,7 @@
 //! float64 and integers in 64 bits, as eager reductions do.
 
 use super::elementwise::{elements_of, InputScratch, Source};
-use super::native::{Loaded, Native, Read, Write};
+use super::native::{Loaded, Native, Read, RowPlan, RowsFn, Write};
 use super::parallel::{for_chunks_with, for_items_with, for_runs, MIN_TASK, SERIAL_BELOW};
 use super::reduce::{fold, Domain, Int64};
 use super::scalar::{CastTo, Compute, Scalar};
@@ -25,7 +25,7 @@ use crate::dtype::{Dtype, Element};
 use crate::error::Result;
 use crate::fused::{operands, InstOp, Kernel, Level};
 use crate::primitive::ReduceOp;
-use crate::shape::{numel, Shape, Strides};
+use crate::shape::{collapse_dims, numel, Shape, Strides};
 use half::{bf16, f16};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
@@ -257,7 +257,7 @@ impl Program {
         if cache_values > 0 && k.passes > 1 {
             lowered.extend(cached_passes.iter().enumerate().map(|(p, pass)| (1, p, pass, folds[p].as_slice())));
         }
-        let native = Native::new(k, &lowered);
+        let native = Native::new(k, &lowered, Some(RowPlan { row_steps: &row_steps, cached: &cached }));
         Program { passes, cached_passes, cache_values, cached, row_steps, folds, slots, consts, scalar_operand, tile_needed, native }
     }
 }
@@ -914,6 +914,12 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
     let use_cache = k.reduced > 0 && k.passes > 1 && len <= ROW_CACHE_MAX && prog.cache_values > 0;
     let tile = TILE.min(numel(space)).max(1);
     let native_streams = streaming && !any_donated && native.is_some();
+    let whole_rows = match native {
+        Some(loaded) if !any_donated && k.reduced > 0 && (1..=TILE).contains(&len) => {
+            RowsCall::new(k, loaded, usize::from(use_cache), inputs, space, split, &outs, streaming)
+        }
+        _ => None,
+    };
     let shared = Shared { k, prog, loads, outs, direct, len, tile, use_cache, streaming, native, native_streams };
     let error: Mutex<Option<crate::Error>> = Mutex::new(None);
     let record = |r: Result<()>| {
@@ -948,6 +954,12 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
         let parts = if total < SERIAL_BELOW { 1 } else { (total / MIN_TASK).clamp(1, 8 * rayon::current_num_threads()) };
         let size = total.div_ceil(parts);
         for_chunks_with(total, size, || shared.task(), tiles);
+    } else if let Some(call) = &whole_rows {
+        for_items_with(rows, len, || shared.task(), |t, start, n| {
+            // Safety: the pointers and steps cover every row of every input and output.
+            unsafe { call.run(t, start, start + n, len) };
+            shared.finish_task();
+        });
     } else if k.passes == 1 && rows < 2 * rayon::current_num_threads() && len >= SERIAL_BELOW {
         for r in 0..rows {
             record(unsafe { split_row(&shared, r) });
@@ -969,6 +981,86 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
 // Safety: a task moves into the pool's per-worker state; its raw pointers point into its own
 // slots or into buffers that outlive the run.
 unsafe impl Send for Task {}
+
+/// A native rows function with its arguments: a whole row kernel over runs of rows in one call
+/// each, its row steps in C too. Used where every load reads its rows in place one stride apart,
+/// rows fit a tile, no output is donated, and (with streaming) every element output can be
+/// streamed on every row; the per-row loop of [`Shared::row`] otherwise.
+struct RowsCall {
+    f: RowsFn,
+    /// Per instruction: a load's base address and its step per row, in elements.
+    bases: Vec<usize>,
+    steps: Vec<i64>,
+    outs: Vec<usize>,
+    /// Bit `o`: element output `o` is streamed.
+    stream: u64,
+}
+
+impl RowsCall {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        k: &Kernel,
+        loaded: &Loaded,
+        variant: usize,
+        inputs: &[Input],
+        space: &[usize],
+        split: usize,
+        outs: &[usize],
+        streaming: bool,
+    ) -> Option<RowsCall> {
+        let f = loaded.rows(variant)?;
+        let mut bases = vec![0usize; k.insts.len()];
+        let mut steps = vec![0i64; k.insts.len()];
+        for (i, inst) in k.insts.iter().enumerate() {
+            if let InstOp::Load(x) = inst.op {
+                (bases[i], steps[i]) = row_affine(&inputs[x], space, split, inst.level)?;
+            }
+        }
+        let len: usize = space[split..].iter().product();
+        let mut stream = 0u64;
+        for (o, &i) in k.outputs.iter().enumerate() {
+            let size = k.insts[i].dtype.size();
+            if streaming && k.insts[i].level == Level::Element {
+                // Rows that fill whole aligned streaming stores, or the per-row loop (which
+                // streams any row through a tile).
+                let whole = o < 64 && size >= 4 && outs[o].is_multiple_of(STREAMED_ALIGN) && (len * size).is_multiple_of(STREAMED_ALIGN);
+                if !whole {
+                    return None;
+                }
+                stream |= 1 << o;
+            }
+        }
+        Some(RowsCall { f, bases, steps, outs: outs.to_vec(), stream })
+    }
+
+    /// Rows `r0..r1` of `len` elements, with the row values of task `t`.
+    unsafe fn run(&self, t: &mut Task, r0: usize, r1: usize, len: usize) {
+        let (bases, outs) = (self.bases.as_ptr() as *const *const u8, self.outs.as_ptr() as *const *mut u8);
+        (self.f)(bases, self.steps.as_ptr(), outs, t.row.as_mut_ptr(), r0, r1, len, self.stream);
+    }
+}
+
+/// Where load `x` of a row kernel reads row `r`, for [`RowsCall`]: `(base, step)` with element
+/// `e` of row `r` (or the row value, at `level` Row) at `base + (r * step + e) * size`. None when
+/// the input is not read in place along its rows, or its rows are not one stride apart.
+fn row_affine(input: &Input, space: &[usize], split: usize, level: Level) -> Option<(usize, i64)> {
+    let mut shape: Shape = space.into();
+    if level == Level::Row {
+        shape[split..].iter_mut().for_each(|d| *d = 1);
+    }
+    let strides = input.strides_for(&shape);
+    let (_, within) = collapse_dims(&shape[split..], &[&strides[split..]]);
+    if !matches!(within[0].as_slice(), [] | [1]) {
+        return None;
+    }
+    let (_, across) = collapse_dims(&shape[..split], &[&strides[..split]]);
+    let step = match across[0].as_slice() {
+        [] => 0,
+        &[s] => s as i64,
+        _ => return None,
+    };
+    Some((input.buffer.ptr::<u8>() as usize, step))
+}
 
 /// One long row of a single-pass kernel, split across threads: each piece folds its own partial
 /// accumulators, which are then combined.

@@ -23,7 +23,7 @@ mod toolchain;
 
 use crate::backend::cpu::fused::Pass;
 use crate::fused::Kernel;
-pub(in crate::backend::cpu) use source::{Layout, Read, Write};
+pub(in crate::backend::cpu) use source::{Layout, Read, RowPlan, Write};
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -34,6 +34,11 @@ use toolchain::Target;
 /// A pass function: `(in, out, row, acc, n, stream)`, see [`source::pass_function`].
 pub(in crate::backend::cpu) type PassFn =
     unsafe extern "C" fn(*const *const u8, *const *mut u8, *const u64, *mut u64, usize, u64);
+
+/// A rows function: `(base, step, outs, row, r0, r1, n, stream)`, see [`source`]'s
+/// `rows_function`.
+pub(in crate::backend::cpu) type RowsFn =
+    unsafe extern "C" fn(*const *const u8, *const i64, *const *mut u8, *mut u64, usize, usize, usize, u64);
 
 /// Which engine runs fused kernels on the calling thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,9 +113,18 @@ fn disabled() -> bool {
     *OFF.get_or_init(|| std::env::var("KILN_NATIVE").is_ok_and(|v| matches!(v.trim(), "0" | "off" | "false")))
 }
 
-/// A kernel's loaded pass functions, indexed like its layouts.
+/// A kernel's loaded pass functions, indexed like its layouts, and its rows functions by
+/// row-cache variant.
 pub(in crate::backend::cpu) struct Loaded {
     fns: Vec<PassFn>,
+    rows: Vec<(usize, RowsFn)>,
+}
+
+impl Loaded {
+    /// The rows function of row-cache variant `variant`, where the kernel has one.
+    pub(in crate::backend::cpu) fn rows(&self, variant: usize) -> Option<RowsFn> {
+        self.rows.iter().find(|&&(v, _)| v == variant).map(|&(_, f)| f)
+    }
 }
 
 /// How the CPU runs a fused kernel, for introspection.
@@ -164,6 +178,8 @@ struct Lowered {
     /// `(variant, pass)` of each layout and function.
     index: Vec<(usize, usize)>,
     layouts: Vec<Layout>,
+    /// The row-cache variants that have a rows function.
+    rows: Vec<usize>,
 }
 
 /// The queue of background builds, and how many are unfinished.
@@ -178,6 +194,12 @@ impl Lowered {
     fn library(&self) -> &Arc<Path> {
         self.library.get_or_init(|| toolchain::library_path(&self.source, &self.target).into())
     }
+
+    /// The symbols to load: the pass functions in layout order, then the rows functions.
+    fn symbols(&self) -> Vec<String> {
+        let passes = self.index.iter().map(|&(v, p)| source::symbol(v, p));
+        passes.chain(self.rows.iter().map(|&v| source::rows_symbol(v))).collect()
+    }
 }
 
 struct Job {
@@ -185,12 +207,20 @@ struct Job {
     target: Target,
     library: Arc<Path>,
     symbols: Vec<String>,
+    /// The variants of the rows functions, the last symbols.
+    rows: Vec<usize>,
     loaded: Arc<OnceLock<std::result::Result<Loaded, String>>>,
 }
 
-/// Builds `source` into `library` (unless it is there) and loads its `symbols`; the error (also
-/// logged) when that fails.
-fn build_and_load(source: &str, target: &Target, library: &Path, symbols: &[String]) -> std::result::Result<Loaded, String> {
+/// Builds `source` into `library` (unless it is there) and loads its `symbols`: pass functions,
+/// then the rows functions of variants `rows`; the error (also logged) when that fails.
+fn build_and_load(
+    source: &str,
+    target: &Target,
+    library: &Path,
+    symbols: &[String],
+    rows: &[usize],
+) -> std::result::Result<Loaded, String> {
     let start = Instant::now();
     let result = toolchain::build(source, target, library).and_then(|()| toolchain::load(library, symbols));
     let log = crate::transforms::compile::log_enabled();
@@ -204,9 +234,12 @@ fn build_and_load(source: &str, target: &Target, library: &Path, symbols: &[Stri
                     start.elapsed().as_secs_f64() * 1e3
                 );
             }
-            // Safety: each symbol is a pass function printed with the PassFn signature.
-            let fns = ptrs.into_iter().map(|p| unsafe { std::mem::transmute::<*const std::ffi::c_void, PassFn>(p) }).collect();
-            Ok(Loaded { fns })
+            let passes = ptrs.len() - rows.len();
+            // Safety: the first symbols are pass functions printed with the PassFn signature, the
+            // rest rows functions printed with the RowsFn one.
+            let fns = ptrs[..passes].iter().map(|&p| unsafe { std::mem::transmute::<*const std::ffi::c_void, PassFn>(p) });
+            let row_fns = ptrs[passes..].iter().map(|&p| unsafe { std::mem::transmute::<*const std::ffi::c_void, RowsFn>(p) });
+            Ok(Loaded { fns: fns.collect(), rows: rows.iter().copied().zip(row_fns).collect() })
         }
         Err(e) => {
             if log {
@@ -225,7 +258,7 @@ fn builds() -> &'static Builds {
             .name("kiln-native-build".into())
             .spawn(move || {
                 for job in rx {
-                    job.loaded.get_or_init(|| build_and_load(&job.source, &job.target, &job.library, &job.symbols));
+                    job.loaded.get_or_init(|| build_and_load(&job.source, &job.target, &job.library, &job.symbols, &job.rows));
                     let b = builds();
                     *b.pending.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
                     b.done.notify_all();
@@ -291,13 +324,16 @@ pub(in crate::backend::cpu) struct Choice<'a> {
 }
 
 impl Native {
-    /// The native form of kernel `k`, whose passes are `(variant, pass, schedule, folds)`.
-    pub(in crate::backend::cpu) fn new(k: &Kernel, passes: &[(usize, usize, &Pass, &[usize])]) -> Native {
+    /// The native form of kernel `k`, whose passes are `(variant, pass, schedule, folds)`, with
+    /// rows functions too where `plan` is given.
+    pub(in crate::backend::cpu) fn new(k: &Kernel, passes: &[(usize, usize, &Pass, &[usize])], plan: Option<RowPlan<'_>>) -> Native {
         let fma = crate::backend::cpu::simd::has_avx2_fma();
         let lowered = target().and_then(|target| {
-            let (source, layouts) = source::kernel_source(k, passes, fma).map_err(|inst| format!("{inst} has no exact C form"))?;
+            let source =
+                source::kernel_source(k, passes, plan, fma).map_err(|inst| format!("{inst} has no exact C form"))?;
             let index = passes.iter().map(|&(v, p, ..)| (v, p)).collect();
-            Ok(Lowered { source: source.into(), target, library: OnceLock::new(), index, layouts })
+            let (text, layouts, rows) = (source.text, source.layouts, source.rows);
+            Ok(Lowered { source: text.into(), target, library: OnceLock::new(), index, layouts, rows })
         });
         Native { lowered, loaded: Arc::new(OnceLock::new()), queued: AtomicBool::new(false), trial: Trial::default() }
     }
@@ -305,8 +341,7 @@ impl Native {
     /// The loaded functions, once built (or loaded from the on-disk cache); queues a background
     /// build, or builds on this thread when `now`.
     fn ready(&self, lowered: &Lowered, now: bool) -> Option<&Loaded> {
-        let symbols = || lowered.index.iter().map(|&(v, p)| source::symbol(v, p)).collect::<Vec<_>>();
-        let build_here = || build_and_load(&lowered.source, &lowered.target, lowered.library(), &symbols());
+        let build_here = || build_and_load(&lowered.source, &lowered.target, lowered.library(), &lowered.symbols(), &lowered.rows);
         if now {
             return self.loaded.get_or_init(build_here).as_ref().ok();
         }
@@ -324,7 +359,8 @@ impl Native {
                 source: lowered.source.clone(),
                 target: lowered.target.clone(),
                 library: lowered.library().clone(),
-                symbols: symbols(),
+                symbols: lowered.symbols(),
+                rows: lowered.rows.clone(),
                 loaded: self.loaded.clone(),
             };
             if b.queue.lock().unwrap_or_else(|e| e.into_inner()).send(job).is_err() {

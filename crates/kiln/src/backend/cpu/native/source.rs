@@ -18,7 +18,7 @@
 
 use crate::backend::cpu::fused::Pass;
 use crate::dtype::Dtype;
-use crate::fused::{InstOp, Kernel, Level};
+use crate::fused::{operands, InstOp, Kernel, Level};
 use crate::primitive::{BinaryOp, ReduceOp, UnaryOp};
 use std::fmt::Write as _;
 
@@ -568,13 +568,170 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
     Some((s, layout))
 }
 
+/// A row value's C statement: `row[i]` of row instruction `i` computed from the row values of
+/// its operands, each splatted to a vector so that [`statement`] prints the element loop's own
+/// form of the op (the same bits as the interpreter's row step). None when C has no exact form.
+fn row_statement(k: &Kernel, i: usize) -> Option<String> {
+    let inst = &k.insts[i];
+    let t = c_type(inst.dtype)?;
+    let mut block = String::new();
+    let mut seen = Vec::new();
+    for a in operands(&inst.op) {
+        if !seen.contains(&a) {
+            seen.push(a);
+            let d = k.insts[a].dtype;
+            let _ = write!(block, "const {} v{a} = {}; ", vector_type(d), splat_bits(d, &format!("row[{a}]")));
+        }
+    }
+    let _ = write!(block, "{} {{ {t} x = v{i}[0]; memcpy(&row[{i}], &x, sizeof x); }}", statement(k, i, &[])?);
+    Some(format!("{{ {block} }}"))
+}
+
+/// The C statement finishing reduction `i` from its accumulator bits `acc`: the value as the
+/// reduction's dtype, into `row[i]` (the interpreter's `finish`). None where that conversion has
+/// no plain C cast (a float accumulator into integers or bool, an integer one into bool).
+fn finish_statement(k: &Kernel, i: usize, acc: &str) -> Option<String> {
+    let InstOp::Reduce(op, v) = k.insts[i].op else { return None };
+    let (from, to) = (k.insts[v].dtype, k.insts[i].dtype);
+    let whole = Fold::new(op, if from.is_float() { Dtype::F64 } else { from });
+    let plain = if from.is_float() { to.is_float() } else { to.is_integer() && from != Dtype::Bool };
+    let t = c_type(to).filter(|_| plain)?;
+    Some(format!(
+        "{{ {a} a; memcpy(&a, &{acc}, sizeof a); {t} x = ({t})a; memcpy(&row[{i}], &x, sizeof x); }}",
+        a = whole.acc
+    ))
+}
+
+/// The C statement setting accumulator bits `acc` of reduction `i` to its identity.
+fn identity_statement(k: &Kernel, i: usize, acc: &str) -> Option<String> {
+    let InstOp::Reduce(op, v) = k.insts[i].op else { return None };
+    let from = k.insts[v].dtype;
+    let whole = Fold::new(op, if from.is_float() { Dtype::F64 } else { from });
+    Some(format!("{{ {a} a = {}; memcpy(&{acc}, &a, sizeof a); }}", whole.identity, a = whole.acc))
+}
+
+/// The C function [`rows_symbol`] of row-cache variant `variant`, whose pass functions have
+/// `layouts` (pass order): every pass of rows `r0..r1` of `n <= KILN_TILE` elements, with the
+/// row steps, accumulator resets and finishes, pointers and row outputs that the interpreter's
+/// row loop does per row in Rust. Short rows spend most of their time there (a row of 128
+/// values is a few dozen vector operations per pass).
+///
+/// Arguments `(base, step, outs, row, r0, r1, n, stream)`: per load instruction, its base and
+/// its step per row in elements (element `e` of row `r` at `base + r * step + e`, a row value at
+/// `base + r * step`); per kernel output, its base; the task's row values (constants set);
+/// stream bit `o` for element output `o`. `cached` marks the values of the row cache
+/// (variant 1). None when a row step or a finish has no exact C form.
+fn rows_function(k: &Kernel, variant: usize, layouts: &[&Layout], row_steps: &[Vec<usize>], cached: &[bool]) -> Option<String> {
+    let size = |i: usize| k.insts[i].dtype.size();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "void {}(const char *const *restrict base, const int64_t *restrict step, char *const *restrict outs, \
+         uint64_t *restrict row, size_t r0, size_t r1, size_t n, uint64_t stream) {{",
+        rows_symbol(variant)
+    );
+    for (i, _) in cached.iter().enumerate().filter(|(_, &c)| c && variant == 1) {
+        let _ = writeln!(s, "    _Alignas(64) {} c{i}[KILN_TILE];", c_type(k.insts[i].dtype)?);
+    }
+    for (p, layout) in layouts.iter().enumerate() {
+        let mut bits = String::new();
+        for (j, w) in layout.writes.iter().enumerate() {
+            if let Write::Store { output, .. } = *w {
+                if j < 64 && output < 64 {
+                    let _ = write!(bits, " | (((stream >> {output}) & 1) << {j})");
+                }
+            }
+        }
+        let _ = writeln!(s, "    const uint64_t st{p} = 0{bits};");
+    }
+    let _ = writeln!(s, "    for (size_t r = r0; r < r1; r++) {{");
+    let mut body = String::new();
+    for p in 0..=layouts.len() {
+        if p > 0 {
+            for (j, &i) in layouts[p - 1].folds.iter().enumerate() {
+                let _ = writeln!(body, "{}", finish_statement(k, i, &format!("acc{}[{j}]", p - 1))?);
+            }
+        }
+        for &i in &row_steps[p] {
+            match k.insts[i].op {
+                InstOp::Load(_) => {
+                    let _ = writeln!(body, "memcpy(&row[{i}], base[{i}] + (int64_t)r * step[{i}] * {}, {});", size(i), size(i));
+                }
+                InstOp::Const(_) => {}
+                InstOp::Broadcast(_) | InstOp::Reduce(..) => return None,
+                _ => {
+                    let _ = writeln!(body, "{}", row_statement(k, i)?);
+                }
+            }
+        }
+        let Some(layout) = layouts.get(p) else { break };
+        let _ = writeln!(body, "uint64_t acc{p}[{}];", layout.folds.len().max(1));
+        for (j, &i) in layout.folds.iter().enumerate() {
+            let _ = writeln!(body, "{}", identity_statement(k, i, &format!("acc{p}[{j}]"))?);
+        }
+        let reads: Vec<String> = layout
+            .reads
+            .iter()
+            .map(|r| match *r {
+                Read::Load(i) => format!("base[{i}] + (int64_t)r * step[{i}] * {}", size(i)),
+                Read::Cache(i) => format!("c{i}"),
+            })
+            .collect();
+        let writes: Vec<String> = layout
+            .writes
+            .iter()
+            .map(|w| match *w {
+                Write::Store { output, inst } => format!("outs[{output}] + r * n * {}", size(inst)),
+                Write::Cache(i) => format!("c{i}"),
+            })
+            .collect();
+        let _ = writeln!(body, "const void *in{p}[] = {{ {}0 }};", reads.iter().map(|r| format!("{r}, ")).collect::<String>());
+        let _ = writeln!(body, "void *out{p}[] = {{ {}0 }};", writes.iter().map(|w| format!("{w}, ")).collect::<String>());
+        let _ = writeln!(body, "{}(in{p}, out{p}, row, acc{p}, n, st{p});", symbol(variant, p));
+    }
+    for (o, &i) in k.outputs.iter().enumerate() {
+        if k.insts[i].level == Level::Row {
+            let _ = writeln!(body, "memcpy(outs[{o}] + r * {}, &row[{i}], {});", size(i), size(i));
+        }
+    }
+    for line in body.lines() {
+        let _ = writeln!(s, "        {line}");
+    }
+    s.push_str("    }\n}\n");
+    Some(s)
+}
+
+/// The symbol of the rows function of row-cache variant `variant` (see [`rows_function`]).
+pub(in crate::backend::cpu) fn rows_symbol(variant: usize) -> String {
+    format!("kiln_rows_{variant}")
+}
+
+/// What a kernel's rows functions need besides its passes: the row steps before each pass
+/// (and after the last), and the values of the row cache.
+pub(in crate::backend::cpu) struct RowPlan<'a> {
+    pub row_steps: &'a [Vec<usize>],
+    pub cached: &'a [bool],
+}
+
+/// The C source of a kernel: the pass functions, and a rows function per row-cache variant
+/// where the kernel reduces and its row steps have exact C forms.
+pub(in crate::backend::cpu) struct KernelSource {
+    pub text: String,
+    /// The layout of each pass function, in the order given.
+    pub layouts: Vec<Layout>,
+    /// The variants that have a rows function.
+    pub rows: Vec<usize>,
+}
+
 /// The whole C source of a kernel's pass functions: `kiln_p{pass}_{variant}` for each
-/// `(variant, pass, schedule, folds)`; else the first instruction with no exact C form.
+/// `(variant, pass, schedule, folds)`, and its rows functions when `plan` is given; else the
+/// first instruction with no exact C form.
 pub(in crate::backend::cpu) fn kernel_source(
     k: &Kernel,
     passes: &[(usize, usize, &Pass, &[usize])],
+    plan: Option<RowPlan<'_>>,
     fma: bool,
-) -> Result<(String, Vec<Layout>), String> {
+) -> Result<KernelSource, String> {
     let mut source = format!(
         "#define KILN_FMA {}\n#define KILN_TILE {}\n{}\n{}\n/* {} */\n",
         u8::from(fma),
@@ -589,7 +746,20 @@ pub(in crate::backend::cpu) fn kernel_source(
         source.push_str(&text);
         layouts.push(layout);
     }
-    Ok((source, layouts))
+    let mut rows = Vec::new();
+    for plan in plan.iter().filter(|_| k.reduced > 0) {
+        let mut variants: Vec<usize> = passes.iter().map(|&(v, ..)| v).collect();
+        variants.dedup();
+        for v in variants {
+            let of_variant: Vec<&Layout> =
+                passes.iter().zip(&layouts).filter(|((variant, ..), _)| *variant == v).map(|(_, l)| l).collect();
+            if let Some(text) = rows_function(k, v, &of_variant, plan.row_steps, plan.cached) {
+                source.push_str(&text);
+                rows.push(v);
+            }
+        }
+    }
+    Ok(KernelSource { text: source, layouts, rows })
 }
 
 /// The first instruction of `k` that C can't compute exactly, as IR text (why it stays
