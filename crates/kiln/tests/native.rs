@@ -13,7 +13,7 @@
 mod common;
 
 use common::Rng;
-use kiln::backend::cpu::native::{levels, native_runs, with_arch, with_engine, Engine};
+use kiln::backend::cpu::native::{levels, native_runs, rows_runs, with_arch, with_engine, Engine};
 use kiln::{compile, ops, Array, Dtype, Element, Result};
 
 type Fn1 = fn(&Array) -> Result<Array>;
@@ -377,6 +377,61 @@ fn layouts_and_outputs_match_the_interpreter() {
         true,
         "donated input",
     );
+}
+
+/// [`engines_agree`], checking too whether the native runs took whole rows in C (`whole`: a rows
+/// function, row steps included) or the per-row loop.
+fn rows_agree(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Clone + Send + Sync + 'static, args: &[Array], whole: bool, what: &str) {
+    let before = rows_runs();
+    engines_agree(f, args, true, what);
+    let ran = rows_runs() > before;
+    assert_eq!(ran, whole, "{what}: whole rows in C {}", if ran { "ran, where the per-row loop should" } else { "did not run" });
+}
+
+/// Row kernels with rows of at most a tile run runs of rows in C, row steps included: weights
+/// broadcast along the rows, a value per row, float64 and integer reductions, a row of exactly a
+/// tile, outputs large enough to stream. Layouts that rows functions don't take (a transposed
+/// input, streamed rows of an odd byte length) go through the per-row loop. Either way native
+/// equals the interpreter bit for bit.
+#[test]
+fn whole_rows_in_c_match_the_interpreter() {
+    let mut rng = Rng::new(17);
+    let x = common::array(&rng.vec(300 * 96, -3.0, 3.0), &[300, 96], Dtype::F32);
+    let w = common::array(&rng.vec(96, -1.0, 1.0), &[96], Dtype::F32);
+    let b = common::array(&rng.vec(96, -1.0, 1.0), &[96], Dtype::F32);
+    let per_row = common::array(&rng.vec(300, 0.5, 2.0), &[300, 1], Dtype::F32);
+    rows_agree(
+        |a| {
+            let m = ops::mean(&a[0], Some(&[-1]), true)?;
+            let c = ops::subtract(&a[0], &m)?;
+            let v = ops::mean(ops::square(&c)?, Some(&[-1]), true)?;
+            let normed = ops::multiply(&c, ops::rsqrt(ops::add(ops::multiply(&v, &a[3])?, 1e-5)?)?)?;
+            Ok(vec![ops::add(ops::multiply(normed, &a[1])?, &a[2])?, v])
+        },
+        &[x.clone(), w, b, per_row],
+        true,
+        "layer norm with weights and a value per row",
+    );
+    let x64 = common::array(&rng.vec(300 * 100, -3.0, 3.0), &[300, 100], Dtype::F64);
+    rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[x64], true, "float64 softmax");
+    let ints = common::random_values(&mut rng, 200 * 77, Dtype::I32, -1e9, 1e9);
+    let xi = common::array(&ints, &[200, 77], Dtype::I32);
+    rows_agree(
+        |a| Ok(vec![ops::sum(ops::multiply(&a[0], 3)?, Some(&[-1]), false)?, ops::max(&a[0], Some(&[-1]), true)?]),
+        &[xi],
+        true,
+        "int32 sum (wrapping) and max",
+    );
+    let tile = common::array(&rng.vec(40 * 1024, -3.0, 3.0), &[40, 1024], Dtype::F32);
+    rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[tile], true, "rows of a tile");
+    let xt = ops::transpose(&x, None).unwrap();
+    rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[xt], false, "transposed input");
+    // Outputs of 16 MiB and more are streamed: 512-byte rows are whole aligned stores, 1000-byte
+    // ones are not.
+    for (rows, len, whole) in [(32768, 128, true), (17000, 250, false)] {
+        let x = common::array(&rng.vec(rows * len, -3.0, 3.0), &[rows, len], Dtype::F32);
+        rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[x], whole, &format!("streamed {rows}x{len}"));
+    }
 }
 
 /// `inspect` says how each kernel runs: interpreted until built, then native with its C source

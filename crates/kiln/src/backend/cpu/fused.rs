@@ -955,6 +955,7 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
         let size = total.div_ceil(parts);
         for_chunks_with(total, size, || shared.task(), tiles);
     } else if let Some(call) = &whole_rows {
+        super::native::count_rows_run();
         for_items_with(rows, len, || shared.task(), |t, start, n| {
             // Safety: the pointers and steps cover every row of every input and output.
             unsafe { call.run(t, start, start + n, len) };

@@ -55,6 +55,7 @@ pub enum Engine {
 thread_local! {
     static ENGINE: Cell<Engine> = const { Cell::new(Engine::Auto) };
     static NATIVE_RUNS: Cell<u64> = const { Cell::new(0) };
+    static ROWS_RUNS: Cell<u64> = const { Cell::new(0) };
     static ARCH: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
@@ -105,6 +106,17 @@ pub fn with_engine<R>(engine: Engine, f: impl FnOnce() -> R) -> R {
 /// How many fused kernel runs on this thread used native code.
 pub fn native_runs() -> u64 {
     NATIVE_RUNS.with(|n| n.get())
+}
+
+/// How many native runs of row kernels on this thread ran as whole rows in C (a rows function:
+/// row steps in C too), not through the per-row loop: for tests that check which way ran.
+pub fn rows_runs() -> u64 {
+    ROWS_RUNS.with(|n| n.get())
+}
+
+/// Counts a run of a rows function on this thread (see [`rows_runs`]).
+pub(in crate::backend::cpu) fn count_rows_run() {
+    ROWS_RUNS.with(|n| n.set(n.get() + 1));
 }
 
 /// Whether `KILN_NATIVE` turns native code off.
