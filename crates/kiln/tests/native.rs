@@ -322,6 +322,25 @@ fn reducing_kernels_match_the_interpreter() {
             }
         }
     }
+    // Max and min fold parts of a row side by side: ties of +0 and -0 and NaNs of several
+    // payloads must still come out as the sequential fold's.
+    let nan = |bits: u64| f64::from_bits(bits);
+    let specials = [0.0, -0.0, 0.0, -0.0, 1.0, -1.0, nan(0x7ff8_4000_0000_0000), nan(0xfff9_0000_0000_0000), nan(0x7ffc_0000_0000_0000)];
+    for (rows, len, nans) in [(64, 1000, true), (64, 1000, false), (16, 4099, false)] {
+        let values: Vec<f64> = (0..rows * len)
+            .map(|_| specials[rng.below(if nans { specials.len() } else { 6 })])
+            .collect();
+        for dtype in [Dtype::F32, Dtype::F64] {
+            let x = common::array(&values, &[rows, len], dtype);
+            let what = format!("max and min of signed zeros{} {dtype} {rows}x{len}", if nans { " and NaNs" } else { "" });
+            engines_agree(
+                |a| Ok(vec![ops::max(&a[0], Some(&[-1]), false)?, ops::min(ops::negative(&a[0])?, Some(&[-1]), false)?]),
+                std::slice::from_ref(&x),
+                true,
+                &what,
+            );
+        }
+    }
     // Layer norm: two reductions, then the normalised row.
     let x = common::array(&rng.vec(64 * 700, -3.0, 3.0), &[64, 700], Dtype::F32);
     engines_agree(

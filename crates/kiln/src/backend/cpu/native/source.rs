@@ -393,6 +393,9 @@ impl Fold {
     }
 }
 
+/// Contiguous parts of a tile that a max or min fold runs side by side (see `pass_function`).
+const FOLD_SEGMENTS: usize = 4;
+
 /// The length placeholder of a loop body: `K_LANES` in the main loop, the rest in the tail.
 const LEN: &str = "@N";
 
@@ -539,20 +542,43 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
             Some(widen) if acc != "float" => (narrow_type(d), format!("({vec}){widen}(x)")),
             _ => (vec, "x".to_string()),
         };
-        let _ = writeln!(s, "    {vec} f{f}[16 / {lanes}];");
-        let _ = writeln!(s, "    for (int q = 0; q < 16 / {lanes}; q++) f{f}[q] = ({vec}){{0}} + ({acc}){};", fold.identity);
-        let _ = writeln!(s, "    size_t i{f} = 0;");
-        let _ = writeln!(s, "    for (; i{f} + 16 <= n; i{f} += 16) {{");
+        let fold_block = |target: &str, block: &str| {
+            format!(
+                "for (int q = 0; q < 16 / {lanes}; q++) {{ {element} x; memcpy(&x, {src} + ({block}) * 16 + q * {lanes}, sizeof x); {vec} y = {widened}; {target}[q] = {}; }}",
+                fold.combine(&format!("{target}[q]"), "y", true)
+            )
+        };
+        // Max and min (exact, and whose combine of an earlier and a later part keeps the
+        // sequential fold's bits, NaNs and signed zeros included) fold contiguous segments of
+        // the blocks side by side, then combine them in order: independent dependency chains.
+        let segments = if matches!(fold.op, ReduceOp::Max | ReduceOp::Min) { FOLD_SEGMENTS } else { 1 };
+        let _ = writeln!(s, "    {vec} f{f}[{segments}][16 / {lanes}];");
         let _ = writeln!(
             s,
-            "        for (int q = 0; q < 16 / {lanes}; q++) {{ {element} x; memcpy(&x, {src} + i{f} + q * {lanes}, sizeof x); {vec} y = {widened}; f{f}[q] = {}; }}",
-            fold.combine(&format!("f{f}[q]"), "y", true)
+            "    for (int g = 0; g < {segments}; g++) for (int q = 0; q < 16 / {lanes}; q++) f{f}[g][q] = ({vec}){{0}} + ({acc}){};",
+            fold.identity
         );
-        let _ = writeln!(s, "    }}\n    {acc} g{f} = {};", fold.identity);
+        let _ = writeln!(s, "    const size_t b{f} = n / 16, per{f} = b{f} / {segments};");
+        let _ = writeln!(s, "    for (size_t m = 0; m < per{f}; m++) {{");
+        for g in 0..segments {
+            let _ = writeln!(s, "        {}", fold_block(&format!("f{f}[{g}]"), &format!("{g} * per{f} + m")));
+        }
+        let _ = writeln!(s, "    }}");
+        let last = segments - 1;
+        let _ = writeln!(s, "    for (size_t m = {segments} * per{f}; m < b{f}; m++) {}", fold_block(&format!("f{f}[{last}]"), "m"));
+        for g in 1..segments {
+            let _ = writeln!(
+                s,
+                "    for (int q = 0; q < 16 / {lanes}; q++) f{f}[0][q] = {};",
+                fold.combine(&format!("f{f}[0][q]"), &format!("f{f}[{g}][q]"), true)
+            );
+        }
+        let _ = writeln!(s, "    size_t i{f} = b{f} * 16;");
+        let _ = writeln!(s, "    {acc} g{f} = {};", fold.identity);
         let _ = writeln!(
             s,
             "    for (int q = 0; q < 16 / {lanes}; q++) for (int j = 0; j < {lanes}; j++) g{f} = {};",
-            fold.combine(&format!("g{f}"), &format!("f{f}[q][j]"), false)
+            fold.combine(&format!("g{f}"), &format!("f{f}[0][q][j]"), false)
         );
         let _ = writeln!(s, "    for (; i{f} < n; i{f}++) g{f} = {};", fold.combine(&format!("g{f}"), &(fold.load)(&format!("{src}[i{f}]")), false));
         // float32 max and min fold in float32 and widen the tile's result.
