@@ -406,9 +406,9 @@ fn rows_agree(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Clone + Send + Sync +
     assert_eq!(ran, whole, "{what}: whole rows in C {}", if ran { "ran, where the per-row loop should" } else { "did not run" });
 }
 
-/// Row kernels with rows of at most a tile run runs of rows in C, row steps included: weights
-/// broadcast along the rows, a value per row, float64 and integer reductions, a row of exactly a
-/// tile, outputs large enough to stream. Layouts that rows functions don't take (a transposed
+/// Row kernels run runs of rows in C, row steps included: weights broadcast along the rows, a
+/// value per row, float64 and integer reductions, rows of a tile and of several, outputs large
+/// enough to stream. Layouts that rows functions don't take (a transposed
 /// input, streamed rows of an odd byte length) go through the per-row loop. Either way native
 /// equals the interpreter bit for bit.
 #[test]
@@ -440,8 +440,11 @@ fn whole_rows_in_c_match_the_interpreter() {
         true,
         "int32 sum (wrapping) and max",
     );
-    let tile = common::array(&rng.vec(40 * 1024, -3.0, 3.0), &[40, 1024], Dtype::F32);
-    rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[tile], true, "rows of a tile");
+    // Rows of exactly a tile, and rows of several tiles (the row cache then lives in the task).
+    for (rows, len) in [(40, 1024), (12, 3000)] {
+        let x = common::array(&rng.vec(rows * len, -3.0, 3.0), &[rows, len], Dtype::F32);
+        rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[x], true, &format!("softmax {rows}x{len}"));
+    }
     let xt = ops::transpose(&x, None).unwrap();
     rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[xt], false, "transposed input");
     // Outputs of 16 MiB and more are streamed: 512-byte rows are whole aligned stores, 1000-byte

@@ -257,7 +257,7 @@ impl Program {
         if cache_values > 0 && k.passes > 1 {
             lowered.extend(cached_passes.iter().enumerate().map(|(p, pass)| (1, p, pass, folds[p].as_slice())));
         }
-        let native = Native::new(k, &lowered, Some(RowPlan { row_steps: &row_steps, cached: &cached }));
+        let native = Native::new(k, &lowered, Some(RowPlan { row_steps: &row_steps }));
         Program { passes, cached_passes, cache_values, cached, row_steps, folds, slots, consts, scalar_operand, tile_needed, native }
     }
 }
@@ -915,7 +915,7 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
     let tile = TILE.min(numel(space)).max(1);
     let native_streams = streaming && !any_donated && native.is_some();
     let whole_rows = match native {
-        Some(loaded) if !any_donated && k.reduced > 0 && (1..=TILE).contains(&len) => {
+        Some(loaded) if !any_donated && k.reduced > 0 && len > 0 => {
             RowsCall::new(k, loaded, usize::from(use_cache), inputs, space, split, &outs, streaming)
         }
         _ => None,
@@ -954,17 +954,18 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
         let parts = if total < SERIAL_BELOW { 1 } else { (total / MIN_TASK).clamp(1, 8 * rayon::current_num_threads()) };
         let size = total.div_ceil(parts);
         for_chunks_with(total, size, || shared.task(), tiles);
-    } else if let Some(call) = &whole_rows {
-        super::native::count_rows_run();
-        for_items_with(rows, len, || shared.task(), |t, start, n| {
-            // Safety: the pointers and steps cover every row of every input and output.
-            unsafe { call.run(t, start, start + n, len) };
-            shared.finish_task();
-        });
     } else if k.passes == 1 && rows < 2 * rayon::current_num_threads() && len >= SERIAL_BELOW {
         for r in 0..rows {
             record(unsafe { split_row(&shared, r) });
         }
+    } else if let Some(call) = &whole_rows {
+        super::native::count_rows_run();
+        for_items_with(rows, len, || shared.task(), |t, start, n| {
+            // Safety: the pointers and steps cover every row of every input and output, and
+            // the task's row caches hold a row.
+            unsafe { call.run(t, start, start + n, len) };
+            shared.finish_task();
+        });
     } else {
         for_items_with(rows, len, || shared.task(), |t, start, n| {
             for r in start..start + n {
@@ -985,8 +986,8 @@ unsafe impl Send for Task {}
 
 /// A native rows function with its arguments: a whole row kernel over runs of rows in one call
 /// each, its row steps in C too. Used where every load reads its rows in place one stride apart,
-/// rows fit a tile, no output is donated, and (with streaming) every element output can be
-/// streamed on every row; the per-row loop of [`Shared::row`] otherwise.
+/// no output is donated, and (with streaming) every element output can be streamed on every
+/// row; the per-row loop of [`Shared::row`] otherwise (and [`split_row`] for a few long rows).
 struct RowsCall {
     f: RowsFn,
     /// Per instruction: a load's base address and its step per row, in elements.
@@ -1034,10 +1035,11 @@ impl RowsCall {
         Some(RowsCall { f, bases, steps, outs: outs.to_vec(), stream })
     }
 
-    /// Rows `r0..r1` of `len` elements, with the row values of task `t`.
+    /// Rows `r0..r1` of `len` elements, with the row values and row caches of task `t`.
     unsafe fn run(&self, t: &mut Task, r0: usize, r1: usize, len: usize) {
         let (bases, outs) = (self.bases.as_ptr() as *const *const u8, self.outs.as_ptr() as *const *mut u8);
-        (self.f)(bases, self.steps.as_ptr(), outs, t.row.as_mut_ptr(), r0, r1, len, self.stream);
+        let caches: Vec<*mut u8> = t.cache.iter_mut().map(|c| c.as_mut_ptr() as *mut u8).collect();
+        (self.f)(bases, self.steps.as_ptr(), caches.as_ptr(), outs, t.row.as_mut_ptr(), r0, r1, len, self.stream);
     }
 }
 

@@ -35,10 +35,10 @@ use toolchain::Target;
 pub(in crate::backend::cpu) type PassFn =
     unsafe extern "C" fn(*const *const u8, *const *mut u8, *const u64, *mut u64, usize, u64);
 
-/// A rows function: `(base, step, outs, row, r0, r1, n, stream)`, see [`source`]'s
+/// A rows function: `(base, step, cache, outs, row, r0, r1, n, stream)`, see [`source`]'s
 /// `rows_function`.
 pub(in crate::backend::cpu) type RowsFn =
-    unsafe extern "C" fn(*const *const u8, *const i64, *const *mut u8, *mut u64, usize, usize, usize, u64);
+    unsafe extern "C" fn(*const *const u8, *const i64, *const *mut u8, *const *mut u8, *mut u64, usize, usize, usize, u64);
 
 /// Which engine runs fused kernels on the calling thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -637,28 +637,26 @@ fn identity_statement(k: &Kernel, i: usize, acc: &str) -> Option<String> {
 }
 
 /// The C function [`rows_symbol`] of row-cache variant `variant`, whose pass functions have
-/// `layouts` (pass order): every pass of rows `r0..r1` of `n <= KILN_TILE` elements, with the
-/// row steps, accumulator resets and finishes, pointers and row outputs that the interpreter's
-/// row loop does per row in Rust. Short rows spend most of their time there (a row of 128
+/// `layouts` (pass order): every pass of rows `r0..r1` of `n` elements, tile by tile, with the
+/// row steps, accumulator resets and finishes, pointers, next-row prefetches and row outputs
+/// that the interpreter's row loop does per row in Rust ([`super::super::fused`]'s
+/// `Shared::row`, whose order it keeps). Short rows spent most of their time there (a row of 128
 /// values is a few dozen vector operations per pass).
 ///
-/// Arguments `(base, step, outs, row, r0, r1, n, stream)`: per load instruction, its base and
-/// its step per row in elements (element `e` of row `r` at `base + r * step + e`, a row value at
-/// `base + r * step`); per kernel output, its base; the task's row values (constants set);
-/// stream bit `o` for element output `o`. `cached` marks the values of the row cache
-/// (variant 1). None when a row step or a finish has no exact C form.
-fn rows_function(k: &Kernel, variant: usize, layouts: &[&Layout], row_steps: &[Vec<usize>], cached: &[bool]) -> Option<String> {
+/// Arguments `(base, step, cache, outs, row, r0, r1, n, stream)`: per load instruction, its
+/// base and its step per row in elements (element `e` of row `r` at `base + r * step + e`, a row
+/// value at `base + r * step`); per cached instruction (variant 1), its row cache of `n` values (rows longer than a tile);
+/// per kernel output, its base; the task's row values (constants set); stream bit `o` for
+/// element output `o`. None when a row step or a finish has no exact C form.
+fn rows_function(k: &Kernel, variant: usize, layouts: &[&Layout], row_steps: &[Vec<usize>]) -> Option<String> {
     let size = |i: usize| k.insts[i].dtype.size();
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "void {}(const char *const *restrict base, const int64_t *restrict step, char *const *restrict outs, \
-         uint64_t *restrict row, size_t r0, size_t r1, size_t n, uint64_t stream) {{",
+        "void {}(const char *const *restrict base, const int64_t *restrict step, char *const *restrict cache, \
+         char *const *restrict outs, uint64_t *restrict row, size_t r0, size_t r1, size_t n, uint64_t stream) {{",
         rows_symbol(variant)
     );
-    for (i, _) in cached.iter().enumerate().filter(|(_, &c)| c && variant == 1) {
-        let _ = writeln!(s, "    _Alignas(64) {} c{i}[KILN_TILE];", c_type(k.insts[i].dtype)?);
-    }
     for (p, layout) in layouts.iter().enumerate() {
         let mut bits = String::new();
         for (j, w) in layout.writes.iter().enumerate() {
@@ -670,6 +668,31 @@ fn rows_function(k: &Kernel, variant: usize, layouts: &[&Layout], row_steps: &[V
         }
         let _ = writeln!(s, "    const uint64_t st{p} = 0{bits};");
     }
+    // Row caches: the task's (`n` values), or for rows of at most a tile an aligned one here.
+    let mut cached: Vec<usize> = layouts
+        .iter()
+        .flat_map(|l| l.reads.iter().filter_map(|r| if let Read::Cache(i) = *r { Some(i) } else { None }))
+        .collect();
+    cached.sort_unstable();
+    cached.dedup();
+    for &i in &cached {
+        let _ = writeln!(s, "    _Alignas(64) char t{i}[KILN_TILE * {}];", size(i));
+        let _ = writeln!(s, "    char *const c{i} = n <= KILN_TILE ? t{i} : cache[{i}];");
+    }
+    // The next row's element inputs stream into L2 during the second pass (the interpreter's
+    // choice, measured there): lines of the inputs that move with the row.
+    let mut prefetch = String::new();
+    for (i, inst) in k.insts.iter().enumerate() {
+        if matches!(inst.op, InstOp::Load(_)) && inst.level == Level::Element {
+            let _ = writeln!(
+                prefetch,
+                "if (n > KILN_TILE && step[{i}]) {{ const char *a = base[{i}] + ((int64_t)r + 1) * step[{i}] * {sz} + off * {sz}; \
+                 for (size_t b = 0; b < m * {sz}; b += 64) __builtin_prefetch(a + b, 0, 2); }}",
+                sz = size(i)
+            );
+        }
+    }
+    let prefetch_pass = layouts.len().min(2) - 1;
     let _ = writeln!(s, "    for (size_t r = r0; r < r1; r++) {{");
     let mut body = String::new();
     for p in 0..=layouts.len() {
@@ -695,25 +718,33 @@ fn rows_function(k: &Kernel, variant: usize, layouts: &[&Layout], row_steps: &[V
         for (j, &i) in layout.folds.iter().enumerate() {
             let _ = writeln!(body, "{}", identity_statement(k, i, &format!("acc{p}[{j}]"))?);
         }
-        let reads: Vec<String> = layout
+        let reads: String = layout
             .reads
             .iter()
             .map(|r| match *r {
-                Read::Load(i) => format!("base[{i}] + (int64_t)r * step[{i}] * {}", size(i)),
-                Read::Cache(i) => format!("c{i}"),
+                Read::Load(i) => format!("base[{i}] + ((int64_t)r * step[{i}] + (int64_t)off) * {}, ", size(i)),
+                Read::Cache(i) => format!("c{i} + off * {}, ", size(i)),
             })
             .collect();
-        let writes: Vec<String> = layout
+        let writes: String = layout
             .writes
             .iter()
             .map(|w| match *w {
-                Write::Store { output, inst } => format!("outs[{output}] + r * n * {}", size(inst)),
-                Write::Cache(i) => format!("c{i}"),
+                Write::Store { output, inst } => format!("outs[{output}] + (r * n + off) * {}, ", size(inst)),
+                Write::Cache(i) => format!("c{i} + off * {}, ", size(i)),
             })
             .collect();
-        let _ = writeln!(body, "const void *in{p}[] = {{ {}0 }};", reads.iter().map(|r| format!("{r}, ")).collect::<String>());
-        let _ = writeln!(body, "void *out{p}[] = {{ {}0 }};", writes.iter().map(|w| format!("{w}, ")).collect::<String>());
-        let _ = writeln!(body, "{}(in{p}, out{p}, row, acc{p}, n, st{p});", symbol(variant, p));
+        let _ = writeln!(body, "for (size_t off = 0; off < n; off += KILN_TILE) {{");
+        let _ = writeln!(body, "    const size_t m = n - off < KILN_TILE ? n - off : KILN_TILE;");
+        if p == prefetch_pass {
+            for line in prefetch.lines() {
+                let _ = writeln!(body, "    {line}");
+            }
+        }
+        let _ = writeln!(body, "    const void *in[] = {{ {reads}0 }};");
+        let _ = writeln!(body, "    void *out[] = {{ {writes}0 }};");
+        let _ = writeln!(body, "    {}(in, out, row, acc{p}, m, st{p});", symbol(variant, p));
+        let _ = writeln!(body, "}}");
     }
     for (o, &i) in k.outputs.iter().enumerate() {
         if k.insts[i].level == Level::Row {
@@ -733,10 +764,9 @@ pub(in crate::backend::cpu) fn rows_symbol(variant: usize) -> String {
 }
 
 /// What a kernel's rows functions need besides its passes: the row steps before each pass
-/// (and after the last), and the values of the row cache.
+/// (and after the last).
 pub(in crate::backend::cpu) struct RowPlan<'a> {
     pub row_steps: &'a [Vec<usize>],
-    pub cached: &'a [bool],
 }
 
 /// The C source of a kernel: the pass functions, and a rows function per row-cache variant
@@ -779,7 +809,7 @@ pub(in crate::backend::cpu) fn kernel_source(
         for v in variants {
             let of_variant: Vec<&Layout> =
                 passes.iter().zip(&layouts).filter(|((variant, ..), _)| *variant == v).map(|(_, l)| l).collect();
-            if let Some(text) = rows_function(k, v, &of_variant, plan.row_steps, plan.cached) {
+            if let Some(text) = rows_function(k, v, &of_variant, plan.row_steps) {
                 source.push_str(&text);
                 rows.push(v);
             }
