@@ -1,7 +1,9 @@
 //! Native code for fused kernels: the CPU's second way to run the fused IR, besides the tile
 //! interpreter. Each pass of a kernel is printed as a C function ([`source`]) that computes all
 //! of the pass's element instructions for a tile in one loop with the values in registers, built
-//! by the system C compiler and loaded ([`toolchain`]).
+//! by the system C compiler and loaded ([`toolchain`]). A row kernel also gets a rows function
+//! that runs every pass over a run of rows in one call, row steps included, where its inputs
+//! are read in place row by row (the interpreter's per-row loop otherwise).
 //!
 //! Building takes a compiler run (0.1 to 0.5 s), far over the first-call budget, so it happens on
 //! a background thread: a kernel's first runs are interpreted, and once its library is loaded

@@ -2,11 +2,17 @@
 //! every element instruction of the pass for a tile in one loop, with the values in registers,
 //! writes the pass's stores and row-cache values, and folds its reductions.
 //!
-//! The tile loop, loads, stores and row steps stay with the interpreter ([`super::super::fused`]);
-//! a pass function replaces only the per-instruction loops over a tile. Its meaning is the
-//! interpreter's, operation for operation: the same float32 functions (`prelude.c`), the same
-//! conversions, and reductions folded with sixteen accumulators per tile in the same order, so
-//! native and interpreted results are equal bit for bit (tested). Instructions C cannot express
+//! Elementwise kernels keep the tile loop, loads and stores with the interpreter
+//! ([`super::super::fused`]): a pass function replaces the per-instruction loops over a tile.
+//! Row kernels get a rows function too, which runs all passes over a run of rows, with the row
+//! steps (the row-level instructions between passes), accumulator resets and finishes in C: for
+//! short rows that per-row work, done in Rust, took most of the time.
+//!
+//! The C means what the interpreter does, operation for operation: the same float32 functions
+//! (`prelude.c`), the same conversions, and reductions folded with sixteen accumulators per tile
+//! in the same order (max and min fold four contiguous parts of a tile side by side and combine
+//! them in order, which gives the same bits, ties of signed zeros and NaNs included), so native
+//! and interpreted results are equal bit for bit (tested). Instructions C cannot express
 //! that way (float16/bfloat16, float64 erf/erfinv, Rust's own inverse hyperbolics) make the kernel
 //! stay interpreted.
 //!
