@@ -14,6 +14,7 @@ mod common;
 
 use common::Rng;
 use kiln::backend::cpu::native::{levels, native_runs, rows_runs, with_arch, with_engine, Engine};
+use kiln::ops::SliceSpec;
 use kiln::{compile, ops, Array, Dtype, Element, Result};
 
 type Fn1 = fn(&Array) -> Result<Array>;
@@ -326,7 +327,9 @@ fn reducing_kernels_match_the_interpreter() {
     // sequential fold's (rows without a tail, whose last zero would decide every tie), and NaNs
     // too.
     let specials = [0x0000_0000u32, 0x8000_0000, 0xbf80_0000, 0x7fc2_0000, 0xffc8_0000, 0x7fe0_0000].map(f32::from_bits);
-    for (rows, len, nans) in [(64, 1024, false), (16, 4096, false), (64, 1000, false), (64, 1024, true)] {
+    // 1008 and 48 values: 63 and 3 blocks, so the last segment takes the blocks left over, and
+    // with 48 three segments are empty.
+    for (rows, len, nans) in [(64, 1024, false), (16, 4096, false), (64, 1008, false), (64, 48, false), (64, 1000, false), (64, 1024, true)] {
         let values: Vec<f32> = (0..rows * len).map(|_| specials[rng.below(if nans { 6 } else { 3 })]).collect();
         let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
         let inputs = [Array::from_slice(&values, &[rows, len]).unwrap(), Array::from_slice(&wide, &[rows, len]).unwrap()];
@@ -407,10 +410,11 @@ fn rows_agree(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Clone + Send + Sync +
 }
 
 /// Row kernels run runs of rows in C, row steps included: weights broadcast along the rows, a
-/// value per row, float64 and integer reductions, rows of a tile and of several, outputs large
-/// enough to stream. Layouts that rows functions don't take (a transposed
-/// input, streamed rows of an odd byte length) go through the per-row loop. Either way native
-/// equals the interpreter bit for bit.
+/// value per row, views that start past their buffer's first element or walk their rows
+/// backwards, float64 and integer reductions, rows of a tile and of several, outputs large
+/// enough to stream. Layouts that rows functions don't take (a transposed input, streamed rows
+/// of an odd byte length) go through the per-row loop. Either way native equals the interpreter
+/// bit for bit.
 #[test]
 fn whole_rows_in_c_match_the_interpreter() {
     let mut rng = Rng::new(17);
@@ -418,18 +422,32 @@ fn whole_rows_in_c_match_the_interpreter() {
     let w = common::array(&rng.vec(96, -1.0, 1.0), &[96], Dtype::F32);
     let b = common::array(&rng.vec(96, -1.0, 1.0), &[96], Dtype::F32);
     let per_row = common::array(&rng.vec(300, 0.5, 2.0), &[300, 1], Dtype::F32);
-    rows_agree(
-        |a| {
-            let m = ops::mean(&a[0], Some(&[-1]), true)?;
-            let c = ops::subtract(&a[0], &m)?;
-            let v = ops::mean(ops::square(&c)?, Some(&[-1]), true)?;
-            let normed = ops::multiply(&c, ops::rsqrt(ops::add(ops::multiply(&v, &a[3])?, 1e-5)?)?)?;
-            Ok(vec![ops::add(ops::multiply(normed, &a[1])?, &a[2])?, v])
-        },
-        &[x.clone(), w, b, per_row],
-        true,
-        "layer norm with weights and a value per row",
-    );
+    let layer_norm = |a: &[Array]| -> Result<Vec<Array>> {
+        let m = ops::mean(&a[0], Some(&[-1]), true)?;
+        let c = ops::subtract(&a[0], &m)?;
+        let v = ops::mean(ops::square(&c)?, Some(&[-1]), true)?;
+        let normed = ops::multiply(&c, ops::rsqrt(ops::add(ops::multiply(&v, &a[3])?, 1e-5)?)?)?;
+        Ok(vec![ops::add(ops::multiply(normed, &a[1])?, &a[2])?, v])
+    };
+    let args = [x.clone(), w.clone(), b.clone(), per_row];
+    rows_agree(layer_norm, &args, true, "layer norm with weights and a value per row");
+    // Views: columns 1.. of wider rows, rows 2.. of more rows, rows backwards (a negative step),
+    // and a per-row value that starts at an offset; each read in place from its first element.
+    let wide = common::array(&rng.vec(302 * 97, -3.0, 3.0), &[302, 97], Dtype::F32);
+    let tall_row = common::array(&rng.vec(303, 0.5, 2.0), &[303, 1], Dtype::F32);
+    let range = |start: i64, stop: i64, step: i64| SliceSpec { start: Some(start), stop: Some(stop), step };
+    let views = [
+        ("columns 1..", ops::slice(&wide, &[range(0, 300, 1), range(1, 97, 1)]).unwrap()),
+        ("rows 2..", ops::slice(&wide, &[range(2, 302, 1), range(0, 96, 1)]).unwrap()),
+        ("rows backwards", ops::slice(&wide, &[SliceSpec { start: Some(299), stop: None, step: -1 }, range(0, 96, 1)]).unwrap()),
+    ];
+    let row_at_3 = ops::slice(&tall_row, &[range(3, 303, 1), SliceSpec::ALL]).unwrap();
+    for (name, view) in views {
+        let args = [view.clone(), w.clone(), b.clone(), row_at_3.clone()];
+        rows_agree(layer_norm, &args, true, &format!("layer norm of {name}"));
+        let ints = ops::astype(ops::multiply(&view, 1000.0).unwrap(), Dtype::I32).unwrap();
+        rows_agree(|a| Ok(vec![ops::sum(ops::multiply(&a[0], 3)?, Some(&[-1]), false)?]), &[ints], true, &format!("int32 sum of {name}"));
+    }
     let x64 = common::array(&rng.vec(300 * 100, -3.0, 3.0), &[300, 100], Dtype::F64);
     rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[x64], true, "float64 softmax");
     let ints = common::random_values(&mut rng, 200 * 77, Dtype::I32, -1e9, 1e9);

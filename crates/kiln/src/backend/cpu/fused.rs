@@ -13,7 +13,7 @@
 //! float64 and integers in 64 bits, as eager reductions do.
 
 use super::elementwise::{elements_of, InputScratch, Source};
-use super::native::{Loaded, Native, Read, RowPlan, RowsFn, Write};
+use super::native::{Loaded, Native, Read, RowsFn, Write};
 use super::parallel::{for_chunks_with, for_items_with, for_runs, MIN_TASK, SERIAL_BELOW};
 use super::reduce::{fold, Domain, Int64};
 use super::scalar::{CastTo, Compute, Scalar};
@@ -257,7 +257,7 @@ impl Program {
         if cache_values > 0 && k.passes > 1 {
             lowered.extend(cached_passes.iter().enumerate().map(|(p, pass)| (1, p, pass, folds[p].as_slice())));
         }
-        let native = Native::new(k, &lowered, Some(RowPlan { row_steps: &row_steps }));
+        let native = Native::new(k, &lowered, &row_steps);
         Program { passes, cached_passes, cache_values, cached, row_steps, folds, slots, consts, scalar_operand, tile_needed, native }
     }
 }
@@ -1043,9 +1043,10 @@ impl RowsCall {
     }
 }
 
-/// Where load `x` of a row kernel reads row `r`, for [`RowsCall`]: `(base, step)` with element
-/// `e` of row `r` (or the row value, at `level` Row) at `base + (r * step + e) * size`. None when
-/// the input is not read in place along its rows, or its rows are not one stride apart.
+/// Where a row kernel's load of `input` at `level` reads row `r`, for [`RowsCall`]: `(base, step)`
+/// with element `e` of row `r` (or the row value, at level Row) at `base + (r * step + e) * size`
+/// bytes, `base` being the view's first element (its offset counted). None when the input is not
+/// read in place along its rows, or its rows are not one stride apart.
 fn row_affine(input: &Input, space: &[usize], split: usize, level: Level) -> Option<(usize, i64)> {
     let mut shape: Shape = space.into();
     if level == Level::Row {
@@ -1062,7 +1063,7 @@ fn row_affine(input: &Input, space: &[usize], split: usize, level: Level) -> Opt
         &[s] => s as i64,
         _ => return None,
     };
-    Some((input.buffer.ptr::<u8>() as usize, step))
+    Some((input.buffer.start_address(input.dtype.size()), step))
 }
 
 /// One long row of a single-pass kernel, split across threads: each piece folds its own partial

@@ -25,7 +25,7 @@ mod toolchain;
 
 use crate::backend::cpu::fused::Pass;
 use crate::fused::Kernel;
-pub(in crate::backend::cpu) use source::{Layout, Read, RowPlan, Write};
+pub(in crate::backend::cpu) use source::{Layout, Read, Write};
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -338,13 +338,13 @@ pub(in crate::backend::cpu) struct Choice<'a> {
 }
 
 impl Native {
-    /// The native form of kernel `k`, whose passes are `(variant, pass, schedule, folds)`, with
-    /// rows functions too where `plan` is given.
-    pub(in crate::backend::cpu) fn new(k: &Kernel, passes: &[(usize, usize, &Pass, &[usize])], plan: Option<RowPlan<'_>>) -> Native {
+    /// The native form of kernel `k`, whose passes are `(variant, pass, schedule, folds)`, and
+    /// whose row steps before each pass (and after the last) are `row_steps`.
+    pub(in crate::backend::cpu) fn new(k: &Kernel, passes: &[(usize, usize, &Pass, &[usize])], row_steps: &[Vec<usize>]) -> Native {
         let fma = crate::backend::cpu::simd::has_avx2_fma();
         let lowered = target().and_then(|target| {
             let source =
-                source::kernel_source(k, passes, plan, fma).map_err(|inst| format!("{inst} has no exact C form"))?;
+                source::kernel_source(k, passes, row_steps, fma).map_err(|inst| format!("{inst} has no exact C form"))?;
             let index = passes.iter().map(|&(v, p, ..)| (v, p)).collect();
             let (text, layouts, rows) = (source.text, source.layouts, source.rows);
             Ok(Lowered { source: text.into(), target, library: OnceLock::new(), index, layouts, rows })

@@ -692,8 +692,8 @@ fn rows_function(k: &Kernel, variant: usize, layouts: &[&Layout], row_steps: &[V
         if matches!(inst.op, InstOp::Load(_)) && inst.level == Level::Element {
             let _ = writeln!(
                 prefetch,
-                "if (n > KILN_TILE && step[{i}]) {{ const char *a = base[{i}] + ((int64_t)r + 1) * step[{i}] * {sz} + off * {sz}; \
-                 for (size_t b = 0; b < m * {sz}; b += 64) __builtin_prefetch(a + b, 0, 2); }}",
+                "if (n > KILN_TILE && step[{i}]) {{ const uintptr_t a = (uintptr_t)base[{i}] + (uintptr_t)(((int64_t)r + 1) * step[{i}] * {sz}) + off * {sz}; \
+                 for (size_t b = 0; b < m * {sz}; b += 64) __builtin_prefetch((const void *)(a + b), 0, 2); }}",
                 sz = size(i)
             );
         }
@@ -769,12 +769,6 @@ pub(in crate::backend::cpu) fn rows_symbol(variant: usize) -> String {
     format!("kiln_rows_{variant}")
 }
 
-/// What a kernel's rows functions need besides its passes: the row steps before each pass
-/// (and after the last).
-pub(in crate::backend::cpu) struct RowPlan<'a> {
-    pub row_steps: &'a [Vec<usize>],
-}
-
 /// The C source of a kernel: the pass functions, and a rows function per row-cache variant
 /// where the kernel reduces and its row steps have exact C forms.
 pub(in crate::backend::cpu) struct KernelSource {
@@ -786,12 +780,12 @@ pub(in crate::backend::cpu) struct KernelSource {
 }
 
 /// The whole C source of a kernel's pass functions: `kiln_p{pass}_{variant}` for each
-/// `(variant, pass, schedule, folds)`, and its rows functions when `plan` is given; else the
-/// first instruction with no exact C form.
+/// `(variant, pass, schedule, folds)`, and its rows functions (whose row steps before each pass
+/// are `row_steps`); else the first instruction with no exact C form.
 pub(in crate::backend::cpu) fn kernel_source(
     k: &Kernel,
     passes: &[(usize, usize, &Pass, &[usize])],
-    plan: Option<RowPlan<'_>>,
+    row_steps: &[Vec<usize>],
     fma: bool,
 ) -> Result<KernelSource, String> {
     let mut source = format!(
@@ -809,16 +803,14 @@ pub(in crate::backend::cpu) fn kernel_source(
         layouts.push(layout);
     }
     let mut rows = Vec::new();
-    for plan in plan.iter().filter(|_| k.reduced > 0) {
-        let mut variants: Vec<usize> = passes.iter().map(|&(v, ..)| v).collect();
-        variants.dedup();
-        for v in variants {
-            let of_variant: Vec<&Layout> =
-                passes.iter().zip(&layouts).filter(|((variant, ..), _)| *variant == v).map(|(_, l)| l).collect();
-            if let Some(text) = rows_function(k, v, &of_variant, plan.row_steps) {
-                source.push_str(&text);
-                rows.push(v);
-            }
+    let mut variants: Vec<usize> = passes.iter().map(|&(v, ..)| v).filter(|_| k.reduced > 0).collect();
+    variants.dedup();
+    for v in variants {
+        let of_variant: Vec<&Layout> =
+            passes.iter().zip(&layouts).filter(|((variant, ..), _)| *variant == v).map(|(_, l)| l).collect();
+        if let Some(text) = rows_function(k, v, &of_variant, row_steps) {
+            source.push_str(&text);
+            rows.push(v);
         }
     }
     Ok(KernelSource { text: source, layouts, rows })
