@@ -412,9 +412,9 @@ fn rows_agree(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Clone + Send + Sync +
 /// Row kernels run runs of rows in C, row steps included: weights broadcast along the rows, a
 /// value per row, views that start past their buffer's first element or walk their rows
 /// backwards, float64 and integer reductions, rows of a tile and of several, outputs large
-/// enough to stream. Layouts that rows functions don't take (a transposed input, streamed rows
-/// of an odd byte length) go through the per-row loop. Either way native equals the interpreter
-/// bit for bit.
+/// enough to stream, on rows of any length. A layout that rows functions don't take (a
+/// transposed input) goes through the per-row loop. Either way native equals the interpreter bit
+/// for bit.
 #[test]
 fn whole_rows_in_c_match_the_interpreter() {
     let mut rng = Rng::new(17);
@@ -458,19 +458,35 @@ fn whole_rows_in_c_match_the_interpreter() {
         true,
         "int32 sum (wrapping) and max",
     );
-    // Rows of exactly a tile, and rows of several tiles (the row cache then lives in the task).
-    for (rows, len) in [(40, 1024), (12, 3000)] {
+    // Rows of exactly a tile, of several tiles (the row cache then lives in the task), and of
+    // more values than rows cache in general (softmax's exp still does).
+    for (rows, len) in [(40, 1024), (12, 3000), (3, 20000)] {
         let x = common::array(&rng.vec(rows * len, -3.0, 3.0), &[rows, len], Dtype::F32);
         rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[x], true, &format!("softmax {rows}x{len}"));
     }
     let xt = ops::transpose(&x, None).unwrap();
     rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[xt], false, "transposed input");
-    // Outputs of 16 MiB and more are streamed: 512-byte rows are whole aligned stores, 1000-byte
-    // ones are not.
-    for (rows, len, whole) in [(32768, 128, true), (17000, 250, false)] {
+    // Outputs of 16 MiB and more are streamed: rows of 512 bytes start aligned to every
+    // streaming store, rows of 1000 bytes and of 4001 values mostly don't (their passes start
+    // the whole vectors further in).
+    for (rows, len) in [(32768, 128), (17000, 250), (1100, 4001)] {
         let x = common::array(&rng.vec(rows * len, -3.0, 3.0), &[rows, len], Dtype::F32);
-        rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[x], whole, &format!("streamed {rows}x{len}"));
+        rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[x], true, &format!("streamed {rows}x{len}"));
     }
+    // Streamed outputs of float32, float64 (aligned differently on most rows: it streams where
+    // the float32 one lands aligned) and bool (stored plainly), on rows read from an offset.
+    let wide = common::array(&rng.vec(9001 * 501, -3.0, 3.0), &[9001, 501], Dtype::F32);
+    let view = ops::slice(&wide, &[range(1, 9001, 1), range(1, 501, 1)]).unwrap();
+    rows_agree(
+        |a| {
+            let e = ops::exp(ops::subtract(&a[0], ops::max(&a[0], Some(&[-1]), true)?)?)?;
+            let p = ops::divide(&e, ops::sum(&e, Some(&[-1]), true)?)?;
+            Ok(vec![ops::astype(ops::multiply(&e, 3.0)?, Dtype::F64)?, p, ops::greater(&e, 0.5)?])
+        },
+        &[view],
+        true,
+        "streamed float32, float64 and bool outputs of 9000x500 from an offset",
+    );
 }
 
 /// `inspect` says how each kernel runs: interpreted until built, then native with its C source

@@ -71,11 +71,18 @@ static inline void k_stream(void *dst, const void *src, size_t bytes) {
 #define K_STREAM_W 0
 static inline void k_stream(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 #endif
-/* Whether a pass function streams its stores to `w`, a vector of type V at a time: asked to
- * (`wanted`), on a target with streaming stores, where V's vectors are whole blocks and `w` is
- * aligned to one. Evaluated once per call; its vectors keep the alignment. */
-#define K_STREAMS(wanted, V, w) \
-    ((wanted) && K_STREAM_W > 0 && sizeof(V) % (K_STREAM_W > 0 ? K_STREAM_W : 1) == 0 && (uintptr_t)(w) % (K_STREAM_W > 0 ? K_STREAM_W : 1) == 0)
+/* K_STREAM_W where there are streaming stores, else 1 (a divisor either way). */
+#define K_STREAM_A (K_STREAM_W > 0 ? K_STREAM_W : 1)
+/* Whether stores of vectors of type V can stream, when asked to (`wanted`): the target has
+ * streaming stores and V's vectors are whole blocks. */
+#define K_STREAMABLE(wanted, V) ((wanted) && K_STREAM_W > 0 && sizeof(V) % K_STREAM_A == 0)
+/* Whether a pass function streams its stores to `w`, a vector of type V at a time: it can, and
+ * `w` is aligned to a block. Evaluated once per call; its vectors keep the alignment. */
+#define K_STREAMS(wanted, V, w) (K_STREAMABLE(wanted, V) && (uintptr_t)(w) % K_STREAM_A == 0)
+/* The values before `w` (values of its type, aligned to their size) reaches a block boundary:
+ * fewer than a vector's lanes wherever K_STREAMABLE holds. A pass starts its whole vectors
+ * there, so rows of any length and offset stream. */
+#define K_HEAD(w) (((K_STREAM_A - (uintptr_t)(w) % K_STREAM_A) % K_STREAM_A) / sizeof *(w))
 
 /* A float32 select. */
 static inline k_vf32 k_self(k_vi32 m, k_vf32 a, k_vf32 b) { return K_SEL(k_vi32, k_vf32, m, a, b); }
@@ -105,11 +112,26 @@ static inline k_vf32 k_fma(k_vf32 a, k_vf32 b, k_vf32 c) { return a * b + c; }
 /* One step of Horner's rule: p x + c. */
 static inline k_vf32 k_ma(k_vf32 p, k_vf32 x, float c) { return k_fma(p, x, K_SPLAT(k_vf32, c)); }
 
-/* x > hi ? hi : (x < lo ? lo : x), as math.rs clamps (NaN stays NaN). */
+/* a < b ? a : b and a > b ? a : b per lane: x86's min and max instructions are exactly these
+ * selects (a NaN or the second of two equal values comes from b), one instruction each. */
+#if defined(__AVX512F__)
+static inline k_vf32 k_min_f32(k_vf32 a, k_vf32 b) { return (k_vf32)_mm512_min_ps((__m512)a, (__m512)b); }
+static inline k_vf32 k_max_f32(k_vf32 a, k_vf32 b) { return (k_vf32)_mm512_max_ps((__m512)a, (__m512)b); }
+#elif defined(__AVX__)
+static inline k_vf32 k_min_f32(k_vf32 a, k_vf32 b) { return (k_vf32)_mm256_min_ps((__m256)a, (__m256)b); }
+static inline k_vf32 k_max_f32(k_vf32 a, k_vf32 b) { return (k_vf32)_mm256_max_ps((__m256)a, (__m256)b); }
+#elif defined(__x86_64__)
+static inline k_vf32 k_min_f32(k_vf32 a, k_vf32 b) { return (k_vf32)_mm_min_ps((__m128)a, (__m128)b); }
+static inline k_vf32 k_max_f32(k_vf32 a, k_vf32 b) { return (k_vf32)_mm_max_ps((__m128)a, (__m128)b); }
+#else
+static inline k_vf32 k_min_f32(k_vf32 a, k_vf32 b) { return k_self(a < b, a, b); }
+static inline k_vf32 k_max_f32(k_vf32 a, k_vf32 b) { return k_self(a > b, a, b); }
+#endif
+
+/* x > hi ? hi : (x < lo ? lo : x), as math.rs clamps (NaN stays NaN): hi < x ? hi : x, then
+ * lo > that ? lo : that. */
 static inline k_vf32 k_clamp(k_vf32 x, float lo, float hi) {
-    k_vf32 h = K_SPLAT(k_vf32, hi), l = K_SPLAT(k_vf32, lo);
-    k_vf32 below = k_self(x > h, h, x);
-    return k_self(below < l, l, below);
+    return k_max_f32(K_SPLAT(k_vf32, lo), k_min_f32(K_SPLAT(k_vf32, hi), x));
 }
 
 static inline k_vf32 k_abs_f32(k_vf32 x) { return (k_vf32)((k_vu32)x & 0x7fffffffu); }
@@ -125,7 +147,9 @@ static inline k_vf32 k_exp_f32(k_vf32 x) {
     k_vf32 t = xc * 1.44269504088896340736f + magic;
     k_vf32 n = t - magic;
     k_vi32 ni = (k_vi32)t - (k_vi32)magic;
-    k_vf32 r = (xc - n * 0.69314575f) - n * 1.4286068e-6f;
+    /* n times the high part of ln 2 is exact (at most 8 + 15 significant bits), so the fused
+     * form rounds once where math.rs rounds the difference: the same bits. */
+    k_vf32 r = k_fma(n, K_SPLAT(k_vf32, -0.69314575f), xc) - n * 1.4286068e-6f;
     k_vf32 p = K_SPLAT(k_vf32, 1.0f / 5040.0f);
     p = k_ma(p, r, 1.0f / 720.0f);
     p = k_ma(p, r, 1.0f / 120.0f);
@@ -158,7 +182,7 @@ static inline k_vf32 k_log_f32(k_vf32 x) {
     q = k_ma(q, s2, 2.0f / 3.0f);
     k_vf32 lm = f - s * (f - s2 * q);
     k_vf32 ef = __builtin_convertvector(e, k_vf32);
-    k_vf32 y = ef * 0.69314575f + (lm + ef * 1.4286068e-6f);
+    k_vf32 y = k_fma(ef, K_SPLAT(k_vf32, 0.69314575f), lm + ef * 1.4286068e-6f); /* exact product, as in k_exp_f32 */
     y = k_self(x == INFINITY, K_SPLAT(k_vf32, INFINITY), y);
     y = k_self(x == 0.0f, K_SPLAT(k_vf32, -INFINITY), y);
     return k_self((x != x) | (x < 0.0f), K_SPLAT(k_vf32, NAN), y);

@@ -18,9 +18,10 @@
 //!
 //! A pass function writes its stores to where `out` points: a tile buffer, or the output itself.
 //! Bit `j` of its `stream` argument asks for output write `j` to go out with streaming stores
-//! (whole vectors, where the target has them and the pointer is aligned to one): large outputs of
-//! row kernels are then written once, straight to memory, instead of into a tile that the
-//! interpreter then streams out.
+//! (whole vectors, where the target has them): large outputs of row kernels are then written
+//! once, straight to memory, instead of into a tile that the interpreter then streams out. The
+//! loop's whole vectors start where the first streamed store is aligned to a streaming store, so
+//! rows of any length and offset stream; the values before and after go out as partial vectors.
 
 use crate::backend::cpu::fused::Pass;
 use crate::dtype::Dtype;
@@ -472,13 +473,23 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
         let (Read::Load(i) | Read::Cache(i)) = *r;
         let _ = writeln!(s, "    const {} *restrict r{j} = in[{j}];", c_type(k.insts[i].dtype)?);
     }
+    // Stores that may stream (write `j` under bit `j` of `stream`), with their vector types.
+    let mut streamable = Vec::new();
     for (j, w) in layout.writes.iter().enumerate() {
         let (Write::Store { inst: i, .. } | Write::Cache(i)) = *w;
         let _ = writeln!(s, "    {} *restrict w{j} = out[{j}];", c_type(k.insts[i].dtype)?);
         if matches!(w, Write::Store { .. }) && j < 64 {
-            let vt = vector_type(k.insts[i].dtype);
-            let _ = writeln!(s, "    const int s{j} = K_STREAMS((stream >> {j}) & 1, {vt}, w{j});");
+            streamable.push((j, vector_type(k.insts[i].dtype)));
         }
+    }
+    // Whole vectors start `h` values in, where the first store that streams meets a block
+    // boundary; the values before go with the tail. Stores aligned differently don't stream.
+    let head = streamable.iter().rev().fold("0".to_string(), |rest, (j, vt)| {
+        format!("K_STREAMABLE((stream >> {j}) & 1, {vt}) ? K_HEAD(w{j}) : {rest}")
+    });
+    let _ = writeln!(s, "    size_t h = {head};\n    if (h > n) h = n;");
+    for (j, vt) in &streamable {
+        let _ = writeln!(s, "    const int s{j} = K_STREAMS((stream >> {j}) & 1, {vt}, w{j} + h);");
     }
     let mut body = String::new();
     for &i in &pass.insts {
@@ -531,11 +542,14 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
             }
         }
     }
-    // Whole vectors, then the rest of the tile as one partly filled vector (the lanes past `n`
-    // compute on zeros and are never stored).
+    // Whole vectors from `h`, then the values before `h` and after the last whole vector, each
+    // as one partly filled vector (the lanes past `m` compute on zeros and are never stored).
+    // Values are independent of where the vectors fall: folds read the tile afterwards.
     let _ = write!(
         s,
-        "    size_t e = 0;\n    for (; e + K_LANES <= n; e += K_LANES) {{\n{}    }}\n    if (e < n) {{\n        const size_t m = n - e;\n{}    }}\n",
+        "    size_t e = h;\n    for (; e + K_LANES <= n; e += K_LANES) {{\n{}    }}\n    const size_t end = e;\n    \
+         for (int part = 0; part < 2; part++) {{\n        const size_t e = part ? end : 0, m = part ? n - end : h;\n        \
+         if (m == 0) continue;\n{}    }}\n",
         indent(&format!("{body}{whole_stores}").replace(LEN, "K_LANES"), 2),
         indent(&format!("{body}{partial_stores}").replace(LEN, "m"), 2)
     );
