@@ -490,7 +490,8 @@ fn whole_rows_in_c_match_the_interpreter() {
 }
 
 /// `inspect` says how each kernel runs: interpreted until built, then native with its C source
-/// on disk (holding the pass functions); kernels C can't express name the instruction why.
+/// on disk (holding the pass functions) and, for row kernels, how the last run went over the
+/// rows; kernels C can't express name the instruction why.
 #[test]
 fn inspect_reports_how_each_kernel_runs() {
     let x = Array::from_slice(&[0.5f32, -1.0, 2.0, 3.5], &[2, 2]).unwrap();
@@ -512,6 +513,17 @@ fn inspect_reports_how_each_kernel_runs() {
     let text = std::fs::read_to_string(source).unwrap_or_else(|e| panic!("reading {source}: {e}"));
     assert!(text.contains("void kiln_p0_0(") && text.contains("k_exp_f32("), "C source at {source}:\n{text}");
     assert!(report.to_string().contains(&format!("runs as: {engine}")), "{report}");
+    // A row kernel says how its last native run went over the rows: in place, whole rows in C;
+    // a transposed input, row by row.
+    assert!(engine.ends_with("; its last native run: whole runs of rows in C"), "contiguous rows: {engine}");
+    let wide = Array::from_slice(&(0..64 * 48).map(|i| (i % 7) as f32 - 3.0).collect::<Vec<_>>(), &[64, 48]).unwrap();
+    let xt = ops::transpose(&wide, None).unwrap();
+    with_engine(Engine::NativeNow, || c.call(std::slice::from_ref(&xt))).unwrap();
+    let engine = &c.inspect(std::slice::from_ref(&xt), &[]).unwrap().groups[0].engine;
+    assert!(
+        engine.ends_with("; its last native run: row by row from Rust (an input not read in place one row apart, or a donated output)"),
+        "transposed rows: {engine}"
+    );
 
     let h = ops::astype(&x, Dtype::F16).unwrap();
     let c = compile(|a: &[Array]| Ok(vec![ops::multiply(ops::exp(&a[0])?, 2.0)?]));

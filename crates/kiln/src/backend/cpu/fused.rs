@@ -13,7 +13,7 @@
 //! float64 and integers in 64 bits, as eager reductions do.
 
 use super::elementwise::{elements_of, InputScratch, Source};
-use super::native::{Loaded, Native, Read, RowsFn, Write};
+use super::native::{Loaded, Native, Read, RowPath, RowsFn, Write, STREAM_BITS};
 use super::parallel::{for_chunks_with, for_items_with, for_runs, MIN_TASK, SERIAL_BELOW};
 use super::reduce::{fold, Domain, Int64};
 use super::scalar::{CastTo, Compute, Scalar};
@@ -539,7 +539,7 @@ impl<'a> Shared<'a> {
                 Write::Store { output, inst } => {
                     let size = k.insts[inst].dtype.size();
                     let to = (self.outs[output] as *mut u8).add(pos * size);
-                    if self.native_streams && j < 64 && size >= STREAMED_SIZE {
+                    if self.native_streams && j < STREAM_BITS && size >= STREAMED_SIZE {
                         stream |= 1 << j;
                         to
                     } else if self.direct[inst] == Some(output) {
@@ -569,7 +569,7 @@ impl<'a> Shared<'a> {
         }
         for (j, w) in layout.writes.iter().enumerate() {
             if let Write::Store { output, inst } = *w {
-                let streamed = j < 64 && stream >> j & 1 == 1;
+                let streamed = j < STREAM_BITS && stream >> j & 1 == 1;
                 if !streamed && self.direct[inst] != Some(output) {
                     store(k.insts[inst].dtype, t.written[j].as_ptr() as *const u8, self.outs[output], pos, n, self.streaming);
                 }
@@ -582,6 +582,13 @@ impl<'a> Shared<'a> {
     fn finish_task(&self) {
         if self.streaming {
             stream::fence();
+        }
+    }
+
+    /// Notes for [`super::native::Status`] how a native run of this row kernel goes over its rows.
+    fn note_rows(&self, path: RowPath) {
+        if self.native.is_some() {
+            self.prog.native.note_rows(path);
         }
     }
 
@@ -999,11 +1006,12 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
         let size = total.div_ceil(parts);
         for_chunks_with(total, size, || shared.task(), tiles);
     } else if k.passes == 1 && rows < 2 * rayon::current_num_threads() && len >= SERIAL_BELOW {
+        shared.note_rows(RowPath::Split);
         for r in 0..rows {
             record(unsafe { split_row(&shared, r) });
         }
     } else if let Some(call) = &whole_rows {
-        super::native::count_rows_run();
+        shared.note_rows(RowPath::Whole);
         for_items_with(rows, len, || shared.task(), |t, start, n| {
             // Safety: the pointers and steps cover every row of every input and output, and
             // the task's row caches hold a row.
@@ -1011,6 +1019,8 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
             shared.finish_task();
         });
     } else {
+        let has_rows_function = native.is_some_and(|loaded| loaded.rows(usize::from(use_cache)).is_some());
+        shared.note_rows(if has_rows_function { RowPath::Layout } else { RowPath::NoRowsFunction });
         for_items_with(rows, len, || shared.task(), |t, start, n| {
             for r in start..start + n {
                 record(unsafe { shared.row(t, r) });
@@ -1065,7 +1075,7 @@ impl RowsCall {
         // Outputs of narrower values are written with plain stores.
         let mut stream = 0u64;
         for (o, &i) in k.outputs.iter().enumerate() {
-            if streaming && o < 64 && k.insts[i].level == Level::Element && k.insts[i].dtype.size() >= STREAMED_SIZE {
+            if streaming && o < STREAM_BITS && k.insts[i].level == Level::Element && k.insts[i].dtype.size() >= STREAMED_SIZE {
                 stream |= 1 << o;
             }
         }

@@ -33,6 +33,10 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use toolchain::Target;
 
+/// The writes (or outputs) a `stream` mask of a pass or rows function can name, one bit each;
+/// later ones are never streamed.
+pub(in crate::backend::cpu) const STREAM_BITS: usize = 64;
+
 /// A pass function: `(in, out, row, acc, n, stream)`, see [`source::pass_function`].
 pub(in crate::backend::cpu) type PassFn =
     unsafe extern "C" fn(*const *const u8, *const *mut u8, *const u64, *mut u64, usize, u64);
@@ -116,9 +120,35 @@ pub fn rows_runs() -> u64 {
     ROWS_RUNS.with(|n| n.get())
 }
 
-/// Counts a run of a rows function on this thread (see [`rows_runs`]).
-pub(in crate::backend::cpu) fn count_rows_run() {
-    ROWS_RUNS.with(|n| n.set(n.get() + 1));
+/// How a native run of a row kernel went over its rows, for [`Status`]: it depends on the
+/// layout of the inputs each run gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowPath {
+    /// Runs of rows in one call of the kernel's rows function each, row steps in C too.
+    Whole,
+    /// Row by row from Rust, a pass function call per tile: some input is not read in place one
+    /// row apart (transposed, or broadcast along its rows), or an output is donated.
+    Layout,
+    /// Row by row from Rust: the kernel has no rows function (a row step or finish has no plain
+    /// C form).
+    NoRowsFunction,
+    /// A few long rows, each split across threads.
+    Split,
+}
+
+impl RowPath {
+    const ALL: [RowPath; 4] = [RowPath::Whole, RowPath::Layout, RowPath::NoRowsFunction, RowPath::Split];
+}
+
+impl std::fmt::Display for RowPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RowPath::Whole => "whole runs of rows in C",
+            RowPath::Layout => "row by row from Rust (an input not read in place one row apart, or a donated output)",
+            RowPath::NoRowsFunction => "row by row from Rust (a row step without a plain C form)",
+            RowPath::Split => "a few long rows, each split across threads",
+        })
+    }
 }
 
 /// Whether `KILN_NATIVE` turns native code off.
@@ -145,8 +175,9 @@ impl Loaded {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Status {
     /// As native code built for `target` from the C source at `source`; `speedup` is its
-    /// measured speed over the interpreter's, once measured.
-    Native { source: PathBuf, target: String, speedup: Option<f64> },
+    /// measured speed over the interpreter's, once measured; `rows`, for a row kernel that ran
+    /// natively, how its last native run went over the rows.
+    Native { source: PathBuf, target: String, speedup: Option<f64>, rows: Option<RowPath> },
     /// Interpreted until its native code is built in the background (or loaded from the on-disk
     /// cache on its next run); `source` is where its C source is (or will be) kept.
     Pending { source: PathBuf },
@@ -157,11 +188,15 @@ pub enum Status {
 impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Status::Native { source, target, speedup } => {
+            Status::Native { source, target, speedup, rows } => {
                 write!(f, "native code (C source: {}) built for {target}, ", source.display())?;
                 match speedup {
-                    Some(x) => write!(f, "measured {x:.2}x the interpreter's speed"),
-                    None => write!(f, "being timed against the interpreter"),
+                    Some(x) => write!(f, "measured {x:.2}x the interpreter's speed")?,
+                    None => write!(f, "being timed against the interpreter")?,
+                }
+                match rows {
+                    Some(path) => write!(f, "; its last native run: {path}"),
+                    None => Ok(()),
                 }
             }
             Status::Pending { source } => {
@@ -182,6 +217,8 @@ pub(in crate::backend::cpu) struct Native {
     queued: AtomicBool,
     /// Whether the loaded code is measured no slower than the interpreter.
     trial: Trial,
+    /// The [`RowPath`] of the last native run (its index in `RowPath::ALL`, plus one), or 0.
+    last_rows: AtomicU8,
 }
 
 struct Lowered {
@@ -349,7 +386,8 @@ impl Native {
             let (text, layouts, rows) = (source.text, source.layouts, source.rows);
             Ok(Lowered { source: text.into(), target, library: OnceLock::new(), index, layouts, rows })
         });
-        Native { lowered, loaded: Arc::new(OnceLock::new()), queued: AtomicBool::new(false), trial: Trial::default() }
+        let (loaded, queued) = (Arc::new(OnceLock::new()), AtomicBool::new(false));
+        Native { lowered, loaded, queued, trial: Trial::default(), last_rows: AtomicU8::new(0) }
     }
 
     /// The loaded functions, once built (or loaded from the on-disk cache); queues a background
@@ -459,9 +497,22 @@ impl Native {
                 "its native code (built for {target}, C source: {}) was measured slower: {native:.3} ns per element against {interpreted:.3} interpreted",
                 source.display()
             )),
-            (Some(Ok(_)), _, measured) => Status::Native { source, target, speedup: measured.map(|m| m.0) },
+            (Some(Ok(_)), _, measured) => {
+                let rows = RowPath::ALL.get((self.last_rows.load(Ordering::Relaxed) as usize).wrapping_sub(1)).copied();
+                Status::Native { source, target, speedup: measured.map(|m| m.0), rows }
+            }
             (None, ..) => Status::Pending { source },
         }
+    }
+
+    /// Notes how a native run went over the rows (see [`RowPath`]); whole rows in C also count
+    /// in [`rows_runs`].
+    pub(in crate::backend::cpu) fn note_rows(&self, path: RowPath) {
+        if path == RowPath::Whole {
+            ROWS_RUNS.with(|n| n.set(n.get() + 1));
+        }
+        let index = RowPath::ALL.iter().position(|&p| p == path).expect("every path is listed");
+        self.last_rows.store(index as u8 + 1, Ordering::Relaxed);
     }
 
     /// The function and layout of pass `p` of row-cache variant `variant`.

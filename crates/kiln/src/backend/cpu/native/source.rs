@@ -23,6 +23,7 @@
 //! loop's whole vectors start where the first streamed store is aligned to a streaming store, so
 //! rows of any length and offset stream; the values before and after go out as partial vectors.
 
+use super::STREAM_BITS;
 use crate::backend::cpu::fused::Pass;
 use crate::dtype::Dtype;
 use crate::fused::{operands, InstOp, Kernel, Level};
@@ -347,6 +348,12 @@ impl Fold {
         Fold { acc, load, identity, op, widen: acc == "float" }
     }
 
+    /// The fold of a row's accumulator, into which each tile's result combines: float reductions
+    /// accumulate in float64 (float32 max and min too, widened from their tiles).
+    fn of_row(op: ReduceOp, d: Dtype) -> Fold {
+        Fold::new(op, if d.is_float() { Dtype::F64 } else { d })
+    }
+
     /// The vector type of a register's worth of the sixteen accumulators.
     fn vector(&self) -> &'static str {
         match self.acc {
@@ -478,7 +485,7 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
     for (j, w) in layout.writes.iter().enumerate() {
         let (Write::Store { inst: i, .. } | Write::Cache(i)) = *w;
         let _ = writeln!(s, "    {} *restrict w{j} = out[{j}];", c_type(k.insts[i].dtype)?);
-        if matches!(w, Write::Store { .. }) && j < 64 {
+        if matches!(w, Write::Store { .. }) && j < STREAM_BITS {
             streamable.push((j, vector_type(k.insts[i].dtype)));
         }
     }
@@ -507,7 +514,7 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
         let (Write::Store { inst: i, .. } | Write::Cache(i)) = *w;
         let store = format!("memcpy(w{j} + e, &v{i}, {LEN} * sizeof *w{j});");
         match w {
-            Write::Store { .. } if j < 64 => {
+            Write::Store { .. } if j < STREAM_BITS => {
                 let _ = writeln!(whole_stores, "if (s{j}) k_stream(w{j} + e, &v{i}, sizeof v{i}); else {store}");
             }
             _ => {
@@ -602,7 +609,7 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
         );
         let _ = writeln!(s, "    for (; i{f} < n; i{f}++) g{f} = {};", fold.combine(&format!("g{f}"), &(fold.load)(&format!("{src}[i{f}]")), false));
         // float32 max and min fold in float32 and widen the tile's result.
-        let whole = Fold::new(fold.op, if fold.widen { Dtype::F64 } else { k.insts[*v].dtype });
+        let whole = Fold::of_row(fold.op, k.insts[*v].dtype);
         let part = if fold.widen { format!("(double)g{f}") } else { format!("g{f}") };
         let (acc, combined) = (whole.acc, whole.combine(&format!("a{f}"), &part, false));
         let _ = writeln!(
@@ -639,7 +646,7 @@ fn row_statement(k: &Kernel, i: usize) -> Option<String> {
 fn finish_statement(k: &Kernel, i: usize, acc: &str) -> Option<String> {
     let InstOp::Reduce(op, v) = k.insts[i].op else { return None };
     let (from, to) = (k.insts[v].dtype, k.insts[i].dtype);
-    let whole = Fold::new(op, if from.is_float() { Dtype::F64 } else { from });
+    let whole = Fold::of_row(op, from);
     let plain = if from.is_float() { to.is_float() } else { to.is_integer() && from != Dtype::Bool };
     let t = c_type(to).filter(|_| plain)?;
     Some(format!(
@@ -651,8 +658,7 @@ fn finish_statement(k: &Kernel, i: usize, acc: &str) -> Option<String> {
 /// The C statement setting accumulator bits `acc` of reduction `i` to its identity.
 fn identity_statement(k: &Kernel, i: usize, acc: &str) -> Option<String> {
     let InstOp::Reduce(op, v) = k.insts[i].op else { return None };
-    let from = k.insts[v].dtype;
-    let whole = Fold::new(op, if from.is_float() { Dtype::F64 } else { from });
+    let whole = Fold::of_row(op, k.insts[v].dtype);
     Some(format!("{{ {a} a = {}; memcpy(&{acc}, &a, sizeof a); }}", whole.identity, a = whole.acc))
 }
 
@@ -681,7 +687,7 @@ fn rows_function(k: &Kernel, variant: usize, layouts: &[&Layout], row_steps: &[V
         let mut bits = String::new();
         for (j, w) in layout.writes.iter().enumerate() {
             if let Write::Store { output, .. } = *w {
-                if j < 64 && output < 64 {
+                if j < STREAM_BITS && output < STREAM_BITS {
                     let _ = write!(bits, " | (((stream >> {output}) & 1) << {j})");
                 }
             }
