@@ -5,11 +5,27 @@ raise a ValueError naming the file, never crash, hang or raise anything else."""
 import io
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import kiln.core as mx
+
+
+def test_importing_kiln_leaves_numpy_to_the_functions_that_need_it(tmp_path):
+    # numpy's import starts its BLAS threads, which spin beside kiln's: kiln imports it on use.
+    code = (
+        "import sys, kiln.core as mx, kiln.nn, kiln.optimizers\n"
+        "before = 'numpy' in sys.modules\n"
+        "info = (mx.finfo(mx.float16).eps, mx.iinfo(mx.uint8).max)\n"
+        f"mx.save({str(tmp_path / 'a.npy')!r}, mx.arange(3))\n"
+        "print(before, 'numpy' in sys.modules, info)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().split(maxsplit=2) == ["False", "True", f"({float(np.finfo(np.float16).eps)}, 255)"]
+    assert np.array_equal(np.load(tmp_path / "a.npy"), np.arange(3))
 
 
 def test_load_from_paths_open_files_and_streams(tmp_path):

@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
+from kiln.core._numpy import numpy as _np
 from kiln._core import Dtype, array, bfloat16, complex64, float32, issubdtype, floating, integer, where, zeros
 
 # numpy's name of each float dtype it shares with kiln; bfloat16 has none.
@@ -25,7 +24,7 @@ class finfo:
         if dtype == bfloat16:
             self.bits, self.max, self.eps, self.smallest_normal = 16, _BFLOAT16_MAX, 2.0**-7, 2.0**-126
         else:
-            info = np.finfo(np.dtype(f"float{dtype.size * 8}"))
+            info = _np().finfo(f"float{dtype.size * 8}")
             self.bits, self.max, self.eps = info.bits, float(info.max), float(info.eps)
             self.smallest_normal = float(info.smallest_normal)
         self.min = -self.max
@@ -42,7 +41,7 @@ class iinfo:
             raise ValueError(f"[iinfo] dtype must be an integer type, got {dtype}")
         self.dtype = dtype
         name = str(dtype).rsplit(".", 1)[-1]
-        info = np.iinfo(np.dtype(name))
+        info = _np().iinfo(name)
         self.min, self.max = int(info.min), int(info.max)
 
     def __repr__(self) -> str:

@@ -11,34 +11,33 @@ import os
 import zipfile
 from typing import Dict, Optional
 
-import numpy as np
-
 from kiln import _core
+from kiln.core._numpy import numpy as _np
 from kiln._core import array, bfloat16
 from kiln.core._streams import on_stream
 
 
-def _numpy(a: array, what: str) -> np.ndarray:
+def _numpy(a: array, what: str):
     if not isinstance(a, array):
         raise TypeError(f"{what}: expected an array, got {type(a).__name__}")
     if a.dtype == bfloat16:
         raise ValueError(f"{what}: bfloat16 has no numpy dtype; save it with save_safetensors or cast with astype")
-    return np.asarray(a)
+    return _np().asarray(a)
 
 
 def save(file: str, arr: array) -> None:
     """Saves one array as ``.npy`` (the extension is added when missing)."""
-    np.save(file, _numpy(arr, "save"))
+    _np().save(file, _numpy(arr, "save"))
 
 
 def savez(file: str, *args: array, **kwargs: array) -> None:
     """Saves arrays to an ``.npz`` archive (positional ones as ``arr_0``, ...)."""
-    np.savez(file, *(_numpy(a, "savez") for a in args), **{k: _numpy(v, "savez") for k, v in kwargs.items()})
+    _np().savez(file, *(_numpy(a, "savez") for a in args), **{k: _numpy(v, "savez") for k, v in kwargs.items()})
 
 
 def savez_compressed(file: str, *args: array, **kwargs: array) -> None:
     """Like ``savez``, compressed."""
-    np.savez_compressed(
+    _np().savez_compressed(
         file, *(_numpy(a, "savez_compressed") for a in args), **{k: _numpy(v, "savez_compressed") for k, v in kwargs.items()}
     )
 
