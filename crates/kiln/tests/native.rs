@@ -63,13 +63,22 @@ fn all_levels() -> Vec<&'static str> {
 /// checks native code ran (or, when `native` is false, that it did not) and that the results
 /// are equal bit for bit.
 fn engines_agree(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Clone + Send + Sync + 'static, args: &[Array], native: bool, what: &str) {
+    // Every level's results stay alive to the end: freed, their buffers would come back (host
+    // memory is recycled by size) holding the right values for the next level's outputs, and a
+    // kernel that skipped some stores would pass there.
+    let mut kept = Vec::new();
     for level in all_levels() {
-        with_arch(level, || engines_agree_at(f.clone(), args, native, &format!("{what} [{level}]")));
+        kept.push(with_arch(level, || engines_agree_at(f.clone(), args, native, &format!("{what} [{level}]"))));
     }
 }
 
-/// [`engines_agree`] for the level the thread builds for.
-fn engines_agree_at(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static, args: &[Array], native: bool, what: &str) {
+/// [`engines_agree`] for the level the thread builds for; returns both engines' results.
+fn engines_agree_at(
+    f: impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static,
+    args: &[Array],
+    native: bool,
+    what: &str,
+) -> (Vec<Array>, Vec<Array>) {
     let c = compile(f);
     let want = with_engine(Engine::Interpreter, || c.call(args)).unwrap_or_else(|e| panic!("{what}: interpreted: {e}"));
     let before = native_runs();
@@ -86,6 +95,7 @@ fn engines_agree_at(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + '
             panic!("{what}: output {k}: {e}");
         }
     }
+    (want, got)
 }
 
 /// Every 4099th float32 bit pattern (both signs, subnormals, infinities, NaNs) and special values.
@@ -343,6 +353,18 @@ fn reducing_kernels_match_the_interpreter() {
             );
         }
     }
+    // Several folds in a pass that also reads a row value (their C names must not clash).
+    let x = common::array(&rng.vec(64 * 300, -3.0, 3.0), &[64, 300], Dtype::F32);
+    engines_agree(
+        |a| {
+            let e = ops::exp(ops::subtract(&a[0], ops::max(&a[0], Some(&[-1]), true)?)?)?;
+            let [s, hi, lo] = [ops::sum(&e, Some(&[-1]), false)?, ops::max(&e, Some(&[-1]), false)?, ops::min(&e, Some(&[-1]), false)?];
+            Ok(vec![s, hi, lo])
+        },
+        std::slice::from_ref(&x),
+        true,
+        "three folds after a row value",
+    );
     // Layer norm: two reductions, then the normalised row.
     let x = common::array(&rng.vec(64 * 700, -3.0, 3.0), &[64, 700], Dtype::F32);
     engines_agree(
@@ -372,8 +394,8 @@ fn layouts_and_outputs_match_the_interpreter() {
     let big = common::array(&rng.vec(1 << 22, -3.0, 3.0), &[1 << 22], Dtype::F32);
     engines_agree(move |a| Ok(vec![gelu(&a[0])?]), std::slice::from_ref(&big), true, "streamed output");
     // Row kernels whose native passes stream their outputs themselves: rows aligned to every
-    // vector width (4096 float32), and rows of an odd length, which mostly go through a tile;
-    // a bool output always does.
+    // vector width (4096 float32), and rows of an odd length (the passes start their whole
+    // vectors where the stores are aligned); a bool output is stored plainly.
     for (rows, len) in [(1024, 4096), (1100, 4001)] {
         let x = common::array(&rng.vec(rows * len, -3.0, 3.0), &[rows, len], Dtype::F32);
         let what = format!("streamed row outputs {rows}x{len}");
@@ -473,19 +495,38 @@ fn whole_rows_in_c_match_the_interpreter() {
         let x = common::array(&rng.vec(rows * len, -3.0, 3.0), &[rows, len], Dtype::F32);
         rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[x], true, &format!("streamed {rows}x{len}"));
     }
-    // Streamed outputs of float32, float64 (aligned differently on most rows: it streams where
-    // the float32 one lands aligned) and bool (stored plainly), on rows read from an offset.
-    let wide = common::array(&rng.vec(9001 * 501, -3.0, 3.0), &[9001, 501], Dtype::F32);
-    let view = ops::slice(&wide, &[range(1, 9001, 1), range(1, 501, 1)]).unwrap();
+    // One pass storing float32, then float64 (aligned differently on most rows: it streams only
+    // where the float32 one's start lands it aligned too) and bool (stored plainly); rows of 501
+    // values, so the whole vectors start at every offset of a streaming store.
+    let x = common::array(&rng.vec(9000 * 501, -3.0, 3.0), &[9000, 501], Dtype::F32);
     rows_agree(
         |a| {
             let e = ops::exp(ops::subtract(&a[0], ops::max(&a[0], Some(&[-1]), true)?)?)?;
+            let e3 = ops::multiply(&e, 3.0)?;
             let p = ops::divide(&e, ops::sum(&e, Some(&[-1]), true)?)?;
-            Ok(vec![ops::astype(ops::multiply(&e, 3.0)?, Dtype::F64)?, p, ops::greater(&e, 0.5)?])
+            Ok(vec![e3.clone(), ops::astype(&e3, Dtype::F64)?, ops::greater(&e, 0.5)?, p])
         },
-        &[view],
+        &[x],
         true,
-        "streamed float32, float64 and bool outputs of 9000x500 from an offset",
+        "streamed float32, float64 and bool outputs of 9000x501",
+    );
+    // Rows shorter than the values before the first aligned vector (all of a row is head).
+    let x = common::array(&rng.vec(1_500_000 * 3, -3.0, 3.0), &[1_500_000, 3], Dtype::F32);
+    rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[x], true, "streamed 1500000x3");
+    // Streamed rows of odd length through the per-row loop (a transposed input), and pieces of a
+    // few long rows split across threads: each call's pass function starts its own vectors.
+    let x = common::array(&rng.vec(4001 * 1100, -3.0, 3.0), &[4001, 1100], Dtype::F32);
+    let xt = ops::transpose(&x, None).unwrap();
+    rows_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[-1]), false)?]), &[xt], false, "streamed transposed 1100x4001");
+    let x = common::array(&rng.vec(4_500_001, -3.0, 3.0), &[1, 4_500_001], Dtype::F32);
+    rows_agree(
+        |a| {
+            let y = ops::multiply(&a[0], 2.0)?;
+            Ok(vec![ops::sum(&y, Some(&[-1]), false)?, y])
+        },
+        &[x],
+        false,
+        "streamed 1x4500001 split across threads",
     );
 }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from kiln.core._numpy import numpy as _np
 from kiln._core import Dtype, array, bfloat16, complex64, float32, issubdtype, floating, integer, where, zeros
 
-# numpy's name of each float dtype it shares with kiln; bfloat16 has none.
+# bfloat16's largest finite value (numpy has no bfloat16 to ask).
 _BFLOAT16_MAX = float.fromhex("0x1.fep127")
 
 

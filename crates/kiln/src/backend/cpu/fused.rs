@@ -1019,8 +1019,11 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
             shared.finish_task();
         });
     } else {
-        let has_rows_function = native.is_some_and(|loaded| loaded.rows(usize::from(use_cache)).is_some());
-        shared.note_rows(if has_rows_function { RowPath::Layout } else { RowPath::NoRowsFunction });
+        // (Empty rows have nothing to run either way.)
+        if len > 0 {
+            let has_rows_function = native.is_some_and(|loaded| loaded.rows(usize::from(use_cache)).is_some());
+            shared.note_rows(if has_rows_function { RowPath::Layout } else { RowPath::NoRowsFunction });
+        }
         for_items_with(rows, len, || shared.task(), |t, start, n| {
             for r in start..start + n {
                 record(unsafe { shared.row(t, r) });

@@ -145,7 +145,7 @@ impl std::fmt::Display for RowPath {
         f.write_str(match self {
             RowPath::Whole => "whole runs of rows in C",
             RowPath::Layout => "row by row from Rust (an input not read in place one row apart, or a donated output)",
-            RowPath::NoRowsFunction => "row by row from Rust (a row step without a plain C form)",
+            RowPath::NoRowsFunction => "row by row from Rust (a row step or finish without a plain C form)",
             RowPath::Split => "a few long rows, each split across threads",
         })
     }

@@ -3,7 +3,9 @@
  * the compiler's heuristics: K_LANES follows the target the file is built for (16 with AVX-512,
  * 8 with AVX, 4 for SSE and NEON). The float32 transcendentals are backend/cpu/math.rs step for
  * step (same constants, same order of operations, the same fused multiply-adds where the
- * interpreter's loops use them), with selects through comparison masks instead of branches.
+ * interpreter's loops use them, plus fused forms whose product is exact, which round as the
+ * interpreter's separate steps do), with selects through comparison masks (or the min/max
+ * instructions that equal them) instead of branches.
  * Compiled with -ffp-contract=off, so every rounding is the one the Rust code does and results
  * are equal bit for bit. Ops with no vector form here run lane by lane on the scalar helpers. */
 #include <float.h>

@@ -585,14 +585,14 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
             "    for (int g = 0; g < {segments}; g++) for (int q = 0; q < 16 / {lanes}; q++) f{f}[g][q] = ({vec}){{0}} + ({acc}){};",
             fold.identity
         );
-        let _ = writeln!(s, "    const size_t b{f} = n / 16, per{f} = b{f} / {segments};");
+        let _ = writeln!(s, "    const size_t nb{f} = n / 16, per{f} = nb{f} / {segments};");
         let _ = writeln!(s, "    for (size_t m = 0; m < per{f}; m++) {{");
         for g in 0..segments {
             let _ = writeln!(s, "        {}", fold_block(&format!("f{f}[{g}]"), &format!("{g} * per{f} + m")));
         }
         let _ = writeln!(s, "    }}");
         let last = segments - 1;
-        let _ = writeln!(s, "    for (size_t m = {segments} * per{f}; m < b{f}; m++) {}", fold_block(&format!("f{f}[{last}]"), "m"));
+        let _ = writeln!(s, "    for (size_t m = {segments} * per{f}; m < nb{f}; m++) {}", fold_block(&format!("f{f}[{last}]"), "m"));
         for g in 1..segments {
             let _ = writeln!(
                 s,
@@ -600,7 +600,7 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
                 fold.combine(&format!("f{f}[0][q]"), &format!("f{f}[{g}][q]"), true)
             );
         }
-        let _ = writeln!(s, "    size_t i{f} = b{f} * 16;");
+        let _ = writeln!(s, "    size_t i{f} = nb{f} * 16;");
         let _ = writeln!(s, "    {acc} g{f} = {};", fold.identity);
         let _ = writeln!(
             s,
