@@ -135,6 +135,12 @@ fn costly(op: &InstOp) -> bool {
 /// [`stream_copy`] in the per-row loop, and are stored plainly by rows functions.
 const STREAMED_SIZE: usize = 4;
 
+/// Whether a native function streams write or output `index`, of `dtype` values, itself when
+/// streaming is on: its bit fits the stream mask and its values are [`STREAMED_SIZE`] or wider.
+fn streams_itself(index: usize, dtype: Dtype) -> bool {
+    index < STREAM_BITS && dtype.size() >= STREAMED_SIZE
+}
+
 impl Pass {
     /// The schedule of pass `p`; `cached` marks values kept in the row cache.
     fn new(k: &Kernel, p: usize, cached: &[bool]) -> Pass {
@@ -539,7 +545,7 @@ impl<'a> Shared<'a> {
                 Write::Store { output, inst } => {
                     let size = k.insts[inst].dtype.size();
                     let to = (self.outs[output] as *mut u8).add(pos * size);
-                    if self.native_streams && j < STREAM_BITS && size >= STREAMED_SIZE {
+                    if self.native_streams && streams_itself(j, k.insts[inst].dtype) {
                         stream |= 1 << j;
                         to
                     } else if self.direct[inst] == Some(output) {
@@ -1078,7 +1084,7 @@ impl RowsCall {
         // Outputs of narrower values are written with plain stores.
         let mut stream = 0u64;
         for (o, &i) in k.outputs.iter().enumerate() {
-            if streaming && o < STREAM_BITS && k.insts[i].level == Level::Element && k.insts[i].dtype.size() >= STREAMED_SIZE {
+            if streaming && k.insts[i].level == Level::Element && streams_itself(o, k.insts[i].dtype) {
                 stream |= 1 << o;
             }
         }

@@ -671,9 +671,9 @@ fn identity_statement(k: &Kernel, i: usize, acc: &str) -> Option<String> {
 ///
 /// Arguments `(base, step, cache, outs, row, r0, r1, n, stream)`: per load instruction, its
 /// base and its step per row in elements (element `e` of row `r` at `base + r * step + e`, a row
-/// value at `base + r * step`); per cached instruction (variant 1), its row cache of `n` values (rows longer than a tile);
-/// per kernel output, its base; the task's row values (constants set); stream bit `o` for
-/// element output `o`. None when a row step or a finish has no exact C form.
+/// value at `base + r * step`); per cached instruction (variant 1), its row cache of `n` values
+/// (for rows longer than a tile); per kernel output, its base; the task's row values (constants
+/// set); stream bit `o` for element output `o`. None when a row step or a finish has no exact C form.
 fn rows_function(k: &Kernel, variant: usize, layouts: &[&Layout], row_steps: &[Vec<usize>]) -> Option<String> {
     let size = |i: usize| k.insts[i].dtype.size();
     let mut s = String::new();
