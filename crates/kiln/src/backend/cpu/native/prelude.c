@@ -151,19 +151,25 @@ static inline k_vf32 k_exp_f32(k_vf32 x) {
     k_vi32 ni = (k_vi32)t - (k_vi32)magic;
     /* n times the high part of ln 2 is exact (at most 8 + 15 significant bits), so the fused
      * form rounds once where math.rs rounds the difference: the same bits. */
-    k_vf32 r = k_fma(n, K_SPLAT(k_vf32, -0.69314575f), xc) - n * 1.4286068e-6f;
-    k_vf32 p = K_SPLAT(k_vf32, 1.0f / 5040.0f);
-    p = k_ma(p, r, 1.0f / 720.0f);
-    p = k_ma(p, r, 1.0f / 120.0f);
-    p = k_ma(p, r, 1.0f / 24.0f);
-    p = k_ma(p, r, 1.0f / 6.0f);
-    p = k_ma(p, r, 0.5f);
+    k_vf32 r = k_fma(n, K_SPLAT(k_vf32, -1.4286068e-6f), k_fma(n, K_SPLAT(k_vf32, -0.69314575f), xc));
+    k_vf32 p = K_SPLAT(k_vf32, 1.3841746e-3f);
+    p = k_ma(p, r, 8.37579e-3f);
+    p = k_ma(p, r, 4.166811e-2f);
+    p = k_ma(p, r, 1.6666411e-1f);
+    p = k_ma(p, r, 4.9999991e-1f);
     p = k_ma(p, r, 1.0f);
     p = k_ma(p, r, 1.0f);
+#if defined(__AVX512F__)
+    /* p 2^n in one instruction, rounded once as the two steps below round it (p 2^(n/2) is
+     * exact: a normal number for every n the clamp allows). */
+    (void)ni;
+    return (k_vf32)_mm512_scalef_ps((__m512)p, (__m512)n);
+#else
     k_vi32 e1 = ni >> 1;
     k_vf32 s1 = (k_vf32)((k_vu32)(e1 + 127) << 23);
     k_vf32 s2 = (k_vf32)((k_vu32)(ni - e1 + 127) << 23);
     return p * s1 * s2;
+#endif
 }
 
 static inline k_vf32 k_log_f32(k_vf32 x) {
