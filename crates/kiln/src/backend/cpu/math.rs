@@ -162,14 +162,15 @@ fn horner<M: MulAdd>(x: f32, c: &[f32]) -> f32 {
     p
 }
 
-/// Rounds to the nearest integer (ties to even) by the 1.5 * 2^23 trick, valid for |v| < 2^22,
-/// and returns it both as a float and as an integer read from the mantissa bits. The integer is
-/// not `v as i32`: Rust's saturating float-to-int conversion compiles to per-lane scalar code and
-/// keeps the loop from vectorising. NaN gives a NaN float and a meaningless integer.
+/// n = x log2(e) rounded to the nearest integer (ties to even), by adding 1.5 * 2^23 in the same
+/// multiply-add (valid for |n| < 2^22), as a float and as an integer read from the mantissa bits.
+/// The integer is not `n as i32`: Rust's saturating float-to-int conversion compiles to per-lane
+/// scalar code and keeps the loop from vectorising. NaN gives a NaN float and a meaningless
+/// integer.
 #[inline(always)]
-fn round_small(v: f32) -> (f32, i32) {
+fn round_log2e<M: MulAdd>(x: f32) -> (f32, i32) {
     const MAGIC: f32 = 12_582_912.0;
-    let t = v + MAGIC;
+    let t = M::mul_add(x, std::f32::consts::LOG2_E, MAGIC);
     (t - MAGIC, (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32))
 }
 
@@ -188,7 +189,7 @@ fn pow2i(e: i32) -> f32 {
 #[inline(always)]
 pub fn exp_f32<M: MulAdd>(x: f32) -> f32 {
     let xc = if x > 89.0 { 89.0 } else if x < -104.0 { -104.0 } else { x };
-    let (n, ni) = round_small(xc * std::f32::consts::LOG2_E);
+    let (n, ni) = round_log2e::<M>(xc);
     // n times the high part of ln 2 is exact, so the first step rounds once either way.
     let r = M::mul_add(n, -1.428_606_8e-6, xc - n * 0.693_145_75);
     let p = horner::<M>(r, &[1.384_174_6e-3, 8.375_79e-3, 4.166_811e-2, 1.666_641_1e-1, 4.999_999_1e-1, 1.0, 1.0]);

@@ -85,7 +85,7 @@ __device__ __forceinline__ float k_pow2i(int e) { return __uint_as_float(((u32)(
 __device__ __forceinline__ float k_exp_f32(float x) {
     float xc = k_clamp(x, -104.0f, 89.0f);
     const float magic = 12582912.0f;
-    float t = __fmul_rn(xc, 1.44269504088896341f) + magic;
+    float t = fmaf(xc, 1.44269504088896341f, magic);
     float n = t - magic;
     int ni = (int)(__float_as_uint(t) - __float_as_uint(magic));
     float r = fmaf(n, -1.4286068e-6f, fmaf(n, -0.69314575f, xc)); /* the first product is exact */

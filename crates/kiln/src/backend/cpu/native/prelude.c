@@ -146,7 +146,7 @@ static inline k_vf32 k_sqrt_f32(k_vf32 x) {
 static inline k_vf32 k_exp_f32(k_vf32 x) {
     k_vf32 xc = k_clamp(x, -104.0f, 89.0f);
     const k_vf32 magic = K_SPLAT(k_vf32, 12582912.0f);
-    k_vf32 t = xc * 1.44269504088896340736f + magic;
+    k_vf32 t = k_fma(xc, K_SPLAT(k_vf32, 1.44269504088896340736f), magic);
     k_vf32 n = t - magic;
     k_vi32 ni = (k_vi32)t - (k_vi32)magic;
     /* n times the high part of ln 2 is exact (at most 8 + 15 significant bits), so the fused
