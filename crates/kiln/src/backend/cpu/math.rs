@@ -180,10 +180,10 @@ fn pow2i(e: i32) -> f32 {
     f32::from_bits((e.wrapping_add(127) as u32) << 23)
 }
 
-/// e^x for f32 (within 1 ulp with FMA, 1.3 without): x = n ln2 + r with |r| <= ln2/2, e^r by a
-/// degree-6 polynomial `1 + r q(r)` (q fitted for least maximum relative error on |r| <= 0.354:
-/// 2.3e-9 before rounding, where Taylor's of degree 6 is off by 1.2e-7), scaled by 2^n in two
-/// steps so subnormal results are right. x is clamped to [-104, 89], just outside the
+/// e^x for f32 (within 0.9 ulp with FMA, 1.17 without, over every float32): x = n ln2 + r with
+/// |r| <= ln2/2, e^r by a degree-6 polynomial `1 + r + r^2 q(r)` (q fitted for least maximum
+/// relative error on |r| <= 0.354, its coefficients rounded to float32: 6.2e-9, where Taylor's
+/// of degree 6 is off by 1.9e-7), scaled by 2^n in two steps so subnormal results are right. x is clamped to [-104, 89], just outside the
 /// range of finite non-zero results, so the scaling itself overflows to infinity and underflows
 /// to zero there (no selects after the fact); NaN passes the clamp.
 #[inline(always)]
@@ -192,7 +192,7 @@ pub fn exp_f32<M: MulAdd>(x: f32) -> f32 {
     let (n, ni) = round_log2e::<M>(xc);
     // n times the high part of ln 2 is exact, so the first step rounds once either way.
     let r = M::mul_add(n, -1.428_606_8e-6, xc - n * 0.693_145_75);
-    let p = horner::<M>(r, &[1.384_174_6e-3, 8.375_79e-3, 4.166_811e-2, 1.666_641_1e-1, 4.999_999_1e-1, 1.0, 1.0]);
+    let p = horner::<M>(r, &[1.381_145e-3, 8.370_237e-3, 4.166_853_8e-2, 1.666_650_8e-1, 4.999_999_4e-1, 1.0, 1.0]);
     let e1 = ni >> 1;
     p * pow2i(e1) * pow2i(ni.wrapping_sub(e1))
 }
@@ -335,7 +335,7 @@ mod tests {
     #[allow(clippy::type_complexity)]
     fn check_accuracy<M: MulAdd>(erf_ulps: f64) {
         let cases: [(&str, fn(f32) -> f32, fn(f64) -> f64, f32, f32, f64); 8] = [
-            ("exp", exp_f32::<M>, f64::exp, -104.0, 89.0, 1.5),
+            ("exp", exp_f32::<M>, f64::exp, -104.0, 89.0, 1.25),
             ("log", log_f32::<M>, f64::ln, 0.0, f32::MAX, 2.0),
             ("expm1", expm1_f32::<M>, f64::exp_m1, -104.0, 89.0, 3.0),
             ("log1p", log1p_f32::<M>, f64::ln_1p, -1.0, f32::MAX, 3.0),

@@ -89,9 +89,9 @@ __device__ __forceinline__ float k_exp_f32(float x) {
     float n = t - magic;
     int ni = (int)(__float_as_uint(t) - __float_as_uint(magic));
     float r = fmaf(n, -1.4286068e-6f, fmaf(n, -0.69314575f, xc)); /* the first product is exact */
-    float p = 1.3841746e-3f;
-    p = fmaf(p, r, 8.37579e-3f); p = fmaf(p, r, 4.166811e-2f); p = fmaf(p, r, 1.6666411e-1f);
-    p = fmaf(p, r, 4.9999991e-1f); p = fmaf(p, r, 1.0f); p = fmaf(p, r, 1.0f);
+    float p = 1.381145e-3f;
+    p = fmaf(p, r, 8.370237e-3f); p = fmaf(p, r, 4.1668538e-2f); p = fmaf(p, r, 1.6666508e-1f);
+    p = fmaf(p, r, 4.9999994e-1f); p = fmaf(p, r, 1.0f); p = fmaf(p, r, 1.0f);
     int e1 = ni >> 1;
     return p * k_pow2i(e1) * k_pow2i(ni - e1);
 }

@@ -152,11 +152,11 @@ static inline k_vf32 k_exp_f32(k_vf32 x) {
     /* n times the high part of ln 2 is exact (at most 8 + 15 significant bits), so the fused
      * form rounds once where math.rs rounds the difference: the same bits. */
     k_vf32 r = k_fma(n, K_SPLAT(k_vf32, -1.4286068e-6f), k_fma(n, K_SPLAT(k_vf32, -0.69314575f), xc));
-    k_vf32 p = K_SPLAT(k_vf32, 1.3841746e-3f);
-    p = k_ma(p, r, 8.37579e-3f);
-    p = k_ma(p, r, 4.166811e-2f);
-    p = k_ma(p, r, 1.6666411e-1f);
-    p = k_ma(p, r, 4.9999991e-1f);
+    k_vf32 p = K_SPLAT(k_vf32, 1.381145e-3f);
+    p = k_ma(p, r, 8.370237e-3f);
+    p = k_ma(p, r, 4.1668538e-2f);
+    p = k_ma(p, r, 1.6666508e-1f);
+    p = k_ma(p, r, 4.9999994e-1f);
     p = k_ma(p, r, 1.0f);
     p = k_ma(p, r, 1.0f);
 #if defined(__AVX512F__)
