@@ -183,9 +183,10 @@ fn pow2i(e: i32) -> f32 {
 /// e^x for f32 (within 0.9 ulp with FMA, 1.17 without, over every float32): x = n ln2 + r with
 /// |r| <= ln2/2, e^r by a degree-6 polynomial `1 + r + r^2 q(r)` (q fitted for least maximum
 /// relative error on |r| <= 0.354, its coefficients rounded to float32: 6.2e-9, where Taylor's
-/// of degree 6 is off by 1.9e-7), scaled by 2^n in two steps so subnormal results are right. x is clamped to [-104, 89], just outside the
-/// range of finite non-zero results, so the scaling itself overflows to infinity and underflows
-/// to zero there (no selects after the fact); NaN passes the clamp.
+/// of degree 6 is off by 1.9e-7), scaled by 2^n in two steps so subnormal results are right.
+/// x is clamped to [-104, 89], just outside the range of finite non-zero results, so the scaling
+/// itself overflows to infinity and underflows to zero there (no selects after the fact); NaN
+/// passes the clamp.
 #[inline(always)]
 pub fn exp_f32<M: MulAdd>(x: f32) -> f32 {
     let xc = if x > 89.0 { 89.0 } else if x < -104.0 { -104.0 } else { x };
