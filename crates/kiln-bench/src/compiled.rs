@@ -6,6 +6,8 @@
 //!   write).
 //! - `layernorm`, `softmax`: last-axis reductions and elementwise work on 4096x4096 float32,
 //!   written with primitive ops (no `ops::softmax`, no `ops::var`).
+//! - `batchnorm`, `softmax_axis0`: the same over the first axis (column reductions): a batch
+//!   norm's per-feature statistics over a batch of 4096, softmax over axis 0.
 //! - `mlp_step`: a whole training step (value_and_grad, SGD with momentum) of a 784-256-10 relu
 //!   MLP, state held in `ArrayList`s; the compiled step declares them as inputs and outputs.
 //! - `first_compile`: a fresh compiled GELU's first call on 1000x1000 (trace, simplify, fuse,
@@ -52,9 +54,29 @@ pub(crate) fn layernorm(a: &[Array]) -> Result<Array> {
 
 /// Softmax over the last axis: exp(x - max) / sum.
 pub(crate) fn softmax(a: &[Array]) -> Result<Array> {
-    let x = &a[0];
-    let e = ops::exp(ops::subtract(x, ops::max(x, Some(&[-1]), true)?)?)?;
-    ops::divide(&e, ops::sum(&e, Some(&[-1]), true)?)
+    softmax_over(&a[0], -1)
+}
+
+/// Softmax over `axis` of `x`.
+fn softmax_over(x: &Array, axis: i64) -> Result<Array> {
+    let e = ops::exp(ops::subtract(x, ops::max(x, Some(&[axis]), true)?)?)?;
+    ops::divide(&e, ops::sum(&e, Some(&[axis]), true)?)
+}
+
+/// Softmax over the first axis.
+fn softmax_axis0(a: &[Array]) -> Result<Array> {
+    softmax_over(&a[0], 0)
+}
+
+/// Batch normalization (training mode) of a[0], (batch, features): each feature normalized by
+/// its mean and variance over the batch, scaled by a[1] and shifted by a[2].
+fn batchnorm(a: &[Array]) -> Result<Array> {
+    let (x, w, b) = (&a[0], &a[1], &a[2]);
+    let mean = ops::mean(x, Some(&[0]), true)?;
+    let dev = ops::subtract(x, &mean)?;
+    let var = ops::mean(ops::square(&dev)?, Some(&[0]), true)?;
+    let normed = ops::multiply(&dev, ops::rsqrt(ops::add(var, 1e-5)?)?)?;
+    ops::add(ops::multiply(normed, w)?, b)
 }
 
 /// exp(-x) + x * 2.
@@ -111,17 +133,19 @@ fn steady(mut call: impl FnMut()) {
 /// A benchmarked function of its arguments.
 type CaseFn = fn(&[Array]) -> Result<Array>;
 
-/// `gelu`, `silu`, `layernorm` or `softmax`, eager against compiled.
+/// `gelu`, `silu`, `layernorm`, `softmax`, `batchnorm` or `softmax_axis0`, eager against compiled.
 pub(crate) fn elementwise(case: &str, reps: usize) -> Vec<Row> {
     let square = [NORM_N, NORM_N];
     let (name, f, args): (&'static str, CaseFn, Vec<Array>) = match case {
         "gelu" => ("gelu", gelu, vec![random_input(&SHAPE)]),
         "silu" => ("silu", silu, vec![random_input(&SHAPE)]),
-        "layernorm" => {
+        "layernorm" | "batchnorm" => {
             let (w, b) = (uniform(&[NORM_N], 1.0, 1), uniform(&[NORM_N], 1.0, 2));
-            ("layernorm", layernorm, vec![random_input(&square), w, b])
+            let args = vec![random_input(&square), w, b];
+            if case == "layernorm" { ("layernorm", layernorm, args) } else { ("batchnorm", batchnorm, args) }
         }
         "softmax" => ("softmax", softmax, vec![random_input(&square)]),
+        "softmax_axis0" => ("softmax_axis0", softmax_axis0, vec![random_input(&square)]),
         other => unreachable!("not an elementwise compile case: {other}"),
     };
     // One read of the input and one write of the output (the (4096,) weights are negligible).

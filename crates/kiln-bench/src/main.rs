@@ -48,9 +48,9 @@ const MATMUL_N: usize = 2048;
 const MLP: [usize; 4] = [512, 1024, 1024, 16];
 /// Batch, side and channels of the `conv2d` case: a ResNet stage's 3x3 convolution, channels last.
 const CONV: [usize; 3] = [8, 56, 64];
-const ALL_CASES: [&str; 15] = [
-    "memcpy", "copy", "add", "gelu", "silu", "layernorm", "softmax", "sum", "matmul", "conv2d", "qmatmul", "mlp_grad",
-    "mlp_step", "first_compile", "tiny_call",
+const ALL_CASES: [&str; 17] = [
+    "memcpy", "copy", "add", "gelu", "silu", "layernorm", "softmax", "batchnorm", "softmax_axis0", "sum", "matmul",
+    "conv2d", "qmatmul", "mlp_grad", "mlp_step", "first_compile", "tiny_call",
 ];
 
 /// One measured result.
@@ -150,7 +150,7 @@ fn run_case(case: &str, reps: usize) -> Vec<Row> {
             let ms = median_ms(reps, || ops::add(&x, &y).unwrap().eval().unwrap());
             vec![Row::new("add", "eager", ms).bytes(3 * bytes)]
         }
-        "gelu" | "silu" | "layernorm" | "softmax" => compiled::elementwise(case, reps),
+        "gelu" | "silu" | "layernorm" | "softmax" | "batchnorm" | "softmax_axis0" => compiled::elementwise(case, reps),
         "sum" => {
             let x = random_input(&SHAPE);
             let ms = median_ms(reps, || ops::sum(&x, None, false).unwrap().eval().unwrap());

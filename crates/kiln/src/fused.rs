@@ -61,8 +61,14 @@ pub struct Inst {
 pub struct Kernel {
     /// A readable name (the member ops).
     pub name: String,
-    /// Trailing axes of the space folded by reductions (0 for a purely elementwise kernel).
+    /// Axes of the space folded by reductions (0 for a purely elementwise kernel): the trailing
+    /// ones, or the block just before the last `inner` axes.
     pub reduced: usize,
+    /// Kept axes of the space after the reduced ones: 0 for row reductions (softmax over the last
+    /// axis), more for column reductions (a sum over axis 0 of a matrix, a batch norm's mean over
+    /// the batch). Only the CPU runs kernels with inner axes, over blocks of columns (native code
+    /// or the interpreter); fusion for a GPU never makes them.
+    pub inner: usize,
     /// The dtypes of the external inputs.
     pub inputs: Vec<Dtype>,
     /// The program, in dependency order.
@@ -99,6 +105,15 @@ impl Kernel {
     /// elementwise kernels, which read every input position before writing it and never again.
     pub fn may_donate(&self) -> bool {
         self.reduced == 0
+    }
+
+    /// The space's shape as (rows, reduced length, inner width): the products of the axes
+    /// before, inside and after the reduced block.
+    pub fn split_space(&self, space: &[usize]) -> (usize, usize, usize) {
+        let nd = space.len();
+        let end = nd - self.inner.min(nd);
+        let start = end - self.reduced.min(end);
+        (space[..start].iter().product(), space[start..end].iter().product(), space[end..].iter().product())
     }
 }
 
@@ -148,7 +163,11 @@ impl Kernel {
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inputs: Vec<String> = self.inputs.iter().enumerate().map(|(i, d)| format!("in{i}: {d}")).collect();
-        writeln!(f, "kernel {}({}) reduced_axes={} passes={} {{", self.name, inputs.join(", "), self.reduced, self.passes)?;
+        write!(f, "kernel {}({}) reduced_axes={} ", self.name, inputs.join(", "), self.reduced)?;
+        if self.inner > 0 {
+            write!(f, "inner_axes={} ", self.inner)?;
+        }
+        writeln!(f, "passes={} {{", self.passes)?;
         for i in 0..self.insts.len() {
             writeln!(f, "  {}", self.inst_text(i))?;
         }

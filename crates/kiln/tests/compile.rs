@@ -16,6 +16,7 @@
 mod common;
 
 use common::{assert_close, Rng};
+use kiln::backend::cpu::native;
 use kiln::ops;
 use kiln::{
     compile, compile_fn, compile_with, compile_with_constants, custom_kernel, disable_compile, enable_compile, grad,
@@ -1614,6 +1615,123 @@ fn layer_norm_fuses_into_at_most_two_kernels() {
     println!("{report}");
     assert!(report.eager_kernels >= 8, "{report}");
     assert!(report.compiled_kernels <= 2, "layer norm: {report}");
+}
+
+/// Softmax over `axis`, written out as a user would.
+fn softmax_over(x: &Array, axis: i64) -> kiln::Result<Array> {
+    let m = ops::max(x, Some(&[axis]), true)?;
+    let e = ops::exp(ops::subtract(x, &m)?)?;
+    ops::divide(&e, ops::sum(&e, Some(&[axis]), true)?)
+}
+
+/// Reductions with kept axes after the reduced ones (columns) fuse with what they read and what
+/// reads them into one kernel on the CPU, run over blocks of columns. Each column folds in order,
+/// as the eager column reduction does for every input layout: compiled (both engines) equals
+/// eager bit for bit, float64 sums whose order shows included, and both are checked against
+/// float64.
+#[test]
+fn reductions_over_columns_fuse_and_equal_eager() {
+    let _g = serial();
+    // Column kernels are the CPU's (a GPU's fused kernels fold trailing axes only): on the CPU
+    // whatever the default device.
+    kiln::with_device(kiln::Device::cpu(), columns_on_the_cpu).unwrap();
+}
+
+/// The body of [`reductions_over_columns_fuse_and_equal_eager`].
+fn columns_on_the_cpu() {
+    let mut rng = Rng::new(41);
+    // 2100 columns: several whole blocks (of 256 natively, 384 interpreted) and a part block.
+    let (rows, cols) = (300, 2100);
+    let xv = r32(&rng.vec(rows * cols, -6.0, 6.0));
+    let x = f32a(&xv, &[rows, cols]);
+    let s = compile(|a: &[Array]| Ok(vec![softmax_over(&a[0], 0)?]));
+    let out = only(s.call(&[x.clone()]));
+    let mut want = vec![0.0; rows * cols];
+    for c in 0..cols {
+        let col: Vec<f64> = (0..rows).map(|r| xv[r * cols + c]).collect();
+        let m = col.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let total: f64 = col.iter().map(|v| (v - m).exp()).sum();
+        for r in 0..rows {
+            want[r * cols + c] = (col[r] - m).exp() / total;
+        }
+    }
+    assert_f32(&out, &[rows, cols], &want, "softmax over axis 0 vs float64");
+    assert_same(&out, &softmax_over(&x, 0).unwrap(), 0.0, "softmax over axis 0 vs eager");
+    let report = s.inspect(&[x.clone()], &[]).unwrap();
+    assert_eq!(report.compiled_kernels, 1, "softmax over axis 0: {report}");
+    let text = report.to_string();
+    assert!(text.contains("inner_axes=1"), "{text}");
+    assert!(!report.groups[0].engine.contains("no exact C form"), "softmax over axis 0 has a C form: {text}");
+
+    // The middle axis of three, a row-level operand (a per-column scale), an element output
+    // and a row output from one kernel.
+    let (b, n, f) = (3, 37, 1100);
+    let yv = r32(&rng.vec(b * n * f, -3.0, 3.0));
+    let wv = r32(&rng.vec(b * f, 0.5, 1.5));
+    let (y, w) = (f32a(&yv, &[b, n, f]), f32a(&wv, &[b, 1, f]));
+    let norm = |a: &[Array]| -> Outputs {
+        let mean = ops::mean(&a[0], Some(&[1]), true)?;
+        let dev = ops::subtract(&a[0], &mean)?;
+        let var = ops::mean(ops::square(&dev)?, Some(&[1]), true)?;
+        let scale = ops::multiply(ops::rsqrt(ops::add(&var, 1e-5)?)?, &a[1])?;
+        Ok(vec![ops::multiply(&dev, &scale)?, var])
+    };
+    let c = compile(norm);
+    let got = c.call(&[y.clone(), w.clone()]).unwrap();
+    assert_all_same(&got, &norm(&[y.clone(), w.clone()]).unwrap(), 0.0, "norm over the middle axis vs eager");
+    let mut want_var = vec![0.0; b * f];
+    for i in 0..b {
+        for j in 0..f {
+            let col: Vec<f64> = (0..n).map(|k| yv[(i * n + k) * f + j]).collect();
+            let mu = col.iter().sum::<f64>() / n as f64;
+            want_var[i * f + j] = col.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / n as f64;
+        }
+    }
+    assert_f32(&got[1], &[b, 1, f], &want_var, "variance over the middle axis vs float64");
+    assert_eq!(c.inspect(&[y.clone(), w.clone()], &[]).unwrap().compiled_kernels, 1);
+
+    // Two reduced axes before one kept; integers, booleans and float16 beside float32.
+    let zv = rng.vec(4 * 5 * 300, -50.0, 50.0).iter().map(|v| v.round()).collect::<Vec<_>>();
+    let z = common::array(&zv, &[4, 5, 300], Dtype::I32);
+    let h = common::array(&rng.vec(4 * 5 * 300, -2.0, 2.0), &[4, 5, 300], Dtype::F16);
+    let mixed = |a: &[Array]| -> Outputs {
+        let axes: &[i64] = &[0, 1];
+        Ok(vec![
+            ops::sum(ops::multiply(&a[0], &a[0])?, Some(axes), false)?,
+            ops::any(ops::greater(&a[0], 40.0)?, Some(axes), false)?,
+            ops::max(ops::exp(&a[1])?, Some(axes), false)?,
+            ops::mean(ops::square(&a[1])?, Some(axes), true)?,
+        ])
+    };
+    let m = compile(mixed);
+    let got = m.call(&[z.clone(), h.clone()]).unwrap();
+    assert_all_same(&got, &mixed(&[z.clone(), h.clone()]).unwrap(), 0.0, "mixed dtypes over axes (0, 1) vs eager");
+    let squares: Vec<f64> = (0..300).map(|j| (0..20).map(|k| zv[k * 300 + j] * zv[k * 300 + j]).sum()).collect();
+    assert_eq!(vals(&got[0]), squares, "integer sum of squares over axes (0, 1)");
+
+    // No columns: an empty result.
+    let empty = f32a(&[], &[5, 0]);
+    let sum0 = |a: &[Array]| -> Outputs { Ok(vec![ops::sum(ops::exp(&a[0])?, Some(&[0]), false)?]) };
+    let sums = compile(sum0);
+    assert_f32(&only(sums.call(&[empty.clone()])), &[0], &[], "sum over axis 0 of no columns");
+    assert_eq!(sums.inspect(&[empty], &[]).unwrap().compiled_kernels, 1);
+
+    // float64 sums of values of many magnitudes, whose order shows in the last bits, read straight
+    // from the input and scaled after: in place, and from a transposed view (which eager copies
+    // before folding its columns in order, and the column kernel reads where it lies), by both
+    // engines.
+    let wide: Vec<f64> = rng.vec(257 * 300, -1.0, 1.0).iter().enumerate().map(|(i, v)| v * 10f64.powi((i % 13) as i32 - 6)).collect();
+    let sum_times3 = |a: &[Array]| -> Outputs { Ok(vec![ops::multiply(ops::sum(&a[0], Some(&[0]), true)?, 3.0)?]) };
+    let c = compile(sum_times3);
+    let x = f64a(&wide, &[257, 300]);
+    let xt = ops::transpose(f64a(&wide, &[300, 257]), None).unwrap();
+    for (x, what) in [(x, "in place"), (xt, "transposed")] {
+        let eager = only(sum_times3(&[x.clone()]));
+        for engine in [native::Engine::Interpreter, native::Engine::NativeNow] {
+            let got = only(native::with_engine(engine, || c.call(&[x.clone()])));
+            assert_same(&got, &eager, 0.0, &format!("float64 column sums, {what}, {engine:?}"));
+        }
+    }
 }
 
 /// Softmax cross-entropy per example from logits and one-hot labels: two reductions of the same

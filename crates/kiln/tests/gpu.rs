@@ -964,7 +964,7 @@ fn row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access() {
                 outputs.push(3);
             }
             let passes = 1 + usize::from(outputs.len() > 1);
-            kernels.push(Kernel { name: format!("{op:?} {d}"), reduced: 1, inputs: vec![d], insts, outputs, passes, lowered: Default::default() });
+            kernels.push(Kernel { name: format!("{op:?} {d}"), reduced: 1, inner: 0, inputs: vec![d], insts, outputs, passes, lowered: Default::default() });
         }
     }
     // Softmax with a per-row input: max (pass 0), sum of exp (pass 1), the quotient (pass 2),
@@ -983,7 +983,7 @@ fn row_kernels_build_with_nvrtc_for_every_fold_dtype_and_access() {
         inst(InstOp::Load(1), f, r, 0),
         inst(InstOp::Binary(BinaryOp::Add, 8, 9), f, r, 2),
     ];
-    kernels.push(Kernel { name: "softmax".into(), reduced: 1, inputs: vec![f, f], insts: softmax, outputs: vec![7, 10], passes: 3, lowered: Default::default() });
+    kernels.push(Kernel { name: "softmax".into(), reduced: 1, inner: 0, inputs: vec![f, f], insts: softmax, outputs: vec![7, 10], passes: 3, lowered: Default::default() });
     let accesses = [RowAccess::Contiguous, RowAccess::Strided, RowAccess::PerRow];
     let mut built = 0;
     for k in &kernels {
@@ -1019,6 +1019,7 @@ fn kernel_of(inputs: &[Dtype], ops: Vec<(InstOp, Dtype)>) -> Kernel {
     Kernel {
         name: "test".into(),
         reduced: 0,
+        inner: 0,
         inputs: inputs.to_vec(),
         outputs: (inputs.len()..insts.len()).collect(),
         insts,

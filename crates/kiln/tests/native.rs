@@ -13,7 +13,7 @@
 mod common;
 
 use common::Rng;
-use kiln::backend::cpu::native::{levels, native_runs, rows_runs, with_arch, with_engine, Engine};
+use kiln::backend::cpu::native::{columns_runs, levels, native_runs, rows_runs, with_arch, with_engine, Engine};
 use kiln::ops::SliceSpec;
 use kiln::{compile, ops, Array, Dtype, Element, Result};
 
@@ -418,6 +418,136 @@ fn layouts_and_outputs_match_the_interpreter() {
         std::slice::from_ref(&x),
         true,
         "donated input",
+    );
+}
+
+/// [`engines_agree`], checking too that the native runs took their column blocks in C (not the
+/// interpreter, which a column kernel falls back to for some layouts).
+fn columns_agree(f: impl Fn(&[Array]) -> Result<Vec<Array>> + Clone + Send + Sync + 'static, args: &[Array], what: &str) {
+    let before = columns_runs();
+    engines_agree(f, args, true, what);
+    assert!(columns_runs() > before, "{what}: the column blocks did not run in C");
+}
+
+/// Column kernels (reductions with kept axes after the reduced ones) run each pass over a block
+/// of columns as one C call: eight reductions at once over axis 0 in every fold dtype, at widths
+/// with a partial vector, of exactly one native block and of several; ties of signed zeros and
+/// NaNs in max and min; softmax, and layer norm with weights broadcast along the reduced axis;
+/// the middle axis of three with a per-column input; two reduced axes; sliced, offset and
+/// flipped inputs, a 0-d input and one broadcast along the columns; integer and bool element
+/// outputs. Native equals the interpreter bit for bit.
+#[test]
+fn column_kernels_match_the_interpreter() {
+    let mut rng = Rng::new(17);
+    let over0 = |a: &[Array]| -> Result<Vec<Array>> {
+        let x = &a[0];
+        let axes: &[i64] = &[0];
+        Ok(vec![
+            ops::sum(ops::square(x)?, Some(axes), false)?,
+            ops::mean(ops::abs(x)?, Some(axes), true)?,
+            ops::max(ops::negative(x)?, Some(axes), false)?,
+            ops::min(x, Some(axes), false)?,
+            ops::prod(ops::add(x, 1.0)?, Some(axes), false)?,
+            ops::all(ops::greater(x, -1.0)?, Some(axes), false)?,
+            ops::any(ops::greater(x, 1.0)?, Some(axes), false)?,
+            ops::sum(ops::greater(x, 0.0)?, Some(axes), false)?,
+        ])
+    };
+    for (len, width) in [(5, 2), (7, 15), (300, 17), (9, 256), (37, 1100)] {
+        for dtype in [Dtype::F32, Dtype::F64, Dtype::I8, Dtype::I32, Dtype::U8, Dtype::U16] {
+            let x = common::array(&common::random_values(&mut rng, len * width, dtype, -2.0, 2.0), &[len, width], dtype);
+            columns_agree(over0, std::slice::from_ref(&x), &format!("eight reductions over axis 0, {dtype} {len}x{width}"));
+        }
+    }
+    let specials = [0x0000_0000u32, 0x8000_0000, 0xbf80_0000, 0x7fc2_0000, 0xffc8_0000, 0x7fe0_0000].map(f32::from_bits);
+    for nans in [false, true] {
+        let values: Vec<f32> = (0..64 * 300).map(|_| specials[rng.below(if nans { 6 } else { 3 })]).collect();
+        let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        for x in [Array::from_slice(&values, &[64, 300]).unwrap(), Array::from_slice(&wide, &[64, 300]).unwrap()] {
+            let what = format!("max and min over axis 0 of signed zeros{}, {}", if nans { " and NaNs" } else { "" }, x.dtype());
+            columns_agree(
+                |a| Ok(vec![ops::max(ops::multiply(&a[0], 2.0)?, Some(&[0]), false)?, ops::min(&a[0], Some(&[0]), false)?]),
+                std::slice::from_ref(&x),
+                &what,
+            );
+        }
+    }
+    let x = common::array(&rng.vec(300 * 1100, -6.0, 6.0), &[300, 1100], Dtype::F32);
+    let (w, b) = (common::array(&rng.vec(1100, 0.5, 1.5), &[1100], Dtype::F32), common::array(&rng.vec(1100, -1.0, 1.0), &[1100], Dtype::F32));
+    columns_agree(|a| Ok(vec![ops::softmax(&a[0], Some(&[0]), false)?]), std::slice::from_ref(&x), "softmax over axis 0");
+    columns_agree(
+        |a| {
+            let m = ops::mean(&a[0], Some(&[0]), true)?;
+            let c = ops::subtract(&a[0], &m)?;
+            let v = ops::mean(ops::square(&c)?, Some(&[0]), true)?;
+            Ok(vec![ops::add(ops::multiply(ops::multiply(&c, ops::rsqrt(ops::add(&v, 1e-5)?)?)?, &a[1])?, &a[2])?, v])
+        },
+        &[x.clone(), w, b],
+        "layer norm over axis 0 with weights",
+    );
+    let y = common::array(&rng.vec(3 * 37 * 300, -3.0, 3.0), &[3, 37, 300], Dtype::F32);
+    let scale = common::array(&rng.vec(3 * 300, 0.5, 1.5), &[3, 1, 300], Dtype::F32);
+    columns_agree(
+        |a| {
+            let e = ops::exp(ops::subtract(&a[0], ops::max(&a[0], Some(&[1]), true)?)?)?;
+            Ok(vec![ops::multiply(ops::divide(&e, ops::sum(&e, Some(&[1]), true)?)?, ops::add(&a[1], 1.0)?)?])
+        },
+        &[y.clone(), scale],
+        "softmax over the middle axis with a per-column input",
+    );
+    columns_agree(
+        |a| Ok(vec![ops::logsumexp(&a[0], Some(&[0, 1]), false)?, ops::var(&a[0], Some(&[0, 1]), true, 1)?]),
+        std::slice::from_ref(&y),
+        "two reduced axes",
+    );
+    // Views read in place: rows of a slice (a position step other than the width), a slice
+    // starting past its buffer's first element, the rows walked backwards.
+    let big = common::array(&rng.vec(310 * 1110, -3.0, 3.0), &[310, 1110], Dtype::F32);
+    let sliced = ops::slice(&big, &[SliceSpec::range(5, 305), SliceSpec::range(7, 1107)]).unwrap();
+    let flipped = ops::slice(&x, &[SliceSpec { start: None, stop: None, step: -1 }, SliceSpec::ALL]).unwrap();
+    let norm0 = |a: &[Array]| -> Result<Vec<Array>> {
+        let c = ops::subtract(&a[0], ops::mean(&a[0], Some(&[0]), true)?)?;
+        Ok(vec![ops::divide(&c, ops::sqrt(ops::add(ops::mean(ops::square(&c)?, Some(&[0]), true)?, 1e-5)?)?)?])
+    };
+    for (view, what) in [(sliced, "a sliced input"), (flipped, "an input walked backwards")] {
+        columns_agree(norm0, std::slice::from_ref(&view), &format!("normalization over axis 0 of {what}"));
+    }
+    // Inputs the same in every column: a 0-d one and one per position; integer and bool outputs.
+    let temperature = Array::from_slice(&[0.7f32], &[]).unwrap();
+    let per_position = common::array(&rng.vec(300, -1.0, 1.0), &[300, 1], Dtype::F32);
+    columns_agree(
+        |a| {
+            let z = ops::add(ops::divide(&a[0], &a[1])?, &a[2])?;
+            let s = ops::softmax(&z, Some(&[0]), false)?;
+            Ok(vec![s.clone(), ops::astype(ops::multiply(&s, 1000.0)?, Dtype::I32)?, ops::greater(&s, 0.01)?])
+        },
+        &[x.clone(), temperature, per_position],
+        "softmax over axis 0 with inputs broadcast along the columns, integer and bool outputs",
+    );
+}
+
+/// A column kernel says how its last native run went: in C where its inputs are read in place
+/// along the columns, interpreted blocks for a transposed input (with the same results).
+#[test]
+fn column_kernels_report_their_path() {
+    let mut rng = Rng::new(19);
+    let x = common::array(&rng.vec(60 * 70, -3.0, 3.0), &[60, 70], Dtype::F32);
+    let softmax0 = |a: &[Array]| Ok(vec![ops::softmax(&a[0], Some(&[0]), false)?]);
+    let path = |x: &Array| {
+        let c = compile(softmax0);
+        let want = with_engine(Engine::Interpreter, || c.call(std::slice::from_ref(x))).unwrap();
+        let got = with_engine(Engine::NativeNow, || c.call(std::slice::from_ref(x))).unwrap();
+        same_bits(&got[0], &want[0]).unwrap_or_else(|e| panic!("{e}"));
+        c.inspect(std::slice::from_ref(x), &[]).unwrap().groups[0].engine.clone()
+    };
+    let engine = path(&x);
+    assert!(engine.ends_with("; its last native run: blocks of columns in C"), "in place: {engine}");
+    let engine = path(&ops::transpose(&x, None).unwrap());
+    assert!(
+        engine.ends_with(
+            "; its last native run: blocks of columns interpreted (an input not read in place with unit steps along the columns and one step per position)"
+        ),
+        "transposed: {engine}"
     );
 }
 

@@ -1,16 +1,17 @@
 //! Reductions over axes: the reduced axes are moved last (a view when they already are), then each
 //! row is folded with eight independent accumulators so the loop vectorises. A few long rows (a
 //! full reduction) are split across threads and the partial results combined. Reducing a block
-//! of leading or middle axes of a contiguous array with kept axes after them (a column sum) reads
-//! the array in place, row by row into a vector of accumulators, instead of moving the axes last
-//! with a transposing copy.
+//! of leading or middle axes with kept axes after them (a column sum) reads the array row by row
+//! into a vector of accumulators (in place where it is contiguous, else from a row-major copy),
+//! instead of moving the axes last with a transposing copy: each column folds in order whatever
+//! the input's layout, as compiled column kernels do.
 //!
 //! Floats accumulate in float64 (more accurate than the float32 accumulation of peers, and still
 //! memory-bound); integers in 64 bits with wrapping, then narrowed to the output dtype.
 
 use super::lanes::lanes;
 use super::parallel::{for_items, SERIAL_BELOW};
-use super::strided::{alloc, is_row_contiguous};
+use super::strided::{alloc, is_row_contiguous, to_contiguous};
 use crate::backend::Input;
 use crate::buffer::Buffer;
 use crate::complex::{Complex64, Wide};
@@ -172,12 +173,12 @@ fn reduce_rows<T: Element, A: Domain>(
     }
 }
 
-/// The shape of a column reduction: `x` row-major contiguous and `axes` one consecutive block
-/// with kept axes after it, read as `(outer, len, width)` with the middle axis reduced.
+/// The shape of a column reduction: `axes` one consecutive block with kept axes after it, read
+/// as `(outer, len, width)` with the middle axis reduced (of `x`'s row-major order).
 fn column_layout(x: &Input, axes: &[usize]) -> Option<(usize, usize, usize)> {
     let (first, last) = (*axes.first()?, *axes.last()?);
     let consecutive = last - first + 1 == axes.len();
-    if !consecutive || last + 1 == x.shape.len() || !is_row_contiguous(&x.shape, &x.buffer.strides) {
+    if !consecutive || last + 1 == x.shape.len() {
         return None;
     }
     let width: usize = x.shape[last + 1..].iter().product();
@@ -215,8 +216,10 @@ fn reduce_columns<T: Element, A: Domain>(
     });
 }
 
-/// Folds `x` over `axes` in domain `A`, by columns when the layout allows (see [`column_layout`])
-/// and otherwise by rows after moving the axes last, handing each result to `store(index, value)`.
+/// Folds `x` over `axes` in domain `A`, by columns when the axes allow (see [`column_layout`]; a
+/// strided `x` is made row-major first, so each column folds in order whatever the layout, as a
+/// compiled column kernel does) and otherwise by rows after moving the axes last, handing each
+/// result to `store(index, value)`.
 fn reduce_in<T: Element, A: Domain>(
     op: ReduceOp,
     x: &Input,
@@ -225,7 +228,8 @@ fn reduce_in<T: Element, A: Domain>(
     store: impl Fn(usize, A) + Sync,
 ) {
     if let Some(layout) = column_layout(x, axes) {
-        return reduce_columns(op, x.buffer.ptr::<T>() as usize, layout, load, store);
+        let data = if is_row_contiguous(&x.shape, &x.buffer.strides) { x.buffer.clone() } else { to_contiguous(x, &x.shape) };
+        return reduce_columns(op, data.ptr::<T>() as usize, layout, load, store);
     }
     let l = lanes(x, axes);
     reduce_rows(op, l.buffer.ptr::<T>() as usize, l.rows, l.len, load, store);

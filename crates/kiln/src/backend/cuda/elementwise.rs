@@ -228,6 +228,7 @@ pub fn one_op(name: &str, op: InstOp, inputs: &[Input], dtype: Dtype) -> Kernel 
     Kernel {
         name: name.to_string(),
         reduced: 0,
+        inner: 0,
         inputs: inputs.iter().map(|x| x.dtype).collect(),
         outputs: vec![insts.len() - 1],
         insts,

@@ -208,7 +208,7 @@ pub(crate) fn run(order: &mut [Option<Array>], run_node: impl Fn(&Array) -> Resu
 /// The tape of `order` and its grouping, when it has a fused kernel.
 fn plan(order: &[Option<Array>]) -> Option<(EagerTape, fuse::Grouping)> {
     let eager = tape_of(order)?;
-    let grouping = fuse::fuse(&eager.tape, true, Target { gpu_multiprocessors: None, elementwise_only: true });
+    let grouping = fuse::fuse(&eager.tape, true, Target { gpu_multiprocessors: None, gpu: false, elementwise_only: true });
     (!grouping.kernels.is_empty()).then_some((eager, grouping))
 }
 

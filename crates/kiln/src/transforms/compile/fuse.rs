@@ -1,11 +1,14 @@
 //! Fusion: grouping tape nodes into fused kernels, and lowering each group to the fused IR.
 //!
-//! A group has an iteration space `S` and a number of trailing axes its reductions fold. Walking
+//! A group has an iteration space `S` and the block of axes its reductions fold: trailing ones, or
+//! on the CPU a block with kept axes after it (columns, [`crate::fused::Kernel::inner`]). Walking
 //! the tape in order, an elementwise op (unary, binary, where, astype) joins the group of one of
 //! its operands when its shape is the group's space (element level) or the space with the reduced
-//! axes set to 1 (row level: arithmetic on reduction results). A reduction over trailing axes
-//! joins the group of its operand (its prologue) or starts one. So an elementwise chain is one
-//! kernel, and softmax, layer norm, logsumexp and losses over the last axis are one kernel each.
+//! axes set to 1 (row level: arithmetic on reduction results). A reduction over one block of
+//! consecutive axes joins the group of its operand (its prologue) when that group folds the same
+//! block or nothing yet, or starts one. So an elementwise chain is one kernel, and softmax, layer
+//! norm, logsumexp and losses over the last axis (or, on the CPU, over any one block of axes, as
+//! a batch norm's statistics) are one kernel each.
 //! Anything else (matmul, sort, gather, views, user kernels, ...) runs as a single op: an opaque
 //! boundary that the groups before and after it do not cross.
 //!
@@ -58,6 +61,8 @@ pub(crate) struct Grouping {
 struct Building {
     space: Shape,
     reduced: usize,
+    /// Kept axes after the reduced ones ([`Kernel::inner`]).
+    inner: usize,
     /// Whether its rows are few and long on a GPU ([`crate::fused::fuses_split_rows`]): the kernel then
     /// folds each row over many blocks and finishes the rows in a second kernel, so the group
     /// keeps to one pass over the elements (nothing at element level uses a row value).
@@ -73,19 +78,25 @@ struct Building {
 }
 
 impl Building {
-    /// An empty group over `space` that folds its `reduced` trailing axes.
-    fn new(space: Shape, reduced: usize) -> Building {
-        Building { space, reduced, split: false, members: Vec::new(), absorbed: Vec::new(), waits: GroupSet::default() }
+    /// An empty group over `space` that folds `reduced` axes followed by `inner` kept ones.
+    fn new(space: Shape, (reduced, inner): (usize, usize)) -> Building {
+        Building { space, reduced, inner, split: false, members: Vec::new(), absorbed: Vec::new(), waits: GroupSet::default() }
     }
 
     /// The row shape: the space with its reduced axes set to 1.
     fn row_shape(&self) -> Shape {
         let mut r = self.space.clone();
-        let n = r.len();
-        for d in r[n - self.reduced..].iter_mut() {
+        let end = r.len() - self.inner;
+        for d in r[end - self.reduced..end].iter_mut() {
             *d = 1;
         }
         r
+    }
+
+    /// Whether a reduction of `block` ((reduced, inner) axes) can join: the group folds nothing
+    /// yet or folds the same axes.
+    fn folds_like(&self, block: (usize, usize)) -> bool {
+        self.reduced == 0 || (self.reduced, self.inner) == block
     }
     /// The level a node of `shape` has in this group, if it fits.
     fn level_of(&self, shape: &[usize]) -> Option<Level> {
@@ -110,15 +121,16 @@ pub(super) fn is_elementwise(op: &Op) -> bool {
     matches!(op, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::AsType(_))
 }
 
-/// How many trailing axes a reduction folds, when they are exactly the trailing ones and fold
-/// more than one element (reductions over size-1 axes are copies and stay single).
-fn trailing_reduction(op: &Op, in_shape: &[usize]) -> Option<usize> {
+/// The axes a reduction folds as (reduced, inner): one consecutive block of `reduced` axes with
+/// `inner` kept axes after it, folding more than one element (reductions over size-1 axes are
+/// copies and stay single). Blocks with kept axes after them (columns) only where `columns`.
+fn reduction_block(op: &Op, in_shape: &[usize], columns: bool) -> Option<(usize, usize)> {
     let Op::Reduce { axes, .. } = op else { return None };
-    let nd = in_shape.len();
-    let k = axes.len();
-    let trailing = k > 0 && axes.iter().enumerate().all(|(i, &a)| a == nd - k + i);
+    let (&first, &last) = (axes.first()?, axes.last()?);
+    let consecutive = axes.iter().enumerate().all(|(i, &a)| a == first + i);
+    let inner = in_shape.len() - 1 - last;
     let folds = axes.iter().map(|&a| in_shape[a]).product::<usize>() > 1;
-    (trailing && folds).then_some(k)
+    (consecutive && folds && (inner == 0 || columns)).then_some((axes.len(), inner))
 }
 
 /// Where a plan will run, as far as grouping cares.
@@ -130,10 +142,20 @@ pub(crate) struct Target {
     /// rows are few and long; a one-pass kernel instead folds parts of each row in many blocks and
     /// finishes the rows (and the row arithmetic after the fold) in a second kernel.
     pub gpu_multiprocessors: Option<usize>,
+    /// Whether the plan runs on a GPU (whose fused kernels fold trailing axes only).
+    pub gpu: bool,
     /// Fuse elementwise ops only, leaving every reduction a single op (eager fusion: a fused
     /// reduction may fold in another order than the reduction kernel, and eager results must not
     /// depend on whether fusion ran).
     pub elementwise_only: bool,
+}
+
+impl Target {
+    /// Whether reductions with kept axes after the reduced ones fuse ([`Kernel::inner`]): on
+    /// the CPU only.
+    fn fuses_columns(&self) -> bool {
+        !self.gpu
+    }
 }
 
 /// Whether a reduction of the last `k` axes of `shape` folds few long rows on `target`.
@@ -177,7 +199,7 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
                 (operands_fit && one_pass && acyclic(g)).then_some((g, lv))
             }).rev().max_by_key(|&(g, _)| groups[g].members.len());
             let (g, lv) = joined.unwrap_or_else(|| {
-                groups.push(Building::new(node.shape.clone(), 0));
+                groups.push(Building::new(node.shape.clone(), (0, 0)));
                 (groups.len() - 1, Level::Element)
             });
             if joined.is_some() {
@@ -192,18 +214,22 @@ pub(crate) fn fuse(tape: &Tape, enabled: bool, target: Target) -> Grouping {
             join(&mut groups[g], inputs, id, g, &group_of, &deps);
             group_of[id] = Some(g);
             level[id] = lv;
-        } else if let Some(k) = inputs.first().filter(|_| !target.elementwise_only).and_then(|&x| trailing_reduction(op, &tape.nodes[x].shape)) {
+        } else if let Some(block) = inputs
+            .first()
+            .filter(|_| !target.elementwise_only)
+            .and_then(|&x| reduction_block(op, &tape.nodes[x].shape, target.fuses_columns()))
+        {
             let x = inputs[0];
-            let split = split_rows(&tape.nodes[x].shape, k, target);
+            let split = block.1 == 0 && split_rows(&tape.nodes[x].shape, block.0, target);
             let joined = group_of[x].filter(|&g| {
                 let b = &groups[g];
-                b.space == tape.nodes[x].shape && (b.reduced == 0 || b.reduced == k) && level[x] == Level::Element && acyclic(g)
+                b.space == tape.nodes[x].shape && b.folds_like(block) && level[x] == Level::Element && acyclic(g)
             });
             let g = joined.unwrap_or_else(|| {
-                groups.push(Building::new(tape.nodes[x].shape.clone(), k));
+                groups.push(Building::new(tape.nodes[x].shape.clone(), block));
                 groups.len() - 1
             });
-            groups[g].reduced = k;
+            (groups[g].reduced, groups[g].inner) = block;
             groups[g].split = split;
             join(&mut groups[g], inputs, id, g, &group_of, &deps);
             group_of[id] = Some(g);
@@ -270,7 +296,7 @@ fn mergeable(groups: &[Building], group_of: &[Option<usize>], deps: &[GroupSet],
     h != g
         && !groups[g].split
         && !groups[h].split
-        && (groups[h].reduced == 0 || groups[h].reduced == groups[g].reduced)
+        && (groups[h].reduced == 0 || (groups[h].reduced, groups[h].inner) == (groups[g].reduced, groups[g].inner))
         && groups[h].space == groups[g].space
         && !depends_on(groups, &groups[h].waits, g)
         && !depends_on(groups, &groups[g].waits, h)
@@ -395,6 +421,7 @@ fn lower(tape: &Tape, b: &Building, group_of: &[Option<usize>], g: usize, level:
     let kernel = Kernel {
         name: if name.len() > 60 { format!("{}_x{}", &name[..name[..60].rfind('_').unwrap_or(60)], b.members.len()) } else { name },
         reduced: b.reduced,
+        inner: b.inner,
         inputs: inputs.iter().map(|&i| tape.nodes[i].dtype).collect(),
         outputs: outputs.iter().map(|&m| inst_of[&(m, level[m])]).collect(),
         insts,

@@ -174,7 +174,7 @@ fn fuse_target() -> fuse::Target {
         crate::DeviceKind::Gpu => crate::backend::cuda::context::gpu("compile", device.index).ok().map(|g| g.multiprocessors as usize),
         crate::DeviceKind::Cpu => None,
     };
-    fuse::Target { gpu_multiprocessors, elementwise_only: false }
+    fuse::Target { gpu_multiprocessors, gpu: device.kind == crate::DeviceKind::Gpu, elementwise_only: false }
 }
 
 /// A compiled function: call it like the function. Clones share one cache, which is freed with

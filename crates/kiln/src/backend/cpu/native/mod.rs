@@ -3,7 +3,9 @@
 //! of the pass's element instructions for a tile in one loop with the values in registers, built
 //! by the system C compiler and loaded ([`toolchain`]). A row kernel also gets a rows function
 //! that runs every pass over a run of rows in one call, row steps included, where its inputs
-//! are read in place row by row (the interpreter's per-row loop otherwise).
+//! are read in place row by row (the interpreter's per-row loop otherwise). A column kernel's
+//! passes are column functions ([`columns`]) that walk a block of columns through every reduced
+//! position.
 //!
 //! Building takes a compiler run (0.1 to 0.5 s), far over the first-call budget, so it happens on
 //! a background thread: a kernel's first runs are interpreted, and once its library is loaded
@@ -20,11 +22,13 @@
 //! tested and benchmarked on it. `KILN_NATIVE=0` turns native code off; `KILN_LOG=compile` logs
 //! each build and each verdict.
 
+mod columns;
 mod source;
 mod toolchain;
 
 use crate::backend::cpu::fused::Pass;
 use crate::fused::Kernel;
+pub(in crate::backend::cpu) use columns::COLUMN_PADDING;
 pub(in crate::backend::cpu) use source::{Layout, Read, Write};
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
@@ -40,6 +44,11 @@ pub(in crate::backend::cpu) const STREAM_BITS: usize = 64;
 /// A pass function: `(in, out, row, acc, n, stream)`, see [`source::pass_function`].
 pub(in crate::backend::cpu) type PassFn =
     unsafe extern "C" fn(*const *const u8, *const *mut u8, *const u64, *mut u64, usize, u64);
+
+/// A column function: `(in, step, out, width, acc, n, count)`, see
+/// [`columns::column_function`].
+pub(in crate::backend::cpu) type ColumnFn =
+    unsafe extern "C" fn(*const *const u8, *const i64, *const *mut u8, usize, *const *mut u8, usize, usize);
 
 /// A rows function: `(base, step, cache, outs, row, r0, r1, n, stream)`, see [`source`]'s
 /// `rows_function`.
@@ -62,6 +71,7 @@ thread_local! {
     static ENGINE: Cell<Engine> = const { Cell::new(Engine::Auto) };
     static NATIVE_RUNS: Cell<u64> = const { Cell::new(0) };
     static ROWS_RUNS: Cell<u64> = const { Cell::new(0) };
+    static COLUMNS_RUNS: Cell<u64> = const { Cell::new(0) };
     static ARCH: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
@@ -120,7 +130,13 @@ pub fn rows_runs() -> u64 {
     ROWS_RUNS.with(|n| n.get())
 }
 
-/// How a native run of a row kernel went over its rows, for [`Status`]: it depends on the
+/// How many native runs of column kernels on this thread ran their blocks in C (not interpreted
+/// for an input's layout): for tests that check which way ran.
+pub fn columns_runs() -> u64 {
+    COLUMNS_RUNS.with(|n| n.get())
+}
+
+/// How a native run of a row or column kernel went over its rows, for [`Status`]: it depends on the
 /// layout of the inputs each run gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowPath {
@@ -134,10 +150,15 @@ pub enum RowPath {
     NoRowsFunction,
     /// A few long rows, each split across threads.
     Split,
+    /// A column kernel's blocks of columns, each pass over a block in one call of C.
+    Columns,
+    /// A column kernel's blocks interpreted: an input is not read in place along the columns.
+    ColumnsLayout,
 }
 
 impl RowPath {
-    const ALL: [RowPath; 4] = [RowPath::Whole, RowPath::Layout, RowPath::NoRowsFunction, RowPath::Split];
+    const ALL: [RowPath; 6] =
+        [RowPath::Whole, RowPath::Layout, RowPath::NoRowsFunction, RowPath::Split, RowPath::Columns, RowPath::ColumnsLayout];
 }
 
 impl std::fmt::Display for RowPath {
@@ -147,6 +168,10 @@ impl std::fmt::Display for RowPath {
             RowPath::Layout => "row by row from Rust (an input not read in place one row apart, or a donated output)",
             RowPath::NoRowsFunction => "row by row from Rust (a row step or finish without a plain C form)",
             RowPath::Split => "a few long rows, each split across threads",
+            RowPath::Columns => "blocks of columns in C",
+            RowPath::ColumnsLayout => {
+                "blocks of columns interpreted (an input not read in place with unit steps along the columns and one step per position)"
+            }
         })
     }
 }
@@ -157,10 +182,12 @@ fn disabled() -> bool {
     *OFF.get_or_init(|| std::env::var("KILN_NATIVE").is_ok_and(|v| matches!(v.trim(), "0" | "off" | "false")))
 }
 
-/// A kernel's loaded pass functions, indexed like its layouts, and its rows functions by
-/// row-cache variant.
+/// A kernel's loaded pass functions (or a column kernel's column functions), indexed like its
+/// layouts, and its rows functions by row-cache variant.
 pub(in crate::backend::cpu) struct Loaded {
     fns: Vec<PassFn>,
+    /// A column kernel's functions, in place of `fns`.
+    column_fns: Vec<ColumnFn>,
     rows: Vec<(usize, RowsFn)>,
 }
 
@@ -175,8 +202,8 @@ impl Loaded {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Status {
     /// As native code built for `target` from the C source at `source`; `speedup` is its
-    /// measured speed over the interpreter's, once measured; `rows`, for a row kernel that ran
-    /// natively, how its last native run went over the rows.
+    /// measured speed over the interpreter's, once measured; `rows`, for a row or column kernel
+    /// that ran natively, how its last native run went over the rows or columns.
     Native { source: PathBuf, target: String, speedup: Option<f64>, rows: Option<RowPath> },
     /// Interpreted until its native code is built in the background (or loaded from the on-disk
     /// cache on its next run); `source` is where its C source is (or will be) kept.
@@ -231,6 +258,8 @@ struct Lowered {
     layouts: Vec<Layout>,
     /// The row-cache variants that have a rows function.
     rows: Vec<usize>,
+    /// Whether the functions are column functions ([`ColumnFn`]) rather than pass functions.
+    columns: bool,
 }
 
 /// The queue of background builds, and how many are unfinished.
@@ -260,17 +289,21 @@ struct Job {
     symbols: Vec<String>,
     /// The variants of the rows functions, the last symbols.
     rows: Vec<usize>,
+    /// Whether the first symbols are column functions.
+    columns: bool,
     loaded: Arc<OnceLock<std::result::Result<Loaded, String>>>,
 }
 
-/// Builds `source` into `library` (unless it is there) and loads its `symbols`: pass functions,
-/// then the rows functions of variants `rows`; the error (also logged) when that fails.
+/// Builds `source` into `library` (unless it is there) and loads its `symbols`: pass functions
+/// (column functions where `columns`), then the rows functions of variants `rows`; the error
+/// (also logged) when that fails.
 fn build_and_load(
     source: &str,
     target: &Target,
     library: &Path,
     symbols: &[String],
     rows: &[usize],
+    columns: bool,
 ) -> std::result::Result<Loaded, String> {
     let start = Instant::now();
     let result = toolchain::build(source, target, library).and_then(|()| toolchain::load(library, symbols));
@@ -286,11 +319,15 @@ fn build_and_load(
                 );
             }
             let passes = ptrs.len() - rows.len();
-            // Safety: the first symbols are pass functions printed with the PassFn signature, the
-            // rest rows functions printed with the RowsFn one.
-            let fns = ptrs[..passes].iter().map(|&p| unsafe { std::mem::transmute::<*const std::ffi::c_void, PassFn>(p) });
+            let (pass_ptrs, column_ptrs) = if columns { (&ptrs[..0], &ptrs[..passes]) } else { (&ptrs[..passes], &ptrs[..0]) };
+            // Safety: the first symbols are pass functions printed with the PassFn signature (or
+            // column functions printed with the ColumnFn one), the rest rows functions printed
+            // with the RowsFn one.
+            let fns = pass_ptrs.iter().map(|&p| unsafe { std::mem::transmute::<*const std::ffi::c_void, PassFn>(p) });
+            let column_fns =
+                column_ptrs.iter().map(|&p| unsafe { std::mem::transmute::<*const std::ffi::c_void, ColumnFn>(p) });
             let row_fns = ptrs[passes..].iter().map(|&p| unsafe { std::mem::transmute::<*const std::ffi::c_void, RowsFn>(p) });
-            Ok(Loaded { fns: fns.collect(), rows: rows.iter().copied().zip(row_fns).collect() })
+            Ok(Loaded { fns: fns.collect(), column_fns: column_fns.collect(), rows: rows.iter().copied().zip(row_fns).collect() })
         }
         Err(e) => {
             if log {
@@ -309,7 +346,9 @@ fn builds() -> &'static Builds {
             .name("kiln-native-build".into())
             .spawn(move || {
                 for job in rx {
-                    job.loaded.get_or_init(|| build_and_load(&job.source, &job.target, &job.library, &job.symbols, &job.rows));
+                    job.loaded.get_or_init(|| {
+                        build_and_load(&job.source, &job.target, &job.library, &job.symbols, &job.rows, job.columns)
+                    });
                     let b = builds();
                     *b.pending.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
                     b.done.notify_all();
@@ -384,7 +423,8 @@ impl Native {
                 source::kernel_source(k, passes, row_steps, fma).map_err(|inst| format!("{inst} has no exact C form"))?;
             let index = passes.iter().map(|&(v, p, ..)| (v, p)).collect();
             let (text, layouts, rows) = (source.text, source.layouts, source.rows);
-            Ok(Lowered { source: text.into(), target, library: OnceLock::new(), index, layouts, rows })
+            let columns = k.inner > 0;
+            Ok(Lowered { source: text.into(), target, library: OnceLock::new(), index, layouts, rows, columns })
         });
         let (loaded, queued) = (Arc::new(OnceLock::new()), AtomicBool::new(false));
         Native { lowered, loaded, queued, trial: Trial::default(), last_rows: AtomicU8::new(0) }
@@ -393,7 +433,9 @@ impl Native {
     /// The loaded functions, once built (or loaded from the on-disk cache); queues a background
     /// build, or builds on this thread when `now`.
     fn ready(&self, lowered: &Lowered, now: bool) -> Option<&Loaded> {
-        let build_here = || build_and_load(&lowered.source, &lowered.target, lowered.library(), &lowered.symbols(), &lowered.rows);
+        let build_here = || {
+            build_and_load(&lowered.source, &lowered.target, lowered.library(), &lowered.symbols(), &lowered.rows, lowered.columns)
+        };
         if now {
             return self.loaded.get_or_init(build_here).as_ref().ok();
         }
@@ -413,6 +455,7 @@ impl Native {
                 library: lowered.library().clone(),
                 symbols: lowered.symbols(),
                 rows: lowered.rows.clone(),
+                columns: lowered.columns,
                 loaded: self.loaded.clone(),
             };
             if b.queue.lock().unwrap_or_else(|e| e.into_inner()).send(job).is_err() {
@@ -506,10 +549,12 @@ impl Native {
     }
 
     /// Notes how a native run went over the rows (see [`RowPath`]); whole rows in C also count
-    /// in [`rows_runs`].
+    /// in [`rows_runs`], column blocks in C in [`columns_runs`].
     pub(in crate::backend::cpu) fn note_rows(&self, path: RowPath) {
-        if path == RowPath::Whole {
-            ROWS_RUNS.with(|n| n.set(n.get() + 1));
+        match path {
+            RowPath::Whole => ROWS_RUNS.with(|n| n.set(n.get() + 1)),
+            RowPath::Columns => COLUMNS_RUNS.with(|n| n.set(n.get() + 1)),
+            _ => {}
         }
         let index = RowPath::ALL.iter().position(|&p| p == path).expect("every path is listed");
         self.last_rows.store(index as u8 + 1, Ordering::Relaxed);
@@ -520,6 +565,13 @@ impl Native {
         let lowered = self.lowered.as_ref().expect("loaded kernels are lowered");
         let j = lowered.index.iter().position(|&x| x == (variant, p)).expect("every pass is lowered");
         (loaded.fns[j], &lowered.layouts[j])
+    }
+
+    /// The function and layout of pass `p` of a column kernel.
+    pub(in crate::backend::cpu) fn column<'a>(&'a self, loaded: &'a Loaded, p: usize) -> (ColumnFn, &'a Layout) {
+        let lowered = self.lowered.as_ref().expect("loaded kernels are lowered");
+        let j = lowered.index.iter().position(|&x| x == (0, p)).expect("every pass is lowered");
+        (loaded.column_fns[j], &lowered.layouts[j])
     }
 
     /// The largest number of writes of any pass (tile buffers a task needs).

@@ -37,6 +37,9 @@ pub(in crate::backend::cpu) enum Read {
     Load(usize),
     /// A value an earlier pass left in the row cache.
     Cache(usize),
+    /// Broadcast instruction `i` of a column kernel: its row value differs per column, so it
+    /// is read as a vector of the block's row values (see [`super::columns`]).
+    Column(usize),
 }
 
 /// A pointer a pass function writes `n` values to.
@@ -60,7 +63,7 @@ pub(in crate::backend::cpu) struct Layout {
 }
 
 /// The C type of a dtype's compute values, when C computes it.
-fn c_type(d: Dtype) -> Option<&'static str> {
+pub(super) fn c_type(d: Dtype) -> Option<&'static str> {
     match d {
         Dtype::Bool => Some("uint8_t"),
         Dtype::F32 => Some("float"),
@@ -84,7 +87,7 @@ fn narrow_type(d: Dtype) -> &'static str {
 }
 
 /// The prelude's type of `K_LANES` values of a dtype's compute type (the element loop's values).
-fn vector_type(d: Dtype) -> &'static str {
+pub(super) fn vector_type(d: Dtype) -> &'static str {
     match d {
         Dtype::Bool | Dtype::U8 => "k_vu8",
         Dtype::U16 => "k_vu16",
@@ -311,8 +314,8 @@ fn cast(from: Dtype, to: Dtype, t: &str, x: &str) -> Form {
 }
 
 /// How a reduction folds in C: accumulator type, how an element enters it, identity, combine.
-struct Fold {
-    acc: &'static str,
+pub(super) struct Fold {
+    pub(super) acc: &'static str,
     load: fn(&str) -> String,
     identity: &'static str,
     op: ReduceOp,
@@ -350,7 +353,7 @@ impl Fold {
 
     /// The fold of a row's accumulator, into which each tile's result combines: float reductions
     /// accumulate in float64 (float32 max and min too, widened from their tiles).
-    fn of_row(op: ReduceOp, d: Dtype) -> Fold {
+    pub(super) fn of_row(op: ReduceOp, d: Dtype) -> Fold {
         Fold::new(op, if d.is_float() { Dtype::F64 } else { d })
     }
 
@@ -364,6 +367,16 @@ impl Fold {
         }
     }
 
+    /// How the fold reads values of `d`, a [`Fold::vector`]'s worth `x` at a time: the type of `x`,
+    /// and `x` as an accumulator vector (widened to 64-bit lanes where it is narrower).
+    pub(super) fn widening(&self, d: Dtype) -> (&'static str, String) {
+        let vec = self.vector();
+        match widen_function(d) {
+            Some(widen) if self.acc != "float" => (narrow_type(d), format!("({vec}){widen}(x)")),
+            _ => (vec, "x".to_string()),
+        }
+    }
+
     /// How many accumulators one [`Fold::vector`] holds (a prelude macro).
     fn lanes(&self) -> &'static str {
         if self.acc == "float" {
@@ -373,13 +386,18 @@ impl Fold {
         }
     }
 
+    /// The accumulators' register vector and its comparison mask type.
+    pub(super) fn registers(&self) -> (&'static str, &'static str) {
+        (self.vector(), if self.acc == "float" { "k_vi32" } else { "k_ai64" })
+    }
+
     /// `a` combined with `b`, as the reduction domains of `reduce.rs` combine: on scalars of
-    /// type `acc`, or lane by lane on vectors of [`Fold::vector`] type when `lanes` (there a
-    /// select is a blend through the comparison mask).
-    fn combine(&self, a: &str, b: &str, lanes: bool) -> String {
-        let (vec, mask) = (self.vector(), if self.acc == "float" { "k_vi32" } else { "k_ai64" });
+    /// type `acc`, or lane by lane on vectors when `lanes` names their type and comparison mask
+    /// type (there a select is a blend through the mask).
+    pub(super) fn combine(&self, a: &str, b: &str, lanes: Option<(&str, &str)>) -> String {
+        let (vec, mask) = lanes.unwrap_or(("", ""));
         let select = |cond: String| {
-            if lanes {
+            if lanes.is_some() {
                 format!("K_SEL({mask}, {vec}, {cond}, {a}, {b})")
             } else {
                 format!("({cond}) ? {a} : {b}")
@@ -387,7 +405,7 @@ impl Fold {
         };
         // A comparison's truth as 1 or 0 of the accumulator type (vector masks are -1 or 0).
         let truth = |cond: String| {
-            if lanes {
+            if lanes.is_some() {
                 format!("__builtin_convertvector(-({cond}), {vec})")
             } else {
                 format!("({})({cond})", self.acc)
@@ -411,17 +429,17 @@ impl Fold {
 const FOLD_SEGMENTS: usize = 4;
 
 /// The length placeholder of a loop body: `K_LANES` in the main loop, the rest in the tail.
-const LEN: &str = "@N";
+pub(super) const LEN: &str = "@N";
 
 /// The C statement computing element instruction `i` into the vector `v{i}` (`LEN` values read
 /// when it is a read), or None when C can't.
-fn statement(k: &Kernel, i: usize, reads: &[Read]) -> Option<String> {
+pub(super) fn statement(k: &Kernel, i: usize, reads: &[Read]) -> Option<String> {
     let inst = &k.insts[i];
     let t = c_type(inst.dtype)?;
     let vt = vector_type(inst.dtype);
     let v = |j: usize| format!("v{j}");
     let operand_type = |j: usize| c_type(k.insts[j].dtype);
-    if let Some(j) = reads.iter().position(|r| *r == Read::Cache(i) || *r == Read::Load(i)) {
+    if let Some(j) = reads.iter().position(|r| matches!(*r, Read::Cache(j) | Read::Load(j) | Read::Column(j) if j == i)) {
         return Some(format!("{vt} v{i} = {{0}}; memcpy(&v{i}, r{j} + e, {LEN} * sizeof *r{j});"));
     }
     let form = match inst.op {
@@ -477,7 +495,7 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
          uint64_t *restrict acc, size_t n, uint64_t stream) {{"
     );
     for (j, r) in layout.reads.iter().enumerate() {
-        let (Read::Load(i) | Read::Cache(i)) = *r;
+        let (Read::Load(i) | Read::Cache(i) | Read::Column(i)) = *r;
         let _ = writeln!(s, "    const {} *restrict r{j} = in[{j}];", c_type(k.insts[i].dtype)?);
     }
     // Stores that may stream (write `j` under bit `j` of `stream`), with their vector types.
@@ -564,15 +582,11 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
     // the order of `reduce::fold`, in vectors of the register width so the fold vectorises.
     for (f, ((fold, v), src)) in plans.iter().zip(&sources).enumerate() {
         let (acc, vec, lanes) = (fold.acc, fold.vector(), fold.lanes());
-        let d = k.insts[*v].dtype;
-        let (element, widened) = match widen_function(d) {
-            Some(widen) if acc != "float" => (narrow_type(d), format!("({vec}){widen}(x)")),
-            _ => (vec, "x".to_string()),
-        };
+        let (element, widened) = fold.widening(k.insts[*v].dtype);
         let fold_block = |target: &str, block: &str| {
             format!(
                 "for (int q = 0; q < 16 / {lanes}; q++) {{ {element} x; memcpy(&x, {src} + ({block}) * 16 + q * {lanes}, sizeof x); {vec} y = {widened}; {target}[q] = {}; }}",
-                fold.combine(&format!("{target}[q]"), "y", true)
+                fold.combine(&format!("{target}[q]"), "y", Some(fold.registers()))
             )
         };
         // Max and min (exact, and whose combine of an earlier and a later part keeps the
@@ -597,7 +611,7 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
             let _ = writeln!(
                 s,
                 "    for (int q = 0; q < 16 / {lanes}; q++) f{f}[0][q] = {};",
-                fold.combine(&format!("f{f}[0][q]"), &format!("f{f}[{g}][q]"), true)
+                fold.combine(&format!("f{f}[0][q]"), &format!("f{f}[{g}][q]"), Some(fold.registers()))
             );
         }
         let _ = writeln!(s, "    size_t i{f} = nb{f} * 16;");
@@ -605,13 +619,13 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
         let _ = writeln!(
             s,
             "    for (int q = 0; q < 16 / {lanes}; q++) for (int j = 0; j < {lanes}; j++) g{f} = {};",
-            fold.combine(&format!("g{f}"), &format!("f{f}[0][q][j]"), false)
+            fold.combine(&format!("g{f}"), &format!("f{f}[0][q][j]"), None)
         );
-        let _ = writeln!(s, "    for (; i{f} < n; i{f}++) g{f} = {};", fold.combine(&format!("g{f}"), &(fold.load)(&format!("{src}[i{f}]")), false));
+        let _ = writeln!(s, "    for (; i{f} < n; i{f}++) g{f} = {};", fold.combine(&format!("g{f}"), &(fold.load)(&format!("{src}[i{f}]")), None));
         // float32 max and min fold in float32 and widen the tile's result.
         let whole = Fold::of_row(fold.op, k.insts[*v].dtype);
         let part = if fold.widen { format!("(double)g{f}") } else { format!("g{f}") };
-        let (acc, combined) = (whole.acc, whole.combine(&format!("a{f}"), &part, false));
+        let (acc, combined) = (whole.acc, whole.combine(&format!("a{f}"), &part, None));
         let _ = writeln!(
             s,
             "    {{ {acc} a{f}; memcpy(&a{f}, &acc[{f}], sizeof a{f}); a{f} = {combined}; memcpy(&acc[{f}], &a{f}, sizeof a{f}); }}"
@@ -748,10 +762,11 @@ fn rows_function(k: &Kernel, variant: usize, layouts: &[&Layout], row_steps: &[V
             .reads
             .iter()
             .map(|r| match *r {
-                Read::Load(i) => format!("base[{i}] + ((int64_t)r * step[{i}] + (int64_t)off) * {}, ", size(i)),
-                Read::Cache(i) => format!("c{i} + off * {}, ", size(i)),
+                Read::Load(i) => Some(format!("base[{i}] + ((int64_t)r * step[{i}] + (int64_t)off) * {}, ", size(i))),
+                Read::Cache(i) => Some(format!("c{i} + off * {}, ", size(i))),
+                Read::Column(_) => None,
             })
-            .collect();
+            .collect::<Option<_>>()?;
         let writes: String = layout
             .writes
             .iter()
@@ -800,8 +815,9 @@ pub(in crate::backend::cpu) struct KernelSource {
 }
 
 /// The whole C source of a kernel's pass functions: `kiln_p{pass}_{variant}` for each
-/// `(variant, pass, schedule, folds)`, and its rows functions (whose row steps before each pass
-/// are `row_steps`); else the first instruction with no exact C form.
+/// `(variant, pass, schedule, folds)` (column functions for a column kernel), and a row
+/// kernel's rows functions (whose row steps before each pass are `row_steps`); else the first
+/// instruction with no exact C form.
 pub(in crate::backend::cpu) fn kernel_source(
     k: &Kernel,
     passes: &[(usize, usize, &Pass, &[usize])],
@@ -817,13 +833,14 @@ pub(in crate::backend::cpu) fn kernel_source(
         k.name.replace("*/", "* /")
     );
     let mut layouts = Vec::new();
+    let lower = if k.inner > 0 { super::columns::column_function } else { pass_function };
     for &(variant, p, pass, folds) in passes {
-        let (text, layout) = pass_function(k, pass, folds, &symbol(variant, p)).ok_or_else(|| without_c_form(k))?;
+        let (text, layout) = lower(k, pass, folds, &symbol(variant, p)).ok_or_else(|| without_c_form(k))?;
         source.push_str(&text);
         layouts.push(layout);
     }
     let mut rows = Vec::new();
-    let mut variants: Vec<usize> = passes.iter().map(|&(v, ..)| v).filter(|_| k.reduced > 0).collect();
+    let mut variants: Vec<usize> = passes.iter().map(|&(v, ..)| v).filter(|_| k.reduced > 0 && k.inner == 0).collect();
     variants.dedup();
     for v in variants {
         let of_variant: Vec<&Layout> =

@@ -9,8 +9,9 @@
 //!
 //! Elementwise kernels split the space across the thread pool in runs; kernels with reductions
 //! split it by rows and make one pass over each row per phase; a few long rows of a single-pass
-//! kernel are split across threads and their partial results combined. Floats accumulate in
-//! float64 and integers in 64 bits, as eager reductions do.
+//! kernel are split across threads and their partial results combined; kernels folding columns
+//! (reduced axes with kept axes after them) split it by blocks of columns ([`columns`]). Floats
+//! accumulate in float64 and integers in 64 bits, as eager reductions do.
 
 use super::elementwise::{elements_of, InputScratch, Source};
 use super::native::{Loaded, Native, Read, RowPath, RowsFn, Write, STREAM_BITS};
@@ -57,6 +58,8 @@ macro_rules! with_compute {
         }
     };
 }
+
+mod columns;
 
 /// The per-kernel schedule: which instructions each pass runs, and which tile slot each uses.
 struct Program {
@@ -291,7 +294,8 @@ impl Program {
         }
         let mut lowered: Vec<(usize, usize, &Pass, &[usize])> =
             passes.iter().enumerate().map(|(p, pass)| (0, p, pass, folds[p].as_slice())).collect();
-        if cache_values > 0 && k.passes > 1 {
+        // Column kernels recompute what later passes need (their blocks are read from L2).
+        if cache_values > 0 && k.passes > 1 && k.inner == 0 {
             lowered.extend(cached_passes.iter().enumerate().map(|(p, pass)| (1, p, pass, folds[p].as_slice())));
         }
         let native = Native::new(k, &lowered, &row_steps);
@@ -537,6 +541,7 @@ impl<'a> Shared<'a> {
                     read(load, pos, n, &mut t.scratch[i], std::ptr::null_mut())
                 }
                 Read::Cache(i) => cached(t, i),
+                Read::Column(_) => unreachable!("row kernels read no per-column row values"),
             };
         }
         let mut stream = 0u64;
@@ -887,6 +892,9 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
 
 /// [`run`] with the engine chosen: native code when `native`, else the interpreter.
 fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
+    if k.inner > 0 {
+        return columns::run(k, prog, native, inputs, space);
+    }
     let nd = space.len();
     let split = nd - k.reduced.min(nd);
     let rows: usize = space[..split].iter().product();
