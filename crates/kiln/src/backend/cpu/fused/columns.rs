@@ -21,9 +21,9 @@
 //! sum) are one per column: a tile of them, repeated for each position a tile holds, which
 //! element instructions read where a row kernel splats one value.
 
-use super::{compute, compute_size, finish, identity, read, store, Acc, Load, Program, TILE};
+use super::{compute, compute_size, finish, identity, prepare_loads, read, store, Acc, Load, Program, TILE};
 use crate::backend::cpu::native::{Loaded, Read, RowPath, Write, COLUMN_PADDING};
-use crate::backend::cpu::elementwise::{elements_of, InputScratch, Source};
+use crate::backend::cpu::elementwise::{elements_of, InputScratch};
 use crate::backend::cpu::parallel::for_items_with;
 use crate::backend::cpu::reduce::{Domain, Int64};
 use crate::backend::cpu::strided::alloc;
@@ -438,20 +438,7 @@ pub(super) fn run(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &
     let end = space.len() - k.inner;
     let mut row_shape: Shape = space.into();
     row_shape[end - k.reduced..end].iter_mut().for_each(|d| *d = 1);
-    let loads = k
-        .insts
-        .iter()
-        .map(|inst| match inst.op {
-            InstOp::Load(x) => {
-                let shape: &[usize] = if inst.level == Level::Element { space } else { &row_shape };
-                let input = &inputs[x];
-                let strides = input.strides_for(shape);
-                let source = crate::with_dtype!(input.dtype, S => Source::new::<S>(input, shape, &strides, false));
-                Some(Load { source, dtype: input.dtype })
-            }
-            _ => None,
-        })
-        .collect();
+    let loads = prepare_loads(k, inputs, (space, &row_shape), false);
     let buffers: Vec<Buffer> = k
         .outputs
         .iter()

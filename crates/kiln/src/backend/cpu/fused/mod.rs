@@ -890,6 +890,24 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     result
 }
 
+/// How each load instruction of `k` reads its input: element loads over `space`, row loads over
+/// `row_shape` (`blocked`: gathered in blocks, for transposed elementwise walks).
+fn prepare_loads(k: &Kernel, inputs: &[Input], (space, row_shape): (&[usize], &[usize]), blocked: bool) -> Vec<Option<Load>> {
+    k.insts
+        .iter()
+        .map(|inst| match inst.op {
+            InstOp::Load(x) => {
+                let shape = if inst.level == Level::Element { space } else { row_shape };
+                let input = &inputs[x];
+                let strides = input.strides_for(shape);
+                let source = crate::with_dtype!(input.dtype, S => Source::new::<S>(input, shape, &strides, blocked));
+                Some(Load { source, dtype: input.dtype })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// [`run`] with the engine chosen: native code when `native`, else the interpreter.
 fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
     if k.inner > 0 {
@@ -916,20 +934,7 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
     } else {
         (rows, len, false)
     };
-    let loads: Vec<Option<Load>> = k
-        .insts
-        .iter()
-        .map(|inst| match inst.op {
-            InstOp::Load(x) => {
-                let shape: &[usize] = if inst.level == Level::Element { space } else { &row_shape };
-                let input = &inputs[x];
-                let strides = input.strides_for(shape);
-                let source = crate::with_dtype!(input.dtype, S => Source::new::<S>(input, shape, &strides, blocked));
-                Some(Load { source, dtype: input.dtype })
-            }
-            _ => None,
-        })
-        .collect();
+    let loads = prepare_loads(k, inputs, (space, &row_shape), blocked);
     let mut donors: Vec<Option<Buffer>> = inputs
         .iter()
         .map(|i| (k.may_donate() && i.donatable && i.is_contiguous_as(space) && i.buffer.offset == 0).then(|| i.buffer.clone()))

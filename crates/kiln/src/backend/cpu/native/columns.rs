@@ -10,7 +10,7 @@
 //! interpreter's column fold (float64, int64, uint64), with the same combine: results equal the
 //! interpreter's bit for bit.
 
-use super::source::{c_type, statement, vector_type, Fold, Layout, Read, Write, LEN};
+use super::source::{c_type, fold_plans, statement, vector_type, Fold, Layout, Read, Write, LEN};
 use crate::backend::cpu::fused::Pass;
 use crate::fused::{InstOp, Kernel};
 use std::fmt::Write as _;
@@ -48,13 +48,7 @@ pub(super) fn column_function(k: &Kernel, pass: &Pass, folds: &[usize], name: &s
             }
         }
     }
-    let plans: Vec<(Fold, usize)> = folds
-        .iter()
-        .map(|&r| match k.insts[r].op {
-            InstOp::Reduce(op, v) => c_type(k.insts[v].dtype).map(|_| (Fold::of_row(op, k.insts[v].dtype), v)),
-            _ => None,
-        })
-        .collect::<Option<_>>()?;
+    let plans = fold_plans(k, folds, Fold::of_row)?;
     let mut s = String::new();
     let _ = writeln!(
         s,

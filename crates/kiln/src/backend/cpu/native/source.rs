@@ -425,6 +425,18 @@ impl Fold {
     }
 }
 
+/// Per reduction of `folds`, its fold (`fold` of its op and its operand's dtype) and the
+/// instruction it folds; None when the operand has no C type.
+pub(super) fn fold_plans(k: &Kernel, folds: &[usize], fold: fn(ReduceOp, Dtype) -> Fold) -> Option<Vec<(Fold, usize)>> {
+    folds
+        .iter()
+        .map(|&r| match k.insts[r].op {
+            InstOp::Reduce(op, v) => c_type(k.insts[v].dtype).map(|_| (fold(op, k.insts[v].dtype), v)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Contiguous parts of a tile that a max or min fold runs side by side (see `pass_function`).
 const FOLD_SEGMENTS: usize = 4;
 
@@ -544,13 +556,7 @@ pub(in crate::backend::cpu) fn pass_function(k: &Kernel, pass: &Pass, folds: &[u
     let indent = |text: &str, depth: usize| -> String {
         text.lines().map(|l| format!("{}{l}\n", "    ".repeat(depth))).collect()
     };
-    let plans: Vec<(Fold, usize)> = folds
-        .iter()
-        .map(|&r| match k.insts[r].op {
-            InstOp::Reduce(op, v) => c_type(k.insts[v].dtype).map(|_| (Fold::new(op, k.insts[v].dtype), v)),
-            _ => None,
-        })
-        .collect::<Option<_>>()?;
+    let plans = fold_plans(k, folds, Fold::new)?;
     // What each reduction folds: a read in place, what the loop wrote to the row cache, or a
     // tile buffer the element loop fills.
     let mut sources = Vec::new();
