@@ -31,9 +31,9 @@ pub(in crate::backend::cpu) const COLUMN_PADDING: usize = 16;
 /// Arguments `(in, step, out, width, acc, n, count)`: per read `j`, a pointer to the block's
 /// first value, its step per reduced position in elements (`step[2 j]`, 0 for a column's row
 /// values) and per column (`step[2 j + 1]`: 1, or 0 for a value the same in every column, read
-/// once and splatted); per write, a pointer to the block's first value, `width` elements apart per position; per fold,
-/// its `n` accumulators, padded with room for whole vectors after them (a multiple of
-/// [`COLUMN_PADDING`]); `n` columns and `count` positions.
+/// once and splatted); per write, a pointer to the block's first value, `width` elements apart
+/// per position; per fold, its `n` accumulators, padded with room for whole vectors after them
+/// (a multiple of [`COLUMN_PADDING`]); `n` columns and `count` positions.
 pub(super) fn column_function(k: &Kernel, pass: &Pass, folds: &[usize], name: &str) -> Option<(String, Layout)> {
     let mut layout = Layout { folds: folds.to_vec(), ..Layout::default() };
     for &i in &pass.insts {
