@@ -10,6 +10,7 @@
 //! sum(exp(x - max)) (pass 1), then exp(x - max) / sum (pass 2), one kernel.
 
 use crate::dtype::Dtype;
+use crate::shape::Shape;
 use crate::primitive::{BinaryOp, ReduceOp, UnaryOp};
 use std::fmt;
 
@@ -107,13 +108,25 @@ impl Kernel {
         self.reduced == 0
     }
 
+    /// The reduced axes of a space of `nd` axes: the block before the last `inner` ones.
+    pub fn reduced_axes(&self, nd: usize) -> std::ops::Range<usize> {
+        let end = nd - self.inner.min(nd);
+        end - self.reduced.min(end)..end
+    }
+
     /// The space's shape as (rows, reduced length, inner width): the products of the axes
     /// before, inside and after the reduced block.
     pub fn split_space(&self, space: &[usize]) -> (usize, usize, usize) {
-        let nd = space.len();
-        let end = nd - self.inner.min(nd);
-        let start = end - self.reduced.min(end);
-        (space[..start].iter().product(), space[start..end].iter().product(), space[end..].iter().product())
+        let axes = self.reduced_axes(space.len());
+        (space[..axes.start].iter().product(), space[axes.clone()].iter().product(), space[axes.end..].iter().product())
+    }
+
+    /// The shape of the kernel's row values and row outputs over `space`: the reduced axes kept
+    /// with size 1.
+    pub fn row_shape(&self, space: &[usize]) -> Shape {
+        let mut shape: Shape = space.into();
+        shape[self.reduced_axes(space.len())].iter_mut().for_each(|d| *d = 1);
+        shape
     }
 }
 

@@ -185,6 +185,27 @@ fn column_layout(x: &Input, axes: &[usize]) -> Option<(usize, usize, usize)> {
     Some((x.shape[..first].iter().product(), x.shape[first..=last].iter().product(), width))
 }
 
+/// `acc[j] = combine(acc[j], load(row[j]))` for every column `j`: one position of a column
+/// reduction (eager's and compiled column kernels' alike, so both fold in the same order), the
+/// combining function chosen once outside the loop.
+#[inline(always)]
+pub(super) fn fold_columns<T: Copy, A: Domain>(op: ReduceOp, acc: &mut [A], row: &[T], load: impl Fn(T) -> A) {
+    #[inline(always)]
+    fn each<T: Copy, A: Copy>(acc: &mut [A], row: &[T], load: impl Fn(T) -> A, combine: impl Fn(A, A) -> A) {
+        for (a, &v) in acc.iter_mut().zip(row) {
+            *a = combine(*a, load(v));
+        }
+    }
+    match op {
+        ReduceOp::Sum => each(acc, row, load, |a, b| A::combine(ReduceOp::Sum, a, b)),
+        ReduceOp::Prod => each(acc, row, load, |a, b| A::combine(ReduceOp::Prod, a, b)),
+        ReduceOp::Max => each(acc, row, load, |a, b| A::combine(ReduceOp::Max, a, b)),
+        ReduceOp::Min => each(acc, row, load, |a, b| A::combine(ReduceOp::Min, a, b)),
+        ReduceOp::All => each(acc, row, load, |a, b| A::combine(ReduceOp::All, a, b)),
+        ReduceOp::Any => each(acc, row, load, |a, b| A::combine(ReduceOp::Any, a, b)),
+    }
+}
+
 /// Reduces the middle axis of a row-major `(outer, len, width)` array at `src`: output element
 /// `o * width + j` folds `x[o, i, j]` over `i`. Tasks take pieces of columns and stream whole row
 /// pieces into their accumulators, so the inner loop is contiguous and vectorises across columns.
@@ -205,9 +226,7 @@ fn reduce_columns<T: Element, A: Domain>(
             acc[..cols].fill(A::identity(op));
             for i in 0..len {
                 let row = unsafe { std::slice::from_raw_parts((src as *const T).add((o * len + i) * width + c0), cols) };
-                for (a, &v) in acc[..cols].iter_mut().zip(row) {
-                    *a = A::combine(op, *a, load(v));
-                }
+                fold_columns(op, &mut acc[..cols], row, load);
             }
             for (j, &a) in acc[..cols].iter().enumerate() {
                 store(o * width + c0 + j, a);

@@ -21,11 +21,11 @@
 //! sum) are one per column: a tile of them, repeated for each position a tile holds, which
 //! element instructions read where a row kernel splats one value.
 
-use super::{compute, compute_size, finish, identity, prepare_loads, read, store, Acc, Load, Program, TILE};
+use super::{compute, compute_size, fill_tile, finish, identity, prepare_loads, read, store, Acc, Load, Program, TILE};
 use crate::backend::cpu::native::{Loaded, Read, RowPath, Write, COLUMN_PADDING};
-use crate::backend::cpu::elementwise::{elements_of, InputScratch};
+use crate::backend::cpu::elementwise::InputScratch;
 use crate::backend::cpu::parallel::for_items_with;
-use crate::backend::cpu::reduce::{Domain, Int64};
+use crate::backend::cpu::reduce::{fold_columns, Int64};
 use crate::backend::cpu::strided::alloc;
 use crate::backend::Input;
 use crate::buffer::Buffer;
@@ -33,7 +33,7 @@ use crate::dtype::{Dtype, Element};
 use crate::error::Result;
 use crate::fused::{InstOp, Kernel, Level};
 use crate::primitive::ReduceOp;
-use crate::shape::{collapse_dims, Shape};
+use crate::shape::collapse_dims;
 use std::sync::Mutex;
 
 /// The bytes of one block's values at every reduced position (a float32 value each) aimed at:
@@ -104,32 +104,14 @@ impl Columns {
 
     /// Folds the first `n` compute values of `dtype` at `p`, one into each column.
     unsafe fn fold(&mut self, op: ReduceOp, dtype: Dtype, p: *const u8, n: usize) {
-        match self {
-            Columns::F(a) => with_compute!(dtype, C => each(op, &mut a[..n], p as *const C, |v: C| v.to_f64())),
-            Columns::I(a) => with_compute!(dtype, C => each(op, &mut a[..n], p as *const C, |v: C| Int64::to_i64(v))),
-            Columns::U(a) => with_compute!(dtype, C => each(op, &mut a[..n], p as *const C, |v: C| Int64::to_u64(v))),
-        }
-    }
-}
-
-/// `acc[j] = combine(acc[j], load(p[j]))` for every column, the combining function chosen once
-/// outside the loop.
-#[inline(always)]
-unsafe fn each<C: Copy, A: Domain>(op: ReduceOp, acc: &mut [A], p: *const C, load: impl Fn(C) -> A) {
-    #[inline(always)]
-    fn lanes<C: Copy, A: Copy>(acc: &mut [A], values: &[C], load: impl Fn(C) -> A, combine: impl Fn(A, A) -> A) {
-        for (a, &v) in acc.iter_mut().zip(values) {
-            *a = combine(*a, load(v));
-        }
-    }
-    let values = std::slice::from_raw_parts(p, acc.len());
-    match op {
-        ReduceOp::Sum => lanes(acc, values, load, |a, b| A::combine(ReduceOp::Sum, a, b)),
-        ReduceOp::Prod => lanes(acc, values, load, |a, b| A::combine(ReduceOp::Prod, a, b)),
-        ReduceOp::Max => lanes(acc, values, load, |a, b| A::combine(ReduceOp::Max, a, b)),
-        ReduceOp::Min => lanes(acc, values, load, |a, b| A::combine(ReduceOp::Min, a, b)),
-        ReduceOp::All => lanes(acc, values, load, |a, b| A::combine(ReduceOp::All, a, b)),
-        ReduceOp::Any => lanes(acc, values, load, |a, b| A::combine(ReduceOp::Any, a, b)),
+        with_compute!(dtype, C => {
+            let row = std::slice::from_raw_parts(p as *const C, n);
+            match self {
+                Columns::F(a) => fold_columns(op, &mut a[..n], row, |v: C| v.to_f64()),
+                Columns::I(a) => fold_columns(op, &mut a[..n], row, |v: C| Int64::to_i64(v)),
+                Columns::U(a) => fold_columns(op, &mut a[..n], row, |v: C| Int64::to_u64(v)),
+            }
+        })
     }
 }
 
@@ -161,8 +143,8 @@ struct Affine {
 /// reduced position (its view's first element, offset counted, as the base); None otherwise
 /// (transposed, strided along the columns, axes that don't collapse).
 fn column_affine(k: &Kernel, input: &Input, space: &[usize]) -> Option<Affine> {
-    let end = space.len() - k.inner;
-    let start = end - k.reduced;
+    let axes = k.reduced_axes(space.len());
+    let (start, end) = (axes.start, axes.end);
     let strides = input.strides_for(space);
     let step = |from: usize, to: usize| -> Option<i64> {
         let (_, collapsed) = collapse_dims(&space[from..to], &[&strides[from..to]]);
@@ -196,17 +178,6 @@ struct Task {
 // tiles or into buffers that outlive the run.
 unsafe impl Send for Task {}
 
-/// A tile of `tile` copies of the compute-type constant bits `bits` of `dtype`.
-fn constant_tile(bits: u64, dtype: Dtype, tile: usize) -> Vec<u64> {
-    let mut words = vec![0u64; tile];
-    with_compute!(dtype, C => {
-        // Safety: the bits hold one compute value in their low bytes.
-        let v: C = unsafe { std::ptr::read_unaligned(&bits as *const u64 as *const C) };
-        elements_of::<C>(&mut words, tile).fill(v);
-    });
-    words
-}
-
 impl Shared<'_> {
     fn task(&self) -> Task {
         let k = self.k;
@@ -216,7 +187,11 @@ impl Shared<'_> {
             .iter()
             .enumerate()
             .map(|(i, inst)| match inst.op {
-                InstOp::Const(_) => constant_tile(self.prog.consts[i], inst.dtype, tile),
+                InstOp::Const(_) => {
+                    let mut words = vec![0u64; tile];
+                    fill_tile(&mut words, self.prog.consts[i], inst.dtype, tile);
+                    words
+                }
                 _ => Vec::new(),
             })
             .collect::<Vec<_>>();
@@ -435,9 +410,7 @@ impl Shared<'_> {
 /// passes where every element load is read in place ([`column_affine`]).
 pub(super) fn run(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>> {
     let (rows, len, width) = k.split_space(space);
-    let end = space.len() - k.inner;
-    let mut row_shape: Shape = space.into();
-    row_shape[end - k.reduced..end].iter_mut().for_each(|d| *d = 1);
+    let row_shape = k.row_shape(space);
     let loads = prepare_loads(k, inputs, (space, &row_shape), false);
     let buffers: Vec<Buffer> = k
         .outputs

@@ -453,10 +453,7 @@ impl<'a> Shared<'a> {
             if let InstOp::Const(_) = inst.op {
                 let c = self.prog.consts[i];
                 if inst.level == Level::Element && tile_needed(i) {
-                    with_compute!(inst.dtype, C => {
-                        let v: C = unsafe { std::ptr::read_unaligned(&c as *const u64 as *const C) };
-                        elements_of::<C>(&mut t.consts[i], self.tile).fill(v);
-                    });
+                    fill_tile(&mut t.consts[i], c, inst.dtype, self.tile);
                 } else {
                     t.row[i] = c;
                 }
@@ -496,10 +493,7 @@ impl<'a> Shared<'a> {
                 InstOp::Broadcast(a) => {
                     let v = t.row[a];
                     if self.prog.tile_needed[i] && t.filled[i] != Some(v) {
-                        with_compute!(inst.dtype, C => {
-                            let v: C = std::ptr::read_unaligned(&v as *const u64 as *const C);
-                            elements_of::<C>(&mut t.consts[i], self.tile).fill(v);
-                        });
+                        fill_tile(&mut t.consts[i], v, inst.dtype, self.tile);
                         t.filled[i] = Some(v);
                     }
                     t.consts[i].as_ptr() as *const u8
@@ -890,6 +884,16 @@ pub fn run(k: &Kernel, inputs: &[Input], space: &[usize]) -> Result<Vec<Buffer>>
     result
 }
 
+/// Sets the first `n` compute values of `dtype` in `words` to the one whose compute-type bits
+/// (in their low bytes) are `bits`: a constant's or a row value's tile.
+fn fill_tile(words: &mut [u64], bits: u64, dtype: Dtype, n: usize) {
+    with_compute!(dtype, C => {
+        // Safety: the bits hold one compute value in their low bytes.
+        let v: C = unsafe { std::ptr::read_unaligned(&bits as *const u64 as *const C) };
+        elements_of::<C>(words, n).fill(v);
+    });
+}
+
 /// How each load instruction of `k` reads its input: element loads over `space`, row loads over
 /// `row_shape` (`blocked`: gathered in blocks, for transposed elementwise walks).
 fn prepare_loads(k: &Kernel, inputs: &[Input], (space, row_shape): (&[usize], &[usize]), blocked: bool) -> Vec<Option<Load>> {
@@ -913,14 +917,9 @@ fn run_with(k: &Kernel, prog: &Program, native: Option<&Loaded>, inputs: &[Input
     if k.inner > 0 {
         return columns::run(k, prog, native, inputs, space);
     }
-    let nd = space.len();
-    let split = nd - k.reduced.min(nd);
-    let rows: usize = space[..split].iter().product();
-    let len: usize = space[split..].iter().product();
-    let mut row_shape: Shape = space.into();
-    for d in row_shape[split..].iter_mut() {
-        *d = 1;
-    }
+    let split = k.reduced_axes(space.len()).start;
+    let (rows, len, _) = k.split_space(space);
+    let row_shape = k.row_shape(space);
     let element_strides: Vec<Strides> = k
         .insts
         .iter()
